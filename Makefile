@@ -1,0 +1,55 @@
+# xiaoyarl: `make demo` trains PPO on CartPole; `make test` runs the test suite.
+# Both create .venv on first use. torch is installed before the package so that an
+# existing torch (for example a CUDA build you installed yourself) is kept as it is.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The torch to install when the venv has none. Pinned so a CPU machine gets a known build;
+# override, e.g. `make test TORCH_SPEC=torch TORCH_INDEX=<your wheel index>`.
+TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX ?=
+PIP := $(PY) -m pip install --disable-pip-version-check -q
+
+.PHONY: demo test test-slow lint format bench clean venv
+
+$(VENV)/.torch:
+	$(PYTHON) -m venv $(VENV)
+	@if $(PY) -c "import torch" 2>/dev/null; then \
+		echo "keeping installed torch $$($(PY) -c 'import torch; print(torch.__version__)')"; \
+	else \
+		echo "installing $(TORCH_SPEC)"; \
+		$(PIP) "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)); \
+	fi
+	touch $@
+
+$(VENV)/.core: $(VENV)/.torch pyproject.toml
+	$(PIP) -e .
+	touch $@
+
+$(VENV)/.test: $(VENV)/.core
+	$(PIP) -e ".[test]"
+	touch $@
+
+venv: $(VENV)/.core
+
+demo: $(VENV)/.core
+	rm -rf runs/demo_ppo_cartpole
+	$(VENV)/bin/xiaoyarl train ppo CartPole-v1 --seed 0 --cwd runs/demo_ppo_cartpole
+	@echo "run folder: runs/demo_ppo_cartpole (learning_curve.png, recorder.csv, actor.pt)"
+
+test: $(VENV)/.test
+	$(PY) -m pytest -q
+
+test-slow: $(VENV)/.test
+	$(PY) -m pytest -q -m slow
+
+lint: $(VENV)/.test
+	$(VENV)/bin/ruff check xiaoyarl tests benchmarks examples
+	$(VENV)/bin/ruff format --check xiaoyarl tests benchmarks examples
+
+format: $(VENV)/.test
+	$(VENV)/bin/ruff format xiaoyarl tests benchmarks examples
+	$(VENV)/bin/ruff check --fix xiaoyarl tests benchmarks examples
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .ruff_cache *.egg-info

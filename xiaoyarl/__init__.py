@@ -1,0 +1,24 @@
+"""xiaoyarl: massively parallel deep reinforcement learning in PyTorch."""
+
+from xiaoyarl.config import Config
+from xiaoyarl.envs import EnvSpec, VecEnv, make_env
+from xiaoyarl.errors import CheckpointError, ConfigError, EnvError, XiaoyaError
+from xiaoyarl.policy import Policy, evaluate, load_policy
+from xiaoyarl.train.run import train_agent
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CheckpointError",
+    "Config",
+    "ConfigError",
+    "EnvError",
+    "EnvSpec",
+    "Policy",
+    "VecEnv",
+    "XiaoyaError",
+    "evaluate",
+    "load_policy",
+    "make_env",
+    "train_agent",
+]

@@ -1,0 +1,188 @@
+"""PPO and A2C with generalized advantage estimation.
+
+PPO: Schulman et al., "Proximal Policy Optimization Algorithms", 2017 (clipped surrogate).
+GAE: Schulman et al., "High-Dimensional Continuous Control Using Generalized Advantage
+Estimation", 2016. A2C: Mnih et al., "Asynchronous Methods for Deep Reinforcement Learning",
+2016, in its synchronous form.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from xiaoyarl.agents.base import AgentBase
+from xiaoyarl.config import Config
+from xiaoyarl.envs.base import EnvSpec, VecEnv
+from xiaoyarl.nets import ActorDiscretePPO, ActorPPO, CriticV, RewardScaler, RunningNorm
+
+
+class Rollout(NamedTuple):
+    """Time-major on-policy data; T = horizon_len, N = num_envs, S = state_dim, A = action_dim."""
+
+    states: torch.Tensor  # (T, N, S)
+    actions: torch.Tensor  # (T, N, A) float, or (T, N) int64 for discrete actions
+    logprobs: torch.Tensor  # (T, N) log-probability of the action when it was taken
+    rewards: torch.Tensor  # (T, N)
+    terminals: torch.Tensor  # (T, N) bool: the episode ended for good (no bootstrap)
+    truncates: torch.Tensor  # (T, N) bool: the episode was cut by a time limit (bootstrap)
+    next_states: torch.Tensor  # (T, N, S): the state each step reached, before any auto-reset
+
+
+def compute_gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    next_values: torch.Tensor,
+    terminals: torch.Tensor,
+    truncates: torch.Tensor,
+    gamma: float,
+    lambda_gae: float,
+) -> torch.Tensor:
+    """GAE advantages `(T, N)` from `(T, N)` inputs.
+
+    `next_values[t]` is V of the state step t reached (the true last state when the episode ended
+    there). A terminal step does not bootstrap; a truncated one does, from that last state. Either
+    way the advantage does not run on into the next episode.
+    """
+    advantages = torch.empty_like(rewards)
+    running = torch.zeros_like(rewards[0])
+    keep_value = (~terminals).float()
+    keep_trace = (~(terminals | truncates)).float()
+    for t in reversed(range(rewards.shape[0])):
+        delta = rewards[t] + gamma * keep_value[t] * next_values[t] - values[t]
+        running = delta + gamma * lambda_gae * keep_trace[t] * running
+        advantages[t] = running
+    return advantages
+
+
+class AgentPPO(AgentBase):
+    """PPO with a Gaussian actor, a state-value critic, GAE and the clipped surrogate objective."""
+
+    if_off_policy = False
+    if_discrete = False
+    actor_class: type[torch.nn.Module] = ActorPPO
+
+    def __init__(self, spec: EnvSpec, config: Config, device: torch.device) -> None:
+        super().__init__(spec, config, device)
+        self.state_norm = RunningNorm(spec.state_dim, enabled=config.state_norm).to(device)
+        self.actor = self.actor_class(
+            spec.state_dim, spec.action_dim, config.net_dims, self.state_norm
+        ).to(device)
+        self.critic = CriticV(spec.state_dim, config.net_dims, self.state_norm).to(device)
+        self.reward_scaler = RewardScaler(spec.num_envs, config.gamma, config.reward_norm)
+        self.reward_scaler.to(device)
+        self.nets = {"actor": self.actor, "critic": self.critic, "reward": self.reward_scaler}
+        self.optimizers = {
+            "actor": self.make_optimizer(self.actor),
+            "critic": self.make_optimizer(self.critic),
+        }
+
+    @torch.no_grad()
+    def explore_env(self, env: VecEnv, horizon_len: int) -> Rollout:
+        n, s = env.spec.num_envs, env.spec.state_dim
+        dev = self.device
+        states = torch.empty((horizon_len, n, s), device=dev)
+        next_states = torch.empty((horizon_len, n, s), device=dev)
+        action_shape = (horizon_len, n) if self.if_discrete else (horizon_len, n, env.spec.action_dim)
+        actions = torch.empty(action_shape, device=dev, dtype=torch.int64 if self.if_discrete else None)
+        logprobs = torch.empty((horizon_len, n), device=dev)
+        rewards = torch.empty((horizon_len, n), device=dev)
+        terminals = torch.empty((horizon_len, n), dtype=torch.bool, device=dev)
+        truncates = torch.empty((horizon_len, n), dtype=torch.bool, device=dev)
+
+        state = self.last_state
+        for t in range(horizon_len):
+            action, logprob = self.actor.get_action(state)
+            next_state, reward, terminal, truncate, info = env.step(
+                self.actor.convert_action_for_env(action)
+            )
+            states[t] = state
+            actions[t] = action
+            logprobs[t] = logprob
+            rewards[t] = reward
+            terminals[t] = terminal
+            truncates[t] = truncate
+            next_states[t] = info["final_state"]
+            state = next_state
+        self.last_state = state
+        return Rollout(states, actions, logprobs, rewards, terminals, truncates, next_states)
+
+    def actor_objective(
+        self, ratio: torch.Tensor, advantage: torch.Tensor, logprob: torch.Tensor
+    ) -> torch.Tensor:
+        """PPO's clipped surrogate, per sample (to be maximized)."""
+        eps = self.config.ratio_clip
+        return torch.min(ratio * advantage, ratio.clamp(1 - eps, 1 + eps) * advantage)
+
+    def update_net(self, rollout: Rollout) -> dict[str, torch.Tensor]:
+        cfg = self.config
+        horizon_len, num_envs = rollout.rewards.shape
+        with torch.no_grad():
+            dones = rollout.terminals | rollout.truncates
+            rewards = self.reward_scaler(rollout.rewards, dones)
+            values = self.critic(rollout.states.flatten(0, 1)).view(horizon_len, num_envs)
+            next_values = self.critic(rollout.next_states.flatten(0, 1)).view(horizon_len, num_envs)
+            advantages = compute_gae(
+                rewards, values, next_values, rollout.terminals, rollout.truncates,
+                cfg.gamma, cfg.lambda_gae_adv,
+            )
+            returns = (advantages + values).flatten()
+            advantages = advantages.flatten()
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        states = rollout.states.flatten(0, 1)
+        actions = rollout.actions.flatten(0, 1)
+        old_logprobs = rollout.logprobs.flatten()
+
+        size = horizon_len * num_envs
+        batch_size = min(cfg.batch_size, size)
+        num_updates = max(1, int(cfg.repeat_times * size / batch_size))
+        num_perms = -(-num_updates * batch_size // size)
+        order = torch.cat([torch.randperm(size, device=self.device) for _ in range(num_perms)])
+
+        logs = torch.zeros(5, device=self.device)
+        for i in range(num_updates):
+            idx = order[i * batch_size : (i + 1) * batch_size]
+            logprob, entropy = self.actor.get_logprob_entropy(states[idx], actions[idx])
+            log_ratio = logprob - old_logprobs[idx]
+            ratio = log_ratio.exp()
+            objective = self.actor_objective(ratio, advantages[idx], logprob).mean()
+            actor_loss = -(objective + cfg.lambda_entropy * entropy.mean())
+            self.optimizer_step(self.optimizers["actor"], self.actor, actor_loss)
+
+            critic_loss = 0.5 * (self.critic(states[idx]) - returns[idx]).square().mean()
+            self.optimizer_step(self.optimizers["critic"], self.critic, critic_loss)
+            with torch.no_grad():
+                approx_kl = ((ratio - 1) - log_ratio).mean()  # Schulman's k3 estimator
+                clipped = ((ratio - 1).abs() > cfg.ratio_clip).float().mean()
+                logs += torch.stack(
+                    [actor_loss.detach(), critic_loss.detach(), entropy.mean().detach(), approx_kl, clipped]
+                )
+        self.state_norm.update(states)  # after the update, so old and new log-probs agree
+        logs /= num_updates
+        names = ("actor_loss", "critic_loss", "entropy", "approx_kl", "clip_fraction")
+        return dict(zip(names, logs.unbind(), strict=True))
+
+
+class AgentDiscretePPO(AgentPPO):
+    """PPO for discrete actions: only the actor differs (categorical instead of Gaussian)."""
+
+    if_discrete = True
+    actor_class = ActorDiscretePPO
+
+
+class AgentA2C(AgentPPO):
+    """A2C: the plain policy gradient `log pi(a|s) * A` instead of PPO's clipped ratio; by default
+    one gradient step on each short rollout (see `Config` defaults for `a2c`)."""
+
+    def actor_objective(
+        self, ratio: torch.Tensor, advantage: torch.Tensor, logprob: torch.Tensor
+    ) -> torch.Tensor:
+        return logprob * advantage  # differs from PPO: no ratio, no clipping
+
+
+class AgentDiscreteA2C(AgentA2C):
+    """A2C for discrete actions: only the actor differs (categorical instead of Gaussian)."""
+
+    if_discrete = True
+    actor_class = ActorDiscretePPO

@@ -1,0 +1,287 @@
+"""`Config`: every hyper-parameter of a run, with its default, validation and YAML round trip.
+
+Field names follow ElegantRL's vocabulary (`gamma`, `learning_rate`, `num_envs`, `horizon_len`,
+`batch_size`, `repeat_times`, `net_dims`, `clip_grad_norm`, ...). A few fields default to
+`None`, meaning "chosen from the algorithm and the env backend" by `Config.resolve`; the rules
+live in `_auto_defaults` below, the only other place a default is written down.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import re
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from xiaoyarl.errors import ConfigError
+
+BACKENDS = ("auto", "torch", "gymnasium")
+VECTOR_MODES = ("sync", "async")
+
+
+@dataclass
+class Config:
+    """Every knob of a training run. Defaults work across tasks; none is tuned to one benchmark."""
+
+    # --- what to train -------------------------------------------------------------------------
+    algo: str = "ppo"  # lower-case algorithm name, see `xiaoyarl list`
+    env_id: str = "CartPole-v1"  # built-in torch env, gymnasium id, or "my_module:MyEnv-v0"
+    backend: str = "auto"  # auto (torch-native when one exists) | torch | gymnasium
+    vector_mode: str = "sync"  # gymnasium backend: sync (one process) | async (a process per env)
+    num_envs: int | None = None  # None: 1024 for torch-native envs, 8 for gymnasium
+    seed: int = 0  # derives every generator of the run (torch, envs, evaluation envs)
+    device: str = "auto"  # auto (cuda when available) | cpu | cuda | cuda:N
+    threads: int | None = None  # torch CPU threads; None keeps torch's default
+
+    # --- budget, evaluation, checkpoints --------------------------------------------------------
+    max_steps: int = 2_000_000  # env steps (summed over sub-envs) before training stops
+    target_return: float | None = None  # stop when the evaluation mean reaches it; None: env's
+    eval_every: int = 20_000  # env steps between evaluations
+    eval_episodes: int = 10  # episodes per evaluation, run as parallel sub-envs
+    checkpoint_every: int = 200_000  # env steps between full training-state checkpoints
+    cwd: str | None = None  # run folder; None: runs/<env>_<algo>_<seed>
+    tensorboard: bool = False  # also write TensorBoard events (needs the `tensorboard` extra)
+
+    # --- networks and optimisation ----------------------------------------------------------------
+    net_dims: list[int] = field(default_factory=lambda: [64, 64])  # hidden layer widths
+    learning_rate: float | None = None  # None: 3e-4 for PPO, 7e-4 for A2C
+    clip_grad_norm: float = 0.5  # max global gradient norm per network
+    gamma: float = 0.99  # discount factor
+    state_norm: bool = True  # normalise observations with running mean/std
+    reward_norm: bool = True  # scale rewards by the running std of the discounted return
+
+    # --- rollout and update schedule -----------------------------------------------------------------
+    horizon_len: int | None = None  # steps per sub-env per rollout; None: see `_auto_defaults`
+    batch_size: int | None = None  # transitions per gradient step; None: see `_auto_defaults`
+    repeat_times: float | None = None  # passes over each rollout; None: see `_auto_defaults`
+
+    # --- on-policy (PPO / A2C) -----------------------------------------------------------------------
+    ratio_clip: float = 0.2  # PPO clip range epsilon
+    lambda_gae_adv: float = 0.95  # GAE lambda
+    lambda_entropy: float = 0.0  # entropy bonus coefficient
+    lambda_critic: float = 0.5  # value-loss coefficient
+
+    # ------------------------------------------------------------------------------------------------
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def from_dict(cls, values: dict, source: str = "config") -> Config:
+        """Build a Config from a mapping, converting and checking every value's type."""
+        if not isinstance(values, dict):
+            raise ConfigError(f"{source}: expected a mapping of field: value, got {values!r}.")
+        config = cls()
+        for name, value in values.items():
+            config.set(name, value, source=source)
+        return config
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Config:
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except OSError as e:
+            raise ConfigError(f"cannot read config file {path}: {e.strerror}.") from None
+        try:
+            values = yaml.safe_load(text) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"config file {path} is not valid YAML: {e}") from None
+        return cls.from_dict(values, source=str(path))
+
+    def save(self, path: str | Path) -> None:
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
+        tmp.replace(path)
+
+    def set(self, name: str, value: object, source: str = "--set") -> None:
+        """Set field `name` from a Python value or a string (parsed as YAML), checking its type."""
+        names = self.field_names()
+        if name not in names:
+            close = difflib.get_close_matches(name, names, n=3)
+            hint = f" Did you mean {', '.join(close)}?" if close else ""
+            raise ConfigError(
+                f"{source}: unknown config field '{name}'.{hint} "
+                f"Run `xiaoyarl list --fields` to see every field."
+            )
+        setattr(self, name, _convert(name, value, _field_types()[name], source))
+
+    def apply_overrides(self, pairs: list[str]) -> None:
+        """Apply `name=value` strings (from `--set`)."""
+        for pair in pairs:
+            if "=" not in pair or not pair.split("=", 1)[0].strip():
+                raise ConfigError(
+                    f"--set expects name=value (for example --set gamma=0.98), got '{pair}'."
+                )
+            name, value = pair.split("=", 1)
+            self.set(name.strip(), value.strip())
+
+    # ------------------------------------------------------------------------------------------------
+    def validate(self) -> Config:
+        """Reject bad values with a message naming the field, the value and what is allowed."""
+        from xiaoyarl.agents import ALGORITHMS
+
+        def bad(name: str, allowed: str) -> None:
+            raise ConfigError(
+                f"invalid config: {name}={getattr(self, name)!r}; {name} must be {allowed}."
+            )
+
+        if self.algo not in ALGORITHMS:
+            close = difflib.get_close_matches(str(self.algo), list(ALGORITHMS), n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ConfigError(
+                f"unknown algorithm '{self.algo}'{hint}; choose one of: "
+                f"{', '.join(sorted(ALGORITHMS))}."
+            )
+        if not self.env_id or not isinstance(self.env_id, str):
+            bad("env_id", "a built-in env name or a gymnasium id such as 'CartPole-v1'")
+        if self.backend not in BACKENDS:
+            bad("backend", f"one of {', '.join(BACKENDS)}")
+        if self.vector_mode not in VECTOR_MODES:
+            bad("vector_mode", f"one of {', '.join(VECTOR_MODES)}")
+        if not re.fullmatch(r"auto|cpu|cuda(:\d+)?|mps", str(self.device)):
+            bad("device", "auto, cpu, cuda or cuda:N")
+        for name in ("num_envs", "threads", "horizon_len", "batch_size"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                bad(name, "a positive integer (or null for the automatic choice)")
+        for name in ("max_steps", "eval_every", "eval_episodes", "checkpoint_every"):
+            if getattr(self, name) < 1:
+                bad(name, "a positive integer")
+        if self.seed < 0:
+            bad("seed", "a non-negative integer")
+        if not self.net_dims or any(d < 1 for d in self.net_dims):
+            bad("net_dims", "a non-empty list of positive layer widths, e.g. [64, 64]")
+        lr = self.learning_rate
+        if lr is not None and not (math.isfinite(lr) and 0 < lr < 1):
+            bad("learning_rate", "a number in (0, 1), e.g. 3e-4")
+        if not 0 < self.gamma <= 1:
+            bad("gamma", "in (0, 1]")
+        if not 0 <= self.lambda_gae_adv <= 1:
+            bad("lambda_gae_adv", "in [0, 1]")
+        if not 0 < self.ratio_clip < 1:
+            bad("ratio_clip", "in (0, 1)")
+        for name in ("lambda_entropy", "lambda_critic"):
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
+                bad(name, "a finite number >= 0")
+        if not (math.isfinite(self.clip_grad_norm) and self.clip_grad_norm > 0):
+            bad("clip_grad_norm", "a finite number > 0")
+        if self.repeat_times is not None and not (0 < self.repeat_times <= 1000):
+            bad("repeat_times", "a number in (0, 1000]")
+        if self.target_return is not None and not math.isfinite(self.target_return):
+            bad("target_return", "a finite number (or null for the env's own target)")
+        if None not in (self.num_envs, self.horizon_len, self.batch_size):
+            rollout = self.num_envs * self.horizon_len
+            if self.batch_size > rollout:
+                raise ConfigError(
+                    f"invalid config: batch_size={self.batch_size} is larger than one rollout "
+                    f"(num_envs * horizon_len = {self.num_envs} * {self.horizon_len} = {rollout}); "
+                    f"lower batch_size or raise horizon_len / num_envs."
+                )
+        return self
+
+    def resolve(self, torch_native: bool) -> Config:
+        """A copy with every `None` default filled in for this algorithm and backend, validated."""
+        self.validate()
+        resolved = dataclasses.replace(self, net_dims=list(self.net_dims))
+        for name, value in _auto_defaults(resolved, torch_native).items():
+            if getattr(resolved, name) is None:
+                setattr(resolved, name, value)
+        return resolved.validate()
+
+
+def _auto_defaults(config: Config, torch_native: bool) -> dict:
+    """The defaults that depend on the algorithm and the env backend (applied where a field is None).
+
+    Torch-native envs are cheap to step in bulk, so they get many sub-envs and short horizons;
+    gymnasium envs step one at a time in Python, so they get few sub-envs and longer horizons.
+    Either way a PPO rollout holds at least 2,048 transitions and is cut into 4 mini-batches.
+    A2C takes one gradient step per short rollout, as in its paper.
+    """
+    num_envs = config.num_envs or (1024 if torch_native else 8)
+    if config.algo == "a2c":
+        horizon_len = config.horizon_len or 8
+        return {
+            "num_envs": num_envs,
+            "horizon_len": horizon_len,
+            "batch_size": num_envs * horizon_len,
+            "repeat_times": 1.0,
+            "learning_rate": 7e-4,
+        }
+    horizon_len = config.horizon_len or max(16, 2048 // num_envs)
+    return {
+        "num_envs": num_envs,
+        "horizon_len": horizon_len,
+        "batch_size": max(1, num_envs * horizon_len // 4),
+        "repeat_times": 4.0,
+        "learning_rate": 3e-4,
+    }
+
+
+# --- value conversion for --set, YAML and from_dict ---------------------------------------------
+def _field_types() -> dict[str, object]:
+    return typing.get_type_hints(Config)
+
+
+def _convert(name: str, value: object, kind: object, source: str) -> object:
+    """Convert `value` (a Python value, or a string to parse as YAML) to the type of field `name`."""
+    if isinstance(value, str) and kind is not str:
+        try:
+            value = yaml.safe_load(value) if value.strip() else None
+        except yaml.YAMLError:
+            pass
+    args = typing.get_args(kind)
+    optional = type(None) in args
+    base = next((a for a in args if a is not type(None)), kind) if args else kind
+    if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
+        if optional:
+            return None
+        raise ConfigError(f"{source}: {name} cannot be empty; it needs a {_describe(base)}.")
+    try:
+        if base is bool:
+            if isinstance(value, bool):
+                return value
+            raise ValueError
+        if base is int:
+            if isinstance(value, bool):
+                raise ValueError
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+            if isinstance(value, int):
+                return value
+            raise ValueError
+        if base is float:
+            if isinstance(value, bool):
+                raise ValueError
+            return float(value)
+        if base is str:
+            return str(value)
+        if typing.get_origin(base) is list:
+            if isinstance(value, str):
+                value = [v for v in re.split(r"[,\s]+", value.strip("[]() ")) if v]
+            if isinstance(value, int | float):
+                value = [value]
+            items = [int(v) if float(v).is_integer() else None for v in value]
+            if None in items:
+                raise ValueError
+            return items
+    except (TypeError, ValueError):
+        pass
+    raise ConfigError(f"{source}: {name}={value!r} is not a valid {_describe(base)}.")
+
+
+def _describe(kind: object) -> str:
+    if typing.get_origin(kind) is list:
+        return "list of integers such as [64, 64]"
+    return {bool: "boolean (true/false)", int: "integer", float: "number", str: "string"}.get(
+        kind, str(kind)
+    )

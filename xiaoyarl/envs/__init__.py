@@ -1,0 +1,57 @@
+"""Environments: `make_env` builds a `VecEnv` (torch-native when one exists, else gymnasium)."""
+
+from __future__ import annotations
+
+import torch
+
+from xiaoyarl.envs.base import DEFAULT_TARGET_RETURNS, EnvSpec, TorchVecEnv, VecEnv
+from xiaoyarl.envs.classic import TORCH_ENVS
+from xiaoyarl.errors import EnvError
+
+BACKENDS = ("auto", "torch", "gymnasium")
+
+
+def is_torch_native(env_id: str, backend: str = "auto") -> bool:
+    """Whether `make_env(env_id, backend=backend)` gives a torch-native env."""
+    return backend in ("auto", "torch") and env_id in TORCH_ENVS
+
+
+def make_env(
+    env_id: str,
+    num_envs: int = 1,
+    device: str | torch.device = "cpu",
+    backend: str = "auto",
+    seed: int | None = None,
+    vector_mode: str = "sync",
+) -> VecEnv:
+    """A vectorized env of `num_envs` sub-envs on `device`.
+
+    backend: "auto" takes the torch-native env when there is one for `env_id`, else gymnasium;
+    "torch" insists on the torch-native env; "gymnasium" always adapts gymnasium's env (ids of
+    the form "my_module:MyEnv-v0" import `my_module` first, so it can register its envs).
+    vector_mode: how gymnasium sub-envs run, "sync" (in this process) or "async" (one process each).
+    """
+    if backend not in BACKENDS:
+        raise EnvError(f"unknown env backend '{backend}'; choose one of {', '.join(BACKENDS)}.")
+    if is_torch_native(env_id, backend):
+        return TORCH_ENVS[env_id](num_envs, device=device, seed=seed)
+    if backend == "torch":
+        raise EnvError(
+            f"there is no torch-native env named '{env_id}'. Torch-native envs: "
+            f"{', '.join(TORCH_ENVS)}. Use backend 'gymnasium' (or 'auto') for other ids."
+        )
+    from xiaoyarl.envs.gym import GymVecEnv
+
+    return GymVecEnv(env_id, num_envs, device=device, seed=seed, vector_mode=vector_mode)
+
+
+__all__ = [
+    "BACKENDS",
+    "DEFAULT_TARGET_RETURNS",
+    "EnvSpec",
+    "TORCH_ENVS",
+    "TorchVecEnv",
+    "VecEnv",
+    "is_torch_native",
+    "make_env",
+]

@@ -1,0 +1,172 @@
+"""Networks: MLP builder, running normalizers, actors and critics.
+
+Every network takes raw observations and normalizes them itself through a shared
+`RunningNorm`, so a saved actor is a complete policy: nothing else is needed to run it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from torch.distributions import Categorical, Normal
+
+
+def build_mlp(
+    dims: list[int], activation: type[nn.Module] = nn.Tanh, out_gain: float = 1.0
+) -> nn.Sequential:
+    """`dims = [in, hidden..., out]`: Linear layers with `activation` between them (not after the
+    last). Orthogonal init (gain sqrt(2) for hidden layers, `out_gain` for the last), zero bias."""
+    layers: list[nn.Module] = []
+    for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:], strict=True)):
+        last = i == len(dims) - 2
+        linear = nn.Linear(d_in, d_out)
+        nn.init.orthogonal_(linear.weight, out_gain if last else math.sqrt(2))
+        nn.init.zeros_(linear.bias)
+        layers.append(linear)
+        if not last:
+            layers.append(activation())
+    return nn.Sequential(*layers)
+
+
+class RunningNorm(nn.Module):
+    """Observation normalizer: running mean and variance over everything seen, merged batch by
+    batch (Chan et al.'s parallel update), applied as `clamp((x - mean) / std, -clip, clip)`.
+    When disabled it is the identity, but keeps the same buffers so checkpoints look alike."""
+
+    def __init__(self, dim: int, enabled: bool = True, clip: float = 10.0) -> None:
+        super().__init__()
+        self.enabled = enabled
+        self.clip = clip
+        self.register_buffer("mean", torch.zeros(dim))
+        self.register_buffer("var", torch.ones(dim))
+        self.register_buffer("count", torch.tensor(1e-4, dtype=torch.float64))
+
+    @torch.no_grad()
+    def update(self, x: torch.Tensor) -> None:
+        """Merge a batch `(batch, dim)` into the running statistics."""
+        if not self.enabled:
+            return
+        batch_mean = x.mean(0)
+        batch_var = x.var(0, unbiased=False)
+        n = torch.tensor(float(x.shape[0]), dtype=torch.float64, device=x.device)
+        total = self.count + n
+        delta = batch_mean - self.mean
+        w = (n / total).to(x.dtype)
+        self.mean += delta * w
+        m2 = self.var * (1 - w) + batch_var * w + delta.square() * w * (1 - w)
+        self.var.copy_(m2)
+        self.count.copy_(total)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.enabled:
+            return x
+        return ((x - self.mean) / (self.var + 1e-8).sqrt()).clamp(-self.clip, self.clip)
+
+
+class RewardScaler(nn.Module):
+    """Divides rewards by the running std of the discounted return (as in PPO implementations that
+    "normalize rewards"), which keeps value targets near unit scale whatever the reward units.
+    Tracks one discounted return per sub-env; the statistics are part of the checkpoint."""
+
+    def __init__(self, num_envs: int, gamma: float, enabled: bool = True) -> None:
+        super().__init__()
+        self.enabled = enabled
+        self.gamma = gamma
+        self.register_buffer("returns", torch.zeros(num_envs))
+        self.stats = RunningNorm(1)
+
+    @torch.no_grad()
+    def forward(self, rewards: torch.Tensor, dones: torch.Tensor) -> torch.Tensor:
+        """Scale rewards `(horizon_len, num_envs)`; `dones` `(horizon_len, num_envs)` ends returns."""
+        if not self.enabled:
+            return rewards
+        returns = torch.empty_like(rewards)
+        running = self.returns
+        for t in range(rewards.shape[0]):
+            running = running * self.gamma + rewards[t]
+            returns[t] = running
+            running = running * (~dones[t])
+        self.returns.copy_(running)
+        self.stats.update(returns.reshape(-1, 1))
+        return rewards / (self.stats.var + 1e-8).sqrt()
+
+
+class ActorPPO(nn.Module):
+    """Gaussian policy for continuous actions: an MLP gives the mean, a learned state-independent
+    log-std gives the spread. Samples are unbounded; the env receives them clipped to [-1, 1]."""
+
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm):
+        super().__init__()
+        self.norm = norm
+        self.net = build_mlp([state_dim, *net_dims, action_dim], out_gain=0.01)
+        self.action_std_log = nn.Parameter(torch.full((action_dim,), -0.5))
+
+    def _dist(self, state: torch.Tensor) -> Normal:
+        return Normal(self.net(self.norm(state)), self.action_std_log.exp())
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        """Deterministic action `(batch, action_dim)` in [-1, 1] for evaluation."""
+        return self.net(self.norm(state)).clamp(-1.0, 1.0)
+
+    def get_action(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sampled action `(batch, action_dim)` and its log-probability `(batch,)`."""
+        dist = self._dist(state)
+        action = dist.sample()
+        return action, dist.log_prob(action).sum(-1)
+
+    def get_logprob_entropy(
+        self, state: torch.Tensor, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        dist = self._dist(state)
+        return dist.log_prob(action).sum(-1), dist.entropy().sum(-1)
+
+    @staticmethod
+    def convert_action_for_env(action: torch.Tensor) -> torch.Tensor:
+        return action.clamp(-1.0, 1.0)
+
+
+class ActorDiscretePPO(nn.Module):
+    """Categorical policy for discrete actions: an MLP gives the logits."""
+
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm):
+        super().__init__()
+        self.norm = norm
+        self.net = build_mlp([state_dim, *net_dims, action_dim], out_gain=0.01)
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        """Greedy action `(batch,)` int64 for evaluation."""
+        return self.net(self.norm(state)).argmax(-1)
+
+    def get_action(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sampled action `(batch,)` int64 and its log-probability `(batch,)`."""
+        dist = Categorical(logits=self.net(self.norm(state)))
+        action = dist.sample()
+        return action, dist.log_prob(action)
+
+    def get_logprob_entropy(
+        self, state: torch.Tensor, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        dist = Categorical(logits=self.net(self.norm(state)))
+        return dist.log_prob(action), dist.entropy()
+
+    @staticmethod
+    def convert_action_for_env(action: torch.Tensor) -> torch.Tensor:
+        return action
+
+
+class CriticV(nn.Module):
+    """State-value function V(s): `(batch, state_dim) -> (batch,)`."""
+
+    def __init__(self, state_dim: int, net_dims: list[int], norm: RunningNorm):
+        super().__init__()
+        self.norm = norm
+        self.net = build_mlp([state_dim, *net_dims, 1], out_gain=1.0)
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        return self.net(self.norm(state)).squeeze(-1)
+
+
+# Actor classes by name, so a saved policy (`actor.pt`) can be rebuilt without pickling modules.
+ACTORS: dict[str, type[nn.Module]] = {cls.__name__: cls for cls in (ActorPPO, ActorDiscretePPO)}
