@@ -12,6 +12,7 @@ import dataclasses
 import difflib
 import math
 import re
+import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -239,9 +240,10 @@ def _convert(name: str, value: object, kind: object, source: str) -> object:
             value = yaml.safe_load(value) if value.strip() else None
         except yaml.YAMLError:
             pass
-    args = typing.get_args(kind)
+    is_union = typing.get_origin(kind) in (typing.Union, types.UnionType)
+    args = typing.get_args(kind) if is_union else ()
     optional = type(None) in args
-    base = next((a for a in args if a is not type(None)), kind) if args else kind
+    base = next(a for a in args if a is not type(None)) if args else kind
     if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
         if optional:
             return None
@@ -251,6 +253,8 @@ def _convert(name: str, value: object, kind: object, source: str) -> object:
             if isinstance(value, bool):
                 return value
             raise ValueError
+        if base in (int, float) and isinstance(value, str):
+            value = float(value.replace("_", ""))  # YAML 1.1 reads 1e5 as a string
         if base is int:
             if isinstance(value, bool):
                 raise ValueError

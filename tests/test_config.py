@@ -1,0 +1,98 @@
+"""Config: defaults, validation messages, --set parsing, YAML round trip."""
+
+import pytest
+
+from xiaoyarl import Config, ConfigError
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("learning_rate", -1e-3, ["learning_rate", "-0.001", "(0, 1)"]),
+        ("gamma", 1.5, ["gamma", "1.5", "(0, 1]"]),
+        ("gamma", 0.0, ["gamma", "(0, 1]"]),
+        ("algo", "ppq", ["unknown algorithm", "ppq", "did you mean 'ppo'"]),
+        ("num_envs", 0, ["num_envs", "positive integer"]),
+        ("net_dims", [64, 0], ["net_dims", "positive"]),
+        ("ratio_clip", 2.0, ["ratio_clip", "(0, 1)"]),
+        ("device", "gpu", ["device", "auto, cpu, cuda"]),
+        ("backend", "jax", ["backend", "auto, torch, gymnasium"]),
+        ("eval_episodes", 0, ["eval_episodes", "positive integer"]),
+        ("lambda_gae_adv", -0.1, ["lambda_gae_adv", "[0, 1]"]),
+    ],
+)
+def test_validate_rejects_bad_values_naming_field_value_and_allowed(field, value, words):
+    config = Config()
+    setattr(config, field, value)
+    with pytest.raises(ConfigError) as err:
+        config.validate()
+    for word in words:
+        assert word in str(err.value)
+
+
+def test_batch_larger_than_rollout_is_rejected():
+    config = Config(num_envs=4, horizon_len=8, batch_size=64)
+    with pytest.raises(ConfigError, match=r"batch_size=64 is larger than one rollout .*4 \* 8 = 32"):
+        config.validate()
+
+
+def test_resolve_fills_automatic_defaults_per_backend_and_algo():
+    torch_ppo = Config(algo="ppo").resolve(torch_native=True)
+    gym_ppo = Config(algo="ppo").resolve(torch_native=False)
+    a2c = Config(algo="a2c").resolve(torch_native=True)
+    assert torch_ppo.num_envs == 1024 and gym_ppo.num_envs == 8
+    for c in (torch_ppo, gym_ppo):
+        assert c.num_envs * c.horizon_len >= 2048
+        assert c.batch_size == c.num_envs * c.horizon_len // 4
+    assert a2c.repeat_times == 1.0 and a2c.batch_size == a2c.num_envs * a2c.horizon_len
+    assert Config(learning_rate=1e-3).resolve(True).learning_rate == 1e-3  # explicit wins
+
+
+def test_set_parses_and_converts_types():
+    config = Config()
+    config.apply_overrides(
+        ["gamma=0.98", "num_envs=16", "net_dims=[32, 32]", "state_norm=false",
+         "max_steps=1e5", "target_return=null", "env_id=Pendulum-v1"]
+    )  # fmt: skip
+    assert config.gamma == 0.98 and config.num_envs == 16 and config.net_dims == [32, 32]
+    assert config.state_norm is False and config.max_steps == 100_000
+    assert config.target_return is None and config.env_id == "Pendulum-v1"
+    config.set("net_dims", "128,64")
+    assert config.net_dims == [128, 64]
+
+
+@pytest.mark.parametrize(
+    ("pair", "words"),
+    [
+        ("gamma", ["name=value", "gamma"]),
+        ("=3", ["name=value"]),
+        ("gama=0.9", ["unknown config field 'gama'", "gamma"]),
+        ("num_envs=lots", ["num_envs", "integer"]),
+        ("num_envs=2.5", ["num_envs", "integer"]),
+        ("state_norm=maybe", ["state_norm", "boolean"]),
+        ("net_dims=[a,b]", ["net_dims", "list of integers"]),
+        ("gamma=null", ["gamma cannot be empty"]),
+    ],
+)
+def test_malformed_set_is_rejected_clearly(pair, words):
+    with pytest.raises(ConfigError) as err:
+        Config().apply_overrides([pair])
+    for word in words:
+        assert word in str(err.value)
+
+
+def test_yaml_round_trip(tmp_path):
+    config = Config(algo="a2c", env_id="Pendulum-v1", net_dims=[8, 8], gamma=0.9, num_envs=3)
+    config.save(tmp_path / "c.yaml")
+    assert Config.load(tmp_path / "c.yaml") == config
+
+
+def test_bad_yaml_files(tmp_path):
+    (tmp_path / "bad.yaml").write_text("gamma: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        Config.load(tmp_path / "bad.yaml")
+    (tmp_path / "unknown.yaml").write_text("gamma: 0.9\nlearnig_rate: 0.1\n")
+    with pytest.raises(ConfigError, match="unknown config field 'learnig_rate'.*learning_rate"):
+        Config.load(tmp_path / "unknown.yaml")
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        Config.load(tmp_path / "missing.yaml")

@@ -1,0 +1,443 @@
+"""`GymVecEnv`: any gymnasium environment behind the `VecEnv` contract.
+
+Two ways to run the `num_envs` sub-environments:
+
+- `vector_mode="sync"`: a plain loop over `gymnasium.make` instances in this process, writing
+  into preallocated numpy arrays and crossing to torch once per step. Best for cheap envs
+  (classic control), where process hops would cost more than the simulation.
+- `vector_mode="async"`: `gymnasium.vector.AsyncVectorEnv`, one worker process per sub-env, in
+  `SAME_STEP` auto-reset mode. Best for expensive simulators (MuJoCo, Box2D).
+
+Both auto-reset the same way (see `envs/base.py`): when a sub-env ends, the returned state is
+the first observation of its next episode and `info["final_state"]` holds the last observation
+of the one that ended. No transition ever mixes the two episodes (gymnasium's default
+`NEXT_STEP` mode would add one such transition per episode; it is not used).
+
+Every observation is checked at the boundary, on reset and on every step: a wrong shape or a
+NaN/inf raises `EnvError` naming the env, the sub-env and the step.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from typing import Any
+
+import gymnasium
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from xiaoyarl.envs.base import DEFAULT_TARGET_RETURNS, EnvSpec, VecEnv
+from xiaoyarl.errors import EnvError
+
+# Time limit given to envs registered without one, so that every episode ends and
+# `spec.max_step` is true. Pass `env_kwargs={"max_episode_steps": n}` to choose another.
+DEFAULT_MAX_STEP = 1000
+
+VECTOR_MODES = ("sync", "async")
+
+# Pip extras of this package that install the optional simulators, keyed by a word that
+# appears in the entry point of the envs that need them.
+_EXTRAS = {"box2d": "box2d", "mujoco": "mujoco"}
+
+_WRAP_ADVICE = (
+    "wrap the env (e.g. with gymnasium.wrappers.FlattenObservation / TransformObservation) "
+    "in your own module, register the wrapped env there, and pass 'my_module:MyEnv-v0'"
+)
+
+
+class GymVecEnv(VecEnv):
+    """`num_envs` copies of a gymnasium env speaking torch tensors on `device`.
+
+    `env_id` is a registered id (`"CartPole-v1"`) or `"my_module:MyEnv-v0"`, which imports
+    `my_module` first so that it can register `MyEnv-v0`. `env_kwargs` go to `gymnasium.make`.
+    Observations must be a `Box` (flattened to float32 `(num_envs, state_dim)`); actions a
+    `Discrete` (int64 `(num_envs,)`) or a finite `Box` (float `(num_envs, action_dim)` in
+    `[-1, 1]`, clipped to it and rescaled linearly to the env's bounds).
+
+    `spec.max_step` is the registration's `max_episode_steps` (or the one in `env_kwargs`);
+    envs registered without a time limit get `DEFAULT_MAX_STEP`. `spec.target_return` is the
+    registration's `reward_threshold`, else `DEFAULT_TARGET_RETURNS`, else None.
+
+    Sub-env `i` is seeded with `seed + i` by `reset(seed)`; the constructor's `seed` is used
+    by the first `reset()` that is given none.
+    """
+
+    def __init__(
+        self,
+        env_id: str,
+        num_envs: int = 1,
+        device: str | torch.device = "cpu",
+        seed: int | None = None,
+        vector_mode: str = "sync",
+        env_kwargs: dict | None = None,
+    ) -> None:
+        if not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
+            raise EnvError(f"num_envs must be a positive integer, got {num_envs!r}.")
+        if vector_mode not in VECTOR_MODES:
+            raise EnvError(
+                f"vector_mode must be one of {VECTOR_MODES}, got {vector_mode!r}: 'sync' loops "
+                "over the sub-envs in this process, 'async' runs one worker process per sub-env."
+            )
+        self.env_id = env_id
+        self.num_envs = int(num_envs)
+        self.device = torch.device(device)
+        self.vector_mode = vector_mode
+        self._seed = seed
+        self._envs: list[gymnasium.Env] = []
+        self._venv: gymnasium.vector.AsyncVectorEnv | None = None
+        self._closed = False
+        self._needs_reset = True
+        self._num_steps = 0  # step() calls since construction, for error messages
+
+        registered_id, kwargs = _resolve(env_id, env_kwargs)
+        first = _make(env_id, registered_id, kwargs)
+        try:
+            self.spec = self._read_spec(first, registered_id)
+        except EnvError:
+            first.close()
+            raise
+
+        if vector_mode == "sync":
+            self._envs = [first]
+            try:
+                for _ in range(num_envs - 1):
+                    self._envs.append(_make(env_id, registered_id, kwargs))
+            except EnvError:
+                self.close()
+                raise
+        else:
+            first.close()
+            # Workers make the env from the id as given, so a spawned worker imports the module.
+            self._venv = gymnasium.vector.AsyncVectorEnv(
+                [_CheckedEnvFn(env_id, kwargs, self.spec.name, i) for i in range(num_envs)],
+                autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP,
+            )
+
+        # One flat host buffer crosses to torch per step; the arrays below are views into it:
+        # state (N, S), final_state (N, S), reward (N,), terminated (N,), truncated (N,).
+        n, s = num_envs, self.spec.state_dim
+        self._buf = np.zeros(2 * n * s + 3 * n, dtype=np.float32)
+        self._state = self._buf[: n * s].reshape(n, s)
+        self._final = self._buf[n * s : 2 * n * s].reshape(n, s)
+        self._reward = self._buf[2 * n * s : 2 * n * s + n]
+        self._terminated = self._buf[2 * n * s + n : 2 * n * s + 2 * n]
+        self._truncated = self._buf[2 * n * s + 2 * n :]
+
+    # --- construction helpers ------------------------------------------------------------------
+    def _read_spec(self, env: gymnasium.Env, registered_id: str) -> EnvSpec:
+        """Check the spaces of `env` and describe it; also sets the action-conversion constants."""
+        obs_space, act_space = env.observation_space, env.action_space
+        name = env.spec.id if env.spec is not None else registered_id
+        if not isinstance(obs_space, spaces.Box):
+            raise EnvError(
+                f"{name}: observation space {obs_space} is not supported; GymVecEnv needs a Box "
+                f"observation space (it is flattened to a float32 vector). To use this env, "
+                f"{_WRAP_ADVICE}."
+            )
+        self._obs_shape = tuple(obs_space.shape)
+        state_dim = int(np.prod(self._obs_shape))
+
+        action_low = action_high = None
+        if isinstance(act_space, spaces.Discrete):
+            if_discrete, action_dim = True, int(act_space.n)
+            self._act_start = int(act_space.start)
+        elif isinstance(act_space, spaces.Box):
+            if_discrete, action_dim = False, int(np.prod(act_space.shape))
+            low = act_space.low.reshape(-1).astype(np.float64)
+            high = act_space.high.reshape(-1).astype(np.float64)
+            if not (np.isfinite(low).all() and np.isfinite(high).all()):
+                raise EnvError(
+                    f"{name}: action space {act_space} has infinite bounds, so actions in "
+                    f"[-1, 1] cannot be rescaled to it. Give the env finite action bounds, or "
+                    f"wrap it (e.g. with gymnasium.wrappers.RescaleAction) in your own module "
+                    f"and pass 'my_module:MyEnv-v0'."
+                )
+            self._act_low = act_space.low.reshape(-1)
+            self._act_span = act_space.high.reshape(-1) - act_space.low.reshape(-1)
+            self._act_shape = tuple(act_space.shape)
+            self._act_dtype = act_space.dtype
+            action_low, action_high = tuple(low.tolist()), tuple(high.tolist())
+        else:
+            raise EnvError(
+                f"{name}: action space {act_space} is not supported; GymVecEnv supports Discrete "
+                f"and Box action spaces. For a MultiDiscrete or Dict action space, {_WRAP_ADVICE}."
+            )
+
+        max_step = env.spec.max_episode_steps if env.spec is not None else None
+        if max_step is None:
+            max_step = _time_limit_of(env) or DEFAULT_MAX_STEP
+        reward_threshold = env.spec.reward_threshold if env.spec is not None else None
+        if reward_threshold is None:
+            reward_threshold = DEFAULT_TARGET_RETURNS.get(name)
+        return EnvSpec(
+            name=name,
+            num_envs=self.num_envs,
+            state_dim=state_dim,
+            action_dim=action_dim,
+            if_discrete=if_discrete,
+            max_step=int(max_step),
+            target_return=None if reward_threshold is None else float(reward_threshold),
+            action_low=action_low,
+            action_high=action_high,
+        )
+
+    # --- the contract --------------------------------------------------------------------------
+    def reset(self, seed: int | None = None) -> tuple[torch.Tensor, dict]:
+        """Reset all sub-envs (sub-env `i` gets seed `seed + i`); state `(num_envs, state_dim)`."""
+        self._check_open()
+        if seed is None and self._seed is not None:
+            seed = self._seed  # the constructor's seed, used once
+        self._seed = None
+        seeds = [None] * self.num_envs if seed is None else [seed + i for i in range(self.num_envs)]
+
+        if self._venv is not None:
+            obs, _ = self._venv.reset(seed=seeds)  # checked in the workers
+            self._state[:] = obs.reshape(self.num_envs, -1)
+        else:
+            for i, env in enumerate(self._envs):
+                obs, _ = env.reset(seed=seeds[i])
+                self._write_obs(self._state, i, obs, "on reset()")
+            self._check_finite(self._state, "on reset()")
+        self._needs_reset = False
+        return torch.tensor(self._state, device=self.device), {}
+
+    def step(
+        self, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict]:
+        """One step of every sub-env; see `envs/base.py` for shapes and auto-reset."""
+        self._check_open()
+        if self._needs_reset:
+            raise EnvError(f"{self.spec.name}: call reset() before the first step().")
+        actions = self._to_env_actions(action)
+        self._num_steps += 1
+        if self._venv is not None:
+            self._step_async(actions)
+        else:
+            self._step_sync(actions)
+
+        # One host -> device copy, then contiguous views of it.
+        n, s = self.num_envs, self.spec.state_dim
+        t = torch.tensor(self._buf, device=self.device)
+        state = t[: n * s].view(n, s)
+        final_state = t[n * s : 2 * n * s].view(n, s)
+        reward = t[2 * n * s : 2 * n * s + n]
+        terminated = t[2 * n * s + n : 2 * n * s + 2 * n].bool()
+        truncated = t[2 * n * s + 2 * n :].bool()
+        return state, reward, terminated, truncated, {"final_state": final_state}
+
+    def close(self) -> None:
+        """Close every sub-env and stop the async workers; safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        envs, self._envs = self._envs, []
+        for env in envs:
+            env.close()
+        venv, self._venv = self._venv, None
+        if venv is not None:
+            venv.close()
+
+    # --- stepping ------------------------------------------------------------------------------
+    def _to_env_actions(self, action: torch.Tensor) -> Any:
+        """Agent actions -> what the sub-envs take: a list of ints, or `(N, *shape)` floats."""
+        n = self.num_envs
+        if self.spec.if_discrete:
+            if tuple(action.shape) != (n,):
+                raise EnvError(
+                    f"{self.spec.name}: discrete actions must have shape ({n},) (one int per "
+                    f"sub-env), got {tuple(action.shape)}."
+                )
+            a = action.detach().cpu().numpy().astype(np.int64)
+            return a + self._act_start if self._act_start else a
+        if tuple(action.shape) != (n, self.spec.action_dim):
+            raise EnvError(
+                f"{self.spec.name}: continuous actions must have shape ({n}, "
+                f"{self.spec.action_dim}) with values in [-1, 1], got {tuple(action.shape)}."
+            )
+        a = np.clip(action.detach().cpu().numpy(), -1.0, 1.0)
+        a = self._act_low + (a + 1.0) * 0.5 * self._act_span  # [-1, 1] -> [low, high]
+        return a.astype(self._act_dtype, copy=False).reshape(n, *self._act_shape)
+
+    def _step_sync(self, actions: Any) -> None:
+        if self.spec.if_discrete:
+            actions = actions.tolist()  # plain ints, as hand-written envs expect
+        when = f"at step {self._num_steps}"
+        auto_when = f"on the auto-reset after step {self._num_steps}"
+        for i, env in enumerate(self._envs):
+            obs, reward, terminated, truncated, _ = env.step(actions[i])
+            self._write_obs(self._final, i, obs, when)
+            self._reward[i] = reward
+            self._terminated[i] = terminated
+            self._truncated[i] = truncated
+            if terminated or truncated:
+                obs, _ = env.reset()
+                self._write_obs(self._state, i, obs, auto_when)
+            else:
+                self._state[i] = self._final[i]
+        self._check_finite(self._final, when)
+        self._check_finite(self._state, auto_when)
+
+    def _step_async(self, actions: np.ndarray) -> None:
+        obs, reward, terminated, truncated, info = self._venv.step(actions)  # checked in workers
+        self._state[:] = obs.reshape(self.num_envs, -1)
+        self._final[:] = self._state
+        if "_final_obs" in info:  # SAME_STEP: last observations of the episodes that ended
+            for i in np.flatnonzero(info["_final_obs"]):
+                self._final[i] = np.ravel(info["final_obs"][i])
+        self._reward[:] = reward
+        self._terminated[:] = terminated
+        self._truncated[:] = truncated
+
+    # --- checks --------------------------------------------------------------------------------
+    def _write_obs(self, out: np.ndarray, i: int, obs: Any, when: str) -> None:
+        """Check the shape of sub-env `i`'s observation; write it, flat, into row `i` of `out`."""
+        if type(obs) is not np.ndarray:
+            obs = np.asarray(obs)
+        if obs.shape != self._obs_shape:
+            raise _obs_error(self.spec.name, i, when, obs, self._obs_shape)
+        out[i] = obs.reshape(-1)
+
+    def _check_finite(self, batch: np.ndarray, when: str) -> None:
+        """Raise on the first sub-env whose observation row in `batch` has a NaN or inf."""
+        finite = np.isfinite(batch).all(axis=1)
+        if not finite.all():
+            i = int(np.flatnonzero(~finite)[0])
+            raise _obs_error(self.spec.name, i, when, batch[i].reshape(self._obs_shape), None)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise EnvError(f"{self.env_id}: this GymVecEnv is closed; create a new one.")
+
+
+class _CheckedObs(gymnasium.Wrapper):
+    """Checks every observation of one sub-env inside its async worker (shape, finiteness)."""
+
+    def __init__(self, env: gymnasium.Env, name: str, index: int) -> None:
+        super().__init__(env)
+        self._name, self._index = name, index
+        self._shape = tuple(env.observation_space.shape)
+        self._steps = 0  # counts like GymVecEnv._num_steps: one per vector step
+        self._ended = False
+
+    def _check(self, obs: Any, when: str) -> None:
+        if np.shape(obs) != self._shape:
+            raise _obs_error(self._name, self._index, when, obs, self._shape)
+        if not np.isfinite(obs).all():
+            raise _obs_error(self._name, self._index, when, obs, None)
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict]:
+        obs, info = self.env.reset(**kwargs)
+        auto = self._ended and not kwargs
+        self._check(obs, f"on the auto-reset after step {self._steps}" if auto else "on reset()")
+        self._ended = False
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._steps += 1
+        self._check(obs, f"at step {self._steps}")
+        self._ended = bool(terminated or truncated)
+        return obs, reward, terminated, truncated, info
+
+
+class _CheckedEnvFn:
+    """Picklable factory of one checked sub-env for an async worker."""
+
+    def __init__(self, env_id: str, kwargs: dict, name: str, index: int) -> None:
+        self.env_id, self.kwargs, self.name, self.index = env_id, kwargs, name, index
+
+    def __call__(self) -> gymnasium.Env:
+        return _CheckedObs(gymnasium.make(self.env_id, **self.kwargs), self.name, self.index)
+
+
+def _obs_error(
+    name: str, index: int, when: str, obs: Any, expected_shape: tuple[int, ...] | None
+) -> EnvError:
+    """The error for a bad observation: a wrong shape (`expected_shape` given) or NaN/inf."""
+    seen = np.array2string(np.asarray(obs), threshold=12, edgeitems=3, precision=4)
+    if expected_shape is not None:
+        problem = (
+            f"its shape is {np.shape(obs)} but the observation space has shape {expected_shape}"
+        )
+    else:
+        problem = "it contains NaN or inf"
+    return EnvError(
+        f"{name}: sub-env {index} returned an invalid observation {when}: {problem} "
+        f"(got {seen}). Observations must be finite and match the env's observation_space; "
+        f"check the environment's dynamics and observation_space, or {_WRAP_ADVICE}."
+    )
+
+
+def _resolve(env_id: str, env_kwargs: dict | None) -> tuple[str, dict]:
+    """Import the module of a `module:Env-v0` id, find the registration, complete the kwargs.
+
+    Returns the registered id (without the module part) and the kwargs for `gymnasium.make`.
+    """
+    registered_id = env_id
+    if ":" in env_id:
+        module, registered_id = env_id.split(":", 1)
+        try:
+            importlib.import_module(module)
+        except Exception as e:
+            raise EnvError(
+                f"cannot use environment '{env_id}': importing module '{module}' failed "
+                f"({type(e).__name__}: {e}). Make sure '{module}' is importable from here "
+                f"(installed, or its folder on PYTHONPATH) and imports without error."
+            ) from e
+    try:
+        registration = gymnasium.spec(registered_id)
+    except gymnasium.error.Error as e:
+        raise _unknown_env_error(env_id, registered_id) from e
+
+    kwargs = dict(env_kwargs or {})
+    if kwargs.get("max_episode_steps") is None and registration.max_episode_steps is None:
+        kwargs["max_episode_steps"] = DEFAULT_MAX_STEP  # every episode ends; spec.max_step holds
+    return registered_id, kwargs
+
+
+def _make(env_id: str, registered_id: str, kwargs: dict) -> gymnasium.Env:
+    """`gymnasium.make` whose failures (missing simulator, bad kwargs) become `EnvError`."""
+    try:
+        return gymnasium.make(registered_id, **kwargs)
+    except (gymnasium.error.DependencyNotInstalled, ImportError) as e:
+        entry_point = str(gymnasium.spec(registered_id).entry_point).lower()
+        extra = next((x for key, x in _EXTRAS.items() if key in entry_point), None)
+        fix = (
+            f"install it with `pip install -e .[{extra}]`"
+            if extra is not None
+            else "install the package it needs"
+        )
+        raise EnvError(
+            f"cannot create environment '{env_id}': a simulator it needs is not installed "
+            f"({e}). {fix[0].upper() + fix[1:]}, then try again."
+        ) from e
+    except TypeError as e:
+        raise EnvError(
+            f"cannot create environment '{env_id}' with env_kwargs {kwargs}: {e}. Check the "
+            f"keyword arguments against the env's constructor."
+        ) from e
+
+
+def _unknown_env_error(env_id: str, registered_id: str) -> EnvError:
+    """`EnvError` for an id that gymnasium does not know, with close matches from its registry."""
+    matches = difflib.get_close_matches(registered_id, list(gymnasium.registry), n=3, cutoff=0.6)
+    hint = f" Did you mean {', '.join(repr(m) for m in matches)}?" if matches else ""
+    if registered_id != env_id:
+        where = f"module '{env_id.split(':', 1)[0]}' was imported but did not register it"
+    else:
+        where = "not a built-in torch env and not registered in gymnasium"
+    return EnvError(
+        f"unknown environment '{registered_id}': {where}.{hint} Check the spelling, or use "
+        f"'my_module:MyEnv-v0' so the module that registers it is imported first."
+    )
+
+
+def _time_limit_of(env: gymnasium.Env) -> int | None:
+    """`max_episode_steps` of a TimeLimit wrapper around `env`, if there is one."""
+    while isinstance(env, gymnasium.Wrapper):
+        if isinstance(env, gymnasium.wrappers.TimeLimit):
+            return int(env._max_episode_steps)
+        env = env.env
+    return None
