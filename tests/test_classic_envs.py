@@ -55,7 +55,7 @@ def _random_actions(env: TorchVecEnv, gen: torch.Generator) -> torch.Tensor:
     return torch.rand((n, env.spec.action_dim), generator=gen) * 2.6 - 1.3
 
 
-def _gym_action(env_id: str, action: torch.Tensor):
+def _gym_action(env_id: str, action: torch.Tensor) -> int | np.ndarray:
     """The action gymnasium expects for one of our agent-side actions."""
     if env_id == "Pendulum-v1":  # the agent's [-1, 1] is gymnasium's [-2, 2] torque
         return (2.0 * action).numpy().astype(np.float32)
@@ -64,7 +64,9 @@ def _gym_action(env_id: str, action: torch.Tensor):
     return int(action)
 
 
-def _gym_step_from(env: gymnasium.Env, env_id: str, state: np.ndarray, elapsed: int, action):
+def _gym_step_from(
+    env: gymnasium.Env, env_id: str, state: np.ndarray, elapsed: int, action: int | np.ndarray
+) -> tuple:
     """One gymnasium step from a given internal state and episode step count."""
     time_limit = env
     while not isinstance(time_limit, TimeLimit):

@@ -76,7 +76,8 @@ def test_bad_input_gets_one_clear_error_and_no_run_folder(tmp_path, args, words)
 def test_train_writes_run_folder_and_summary_json(tmp_path):
     summary_path = tmp_path / "summary.json"
     result = cli("train", "ppo", "CartPole-v1", *TINY, "--max-steps", "1024", "--eval-every",
-                 "512", "--cwd", str(tmp_path / "run"), "--summary-json", str(summary_path))  # fmt: skip
+                 "512", "--cwd", str(tmp_path / "run"),
+                 "--summary-json", str(summary_path))  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "sps | eval" in result.stdout  # progress lines
     summary = json.loads(summary_path.read_text())

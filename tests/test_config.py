@@ -32,7 +32,9 @@ def test_validate_rejects_bad_values_naming_field_value_and_allowed(field, value
 
 def test_batch_larger_than_rollout_is_rejected():
     config = Config(num_envs=4, horizon_len=8, batch_size=64)
-    with pytest.raises(ConfigError, match=r"batch_size=64 is larger than one rollout .*4 \* 8 = 32"):
+    with pytest.raises(
+        ConfigError, match=r"batch_size=64 is larger than one rollout .*4 \* 8 = 32"
+    ):
         config.validate()
 
 

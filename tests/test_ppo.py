@@ -117,7 +117,8 @@ def test_explore_and_update_shapes_and_dtypes(cls, env_id):
     logs = agent.update_net(rollout)
     assert set(logs) == {"actor_loss", "critic_loss", "entropy", "approx_kl", "clip_fraction"}
     assert all(v.dim() == 0 and math.isfinite(v.item()) for v in logs.values())
-    assert any(not torch.equal(b, p) for b, p in zip(before, agent.actor.parameters()))
+    after = list(agent.actor.parameters())
+    assert any(not torch.equal(b, p) for b, p in zip(before, after, strict=True))
     action = agent.act(agent.last_state)
     assert action.shape == ((4,) if env.spec.if_discrete else (4, a))
 

@@ -29,7 +29,7 @@ VECTOR_MODES = ("sync", "async")
 class Config:
     """Every knob of a training run. Defaults work across tasks; none is tuned to one benchmark."""
 
-    # --- what to train -------------------------------------------------------------------------
+    # --- what to train ---
     algo: str = "ppo"  # lower-case algorithm name, see `xiaoyarl list`
     env_id: str = "CartPole-v1"  # built-in torch env, gymnasium id, or "my_module:MyEnv-v0"
     backend: str = "auto"  # auto (torch-native when one exists) | torch | gymnasium
@@ -39,7 +39,7 @@ class Config:
     device: str = "auto"  # auto (cuda when available) | cpu | cuda | cuda:N
     threads: int | None = None  # torch CPU threads; None keeps torch's default
 
-    # --- budget, evaluation, checkpoints --------------------------------------------------------
+    # --- budget, evaluation, checkpoints ---
     max_steps: int = 2_000_000  # env steps (summed over sub-envs) before training stops
     target_return: float | None = None  # stop when the evaluation mean reaches it; None: env's
     eval_every: int = 20_000  # env steps between evaluations
@@ -48,7 +48,7 @@ class Config:
     cwd: str | None = None  # run folder; None: runs/<env>_<algo>_<seed>
     tensorboard: bool = False  # also write TensorBoard events (needs the `tensorboard` extra)
 
-    # --- networks and optimisation ----------------------------------------------------------------
+    # --- networks and optimisation ---
     net_dims: list[int] = field(default_factory=lambda: [64, 64])  # hidden layer widths
     learning_rate: float | None = None  # None: 3e-4 for PPO, 7e-4 for A2C
     clip_grad_norm: float = 0.5  # max global gradient norm per network
@@ -56,18 +56,17 @@ class Config:
     state_norm: bool = True  # normalise observations with running mean/std
     reward_norm: bool = True  # scale rewards by the running std of the discounted return
 
-    # --- rollout and update schedule -----------------------------------------------------------------
+    # --- rollout and update schedule ---
     horizon_len: int | None = None  # steps per sub-env per rollout; None: see `_auto_defaults`
     batch_size: int | None = None  # transitions per gradient step; None: see `_auto_defaults`
     repeat_times: float | None = None  # passes over each rollout; None: see `_auto_defaults`
 
-    # --- on-policy (PPO / A2C) -----------------------------------------------------------------------
+    # --- on-policy (PPO / A2C) ---
     ratio_clip: float = 0.2  # PPO clip range epsilon
     lambda_gae_adv: float = 0.95  # GAE lambda
     lambda_entropy: float = 0.0  # entropy bonus coefficient
     lambda_critic: float = 0.5  # value-loss coefficient
 
-    # ------------------------------------------------------------------------------------------------
     @classmethod
     def field_names(cls) -> list[str]:
         return [f.name for f in dataclasses.fields(cls)]
@@ -126,7 +125,6 @@ class Config:
             name, value = pair.split("=", 1)
             self.set(name.strip(), value.strip())
 
-    # ------------------------------------------------------------------------------------------------
     def validate(self) -> Config:
         """Reject bad values with a message naming the field, the value and what is allowed."""
         from xiaoyarl.agents import ALGORITHMS
@@ -201,7 +199,7 @@ class Config:
 
 
 def _auto_defaults(config: Config, torch_native: bool) -> dict:
-    """The defaults that depend on the algorithm and the env backend (applied where a field is None).
+    """Defaults that depend on the algorithm and the env backend (applied where a field is None).
 
     Torch-native envs are cheap to step in bulk, so they get many sub-envs and short horizons;
     gymnasium envs step one at a time in Python, so they get few sub-envs and longer horizons.
@@ -234,7 +232,7 @@ def _field_types() -> dict[str, object]:
 
 
 def _convert(name: str, value: object, kind: object, source: str) -> object:
-    """Convert `value` (a Python value, or a string to parse as YAML) to the type of field `name`."""
+    """Convert `value` (a Python value, or a string parsed as YAML) to the type of field `name`."""
     if isinstance(value, str) and kind is not str:
         try:
             value = yaml.safe_load(value) if value.strip() else None

@@ -79,7 +79,7 @@ class RewardScaler(nn.Module):
 
     @torch.no_grad()
     def forward(self, rewards: torch.Tensor, dones: torch.Tensor) -> torch.Tensor:
-        """Scale rewards `(horizon_len, num_envs)`; `dones` `(horizon_len, num_envs)` ends returns."""
+        """Scale rewards `(horizon_len, num_envs)`; `dones` (same shape) ends running returns."""
         if not self.enabled:
             return rewards
         returns = torch.empty_like(rewards)

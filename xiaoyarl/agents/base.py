@@ -31,10 +31,12 @@ class AgentBase:
         self.device = device
         self.nets: dict[str, nn.Module] = {}
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
-        self.last_state: torch.Tensor | None = None  # (num_envs, state_dim): where exploring resumes
+        self.last_state: torch.Tensor | None = (
+            None  # (num_envs, state_dim): where exploring resumes
+        )
         self.actor: nn.Module  # the policy; `actor(state)` is the deterministic action in [-1, 1]
 
-    # --- what an algorithm implements ----------------------------------------------------------
+    # --- what an algorithm implements ---
     def explore_env(self, env: VecEnv, horizon_len: int) -> NamedTuple:
         """Step `env` for `horizon_len` steps from `self.last_state`; return time-major data."""
         raise NotImplementedError
@@ -43,7 +45,7 @@ class AgentBase:
         """Update the networks from `rollout`; return named scalar tensors for logging."""
         raise NotImplementedError
 
-    # --- shared mechanics ----------------------------------------------------------------------
+    # --- shared mechanics ---
     def make_optimizer(self, net: nn.Module) -> torch.optim.Optimizer:
         fused = self.device.type == "cuda"
         return torch.optim.Adam(

@@ -84,8 +84,12 @@ class AgentPPO(AgentBase):
         dev = self.device
         states = torch.empty((horizon_len, n, s), device=dev)
         next_states = torch.empty((horizon_len, n, s), device=dev)
-        action_shape = (horizon_len, n) if self.if_discrete else (horizon_len, n, env.spec.action_dim)
-        actions = torch.empty(action_shape, device=dev, dtype=torch.int64 if self.if_discrete else None)
+        action_shape = (
+            (horizon_len, n) if self.if_discrete else (horizon_len, n, env.spec.action_dim)
+        )
+        actions = torch.empty(
+            action_shape, device=dev, dtype=torch.int64 if self.if_discrete else None
+        )
         logprobs = torch.empty((horizon_len, n), device=dev)
         rewards = torch.empty((horizon_len, n), device=dev)
         terminals = torch.empty((horizon_len, n), dtype=torch.bool, device=dev)
@@ -124,8 +128,13 @@ class AgentPPO(AgentBase):
             values = self.critic(rollout.states.flatten(0, 1)).view(horizon_len, num_envs)
             next_values = self.critic(rollout.next_states.flatten(0, 1)).view(horizon_len, num_envs)
             advantages = compute_gae(
-                rewards, values, next_values, rollout.terminals, rollout.truncates,
-                cfg.gamma, cfg.lambda_gae_adv,
+                rewards,
+                values,
+                next_values,
+                rollout.terminals,
+                rollout.truncates,
+                cfg.gamma,
+                cfg.lambda_gae_adv,
             )
             returns = (advantages + values).flatten()
             advantages = advantages.flatten()
@@ -156,7 +165,13 @@ class AgentPPO(AgentBase):
                 approx_kl = ((ratio - 1) - log_ratio).mean()  # Schulman's k3 estimator
                 clipped = ((ratio - 1).abs() > cfg.ratio_clip).float().mean()
                 logs += torch.stack(
-                    [actor_loss.detach(), critic_loss.detach(), entropy.mean().detach(), approx_kl, clipped]
+                    [
+                        actor_loss.detach(),
+                        critic_loss.detach(),
+                        entropy.mean().detach(),
+                        approx_kl,
+                        clipped,
+                    ]
                 )
         self.state_norm.update(states)  # after the update, so old and new log-probs agree
         logs /= num_updates

@@ -126,7 +126,7 @@ class TorchVecEnv(VecEnv):
         self.sim_state = self._sample_initial(num_envs)  # (num_envs, sim_dim)
         self.elapsed = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
 
-    # --- what a simulator implements -------------------------------------------------------
+    # --- what a simulator implements ---
     def _sample_initial(self, n: int) -> torch.Tensor:
         """Draw `n` initial simulator states `(n, sim_dim)` from `self.generator`."""
         raise NotImplementedError
@@ -141,12 +141,7 @@ class TorchVecEnv(VecEnv):
         """Observation `(n, state_dim)` float32 of simulator states `(n, sim_dim)`."""
         raise NotImplementedError
 
-    # --- the contract -------------------------------------------------------------------------
-    def _uniform(self, n: int, low: torch.Tensor | float, high: torch.Tensor | float, dim: int):
-        """`(n, dim)` uniform samples in `[low, high)` drawn from the env's own generator."""
-        u = torch.rand((n, dim), generator=self.generator, device=self.device)
-        return low + (high - low) * u
-
+    # --- the contract ---
     def reset(self, seed: int | None = None) -> tuple[torch.Tensor, dict]:
         if seed is not None:
             self.generator.manual_seed(seed)
@@ -157,16 +152,23 @@ class TorchVecEnv(VecEnv):
     def step(
         self, action: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict]:
+        expected = (self.num_envs,) if self.if_discrete else (self.num_envs, self.action_dim)
+        if action.shape != expected:
+            kind = "int64 indices" if self.if_discrete else "floats in [-1, 1]"
+            raise EnvError(
+                f"{self.name}: step() expects actions of shape {expected} ({kind}), "
+                f"got {tuple(action.shape)}."
+            )
         sim_state, reward, terminated = self._dynamics(self.sim_state, action)
-        self.elapsed = self.elapsed + 1
+        self.elapsed += 1
         truncated = self.elapsed >= self.max_step
         final_state = self._observe(sim_state)
 
         done = terminated | truncated
         fresh = self._sample_initial(self.num_envs)
         self.sim_state = torch.where(done.unsqueeze(1), fresh, sim_state)
-        self.elapsed = torch.where(done, 0, self.elapsed)
-        state = torch.where(done.unsqueeze(1), self._observe(fresh), final_state)
+        self.elapsed.masked_fill_(done, 0)
+        state = self._observe(self.sim_state)
         return state, reward, terminated, truncated, {"final_state": final_state}
 
     def set_sim_state(self, sim_state: torch.Tensor, elapsed: torch.Tensor | None = None) -> None:
@@ -188,6 +190,6 @@ class TorchVecEnv(VecEnv):
         }
 
     def load_state_dict(self, state: dict) -> None:
-        self.sim_state = state["sim_state"].to(self.device)
-        self.elapsed = state["elapsed"].to(self.device)
+        self.sim_state = state["sim_state"].to(self.device).clone()
+        self.elapsed = state["elapsed"].to(self.device).clone()
         self.generator.set_state(state["generator"])

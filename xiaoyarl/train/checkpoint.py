@@ -24,7 +24,7 @@ def save_atomic(obj: dict, path: str | Path) -> None:
 
 
 def load_plain(path: str | Path, what: str = "checkpoint") -> dict:
-    """Load a file written by `save_atomic`, turning any failure into one clear `CheckpointError`."""
+    """Load a file written by `save_atomic`; any failure becomes one clear `CheckpointError`."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"no {what} at {path}.")

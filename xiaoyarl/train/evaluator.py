@@ -74,7 +74,11 @@ class Evaluator:
             self.writer = SummaryWriter(str(run_dir / "tensorboard"))
 
     def evaluate(
-        self, policy: Callable, policy_state: Callable[[], dict], step: int, elapsed: float,
+        self,
+        policy: Callable,
+        policy_state: Callable[[], dict],
+        step: int,
+        elapsed: float,
         logs: dict[str, float],
     ) -> tuple[float, float]:
         """Score `policy`; record `step`, `elapsed` seconds and `logs`; return (mean, std)."""
@@ -106,10 +110,12 @@ class Evaluator:
             writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore", restval="")
             if new:
                 writer.writeheader()
-            writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
+            writer.writerow(
+                {k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()}
+            )
 
     def truncate_after(self, step: int) -> None:
-        """Drop recorder rows newer than `step` (written after the checkpoint a run resumes from)."""
+        """Drop recorder rows newer than `step` (written after the checkpoint resumed from)."""
         if not self.recorder_path.exists():
             return
         with open(self.recorder_path, newline="") as f:
@@ -143,7 +149,10 @@ def read_recorder(run_dir: str | Path) -> list[dict[str, float]]:
     if not path.exists():
         return []
     with open(path, newline="") as f:
-        return [{k: float(v) for k, v in row.items() if v not in ("", None)} for row in csv.DictReader(f)]
+        return [
+            {k: float(v) for k, v in row.items() if v not in ("", None)}
+            for row in csv.DictReader(f)
+        ]
 
 
 def plot_learning_curve(
@@ -165,11 +174,17 @@ def plot_learning_curve(
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
     ax.plot(steps, mean, color="tab:blue", label="evaluation return")
     ax.fill_between(
-        steps, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)],
-        color="tab:blue", alpha=0.2, linewidth=0,
+        steps,
+        [m - s for m, s in zip(mean, std, strict=False)],
+        [m + s for m, s in zip(mean, std, strict=False)],
+        color="tab:blue",
+        alpha=0.2,
+        linewidth=0,
     )
     if target_return is not None:
-        ax.axhline(target_return, color="tab:red", linestyle="--", label=f"target {target_return:g}")
+        ax.axhline(
+            target_return, color="tab:red", linestyle="--", label=f"target {target_return:g}"
+        )
     ax.set_xlabel("env steps")
     ax.set_ylabel("episode return")
     ax.set_title(title)

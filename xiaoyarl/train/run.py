@@ -143,7 +143,11 @@ def train_agent(
     created_dir = False
     try:
         eval_env = make_env(
-            config.env_id, config.eval_episodes, device, backend, config.seed + 10_000,
+            config.env_id,
+            config.eval_episodes,
+            device,
+            backend,
+            config.seed + 10_000,
             config.vector_mode,
         )
         spec = env.spec
@@ -162,7 +166,10 @@ def train_agent(
         run_dir.mkdir(parents=True, exist_ok=True)
         config.save(run_dir / "config.yaml")
         evaluator = Evaluator(
-            eval_env, run_dir, target, eval_seed=config.seed + 10_000,
+            eval_env,
+            run_dir,
+            target,
+            eval_seed=config.seed + 10_000,
             title=f"{config.algo} on {config.env_id} ({backend}, seed {config.seed})",
             tensorboard=config.tensorboard,
         )
@@ -207,8 +214,15 @@ class _Loop:
     """The state of one training run between checkpoints, and the loop that advances it."""
 
     def __init__(
-        self, config: Config, agent: AgentBase, env: VecEnv, evaluator: Evaluator,
-        target: float | None, ckpt_path: Path, backend: str, say: Callable[[str], None],
+        self,
+        config: Config,
+        agent: AgentBase,
+        env: VecEnv,
+        evaluator: Evaluator,
+        target: float | None,
+        ckpt_path: Path,
+        backend: str,
+        say: Callable[[str], None],
     ) -> None:
         self.config = config
         self.agent = agent
@@ -231,7 +245,7 @@ class _Loop:
         self.last_eval_step = -1
         self.logs: dict[str, torch.Tensor] = {}
 
-    # --- checkpoints ---------------------------------------------------------------------------
+    # --- checkpoints ---
     def state_dict(self) -> dict:
         rng = {"torch": torch.get_rng_state()}
         if self.agent.device.type == "cuda":
@@ -287,7 +301,7 @@ class _Loop:
     def save(self) -> None:
         save_atomic(self.state_dict(), self.ckpt_path)
 
-    # --- the loop ---------------------------------------------------------------------------------
+    # --- the loop ---
     def run(self) -> dict:
         cfg = self.config
         steps_per_rollout = cfg.horizon_len * self.env.spec.num_envs
@@ -347,7 +361,9 @@ class _Loop:
         if solved and self.steps_to_target is None:
             self.steps_to_target = self.total_steps
             self.seconds_to_target = elapsed
-            self.say(f"target {self.target:g} reached at step {self.total_steps:,} in {elapsed:.1f} s")
+            self.say(
+                f"target {self.target:g} reached at step {self.total_steps:,} in {elapsed:.1f} s"
+            )
         return solved
 
     def _summary(self, stop_reason: str) -> dict:
@@ -366,7 +382,8 @@ class _Loop:
             "final_eval_mean": mean,
             "final_eval_std": std,
             "best_eval_mean": self.evaluator.best_return,
-            "steps_per_second": self.total_steps / max(self.train_seconds - self.eval_seconds, 1e-9),
+            "steps_per_second": self.total_steps
+            / max(self.train_seconds - self.eval_seconds, 1e-9),
             "target_return": self.target,
             "stop_reason": stop_reason,
             "updates": self.updates,

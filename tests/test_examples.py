@@ -1,0 +1,31 @@
+"""Every example runs end to end (on a tiny budget) and the benchmark scripts start."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_example_runs(path, tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(path), "--max-steps", "4096", "--cwd", str(tmp_path / "run")],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (tmp_path / "run" / "actor.pt").is_file()
+
+
+def test_ppo_backends_benchmark_runs_on_a_tiny_budget(tmp_path):
+    out = tmp_path / "r.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "ppo_backends.py"), "--seeds", "0",
+         "--max-steps", "4096", "--throughput-steps", "4096", "--json", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "| torch-native, 1024 envs |" in result.stdout and out.is_file()
