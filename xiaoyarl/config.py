@@ -14,7 +14,7 @@ import math
 import re
 import types
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -42,30 +42,49 @@ class Config:
     # --- budget, evaluation, checkpoints ---
     max_steps: int = 2_000_000  # env steps (summed over sub-envs) before training stops
     target_return: float | None = None  # stop when the evaluation mean reaches it; None: env's
-    eval_every: int = 20_000  # env steps between evaluations
+    eval_every: int | None = None  # env steps between evaluations; None: 20k on-, 2k off-policy
     eval_episodes: int = 10  # episodes per evaluation, run as parallel sub-envs
     checkpoint_every: int = 200_000  # env steps between full training-state checkpoints
     cwd: str | None = None  # run folder; None: runs/<env>_<algo>_<seed>
     tensorboard: bool = False  # also write TensorBoard events (needs the `tensorboard` extra)
 
     # --- networks and optimisation ---
-    net_dims: list[int] = field(default_factory=lambda: [64, 64])  # hidden layer widths
-    learning_rate: float | None = None  # None: 3e-4 for PPO, 7e-4 for A2C
+    net_dims: list[int] | None = None  # hidden widths; None: [64, 64] on-policy, [256, 256] off
+    learning_rate: float | None = None  # None: see `_auto_defaults`
     clip_grad_norm: float = 0.5  # max global gradient norm per network
     gamma: float = 0.99  # discount factor
-    state_norm: bool = True  # normalise observations with running mean/std
-    reward_norm: bool = True  # scale rewards by the running std of the discounted return
+    state_norm: bool | None = None  # running mean/std of observations; None: on-policy only
+    reward_norm: bool | None = None  # rewards / running std of the return; None: on-policy only
 
     # --- rollout and update schedule ---
     horizon_len: int | None = None  # steps per sub-env per rollout; None: see `_auto_defaults`
     batch_size: int | None = None  # transitions per gradient step; None: see `_auto_defaults`
-    repeat_times: float | None = None  # passes over each rollout; None: see `_auto_defaults`
+    # on-policy: passes (epochs) over each rollout; off-policy: gradient steps per env step
+    # (the update-to-data ratio). None: see `_auto_defaults`
+    repeat_times: float | None = None
 
     # --- on-policy (PPO / A2C) ---
     ratio_clip: float = 0.2  # PPO clip range epsilon
     lambda_gae_adv: float = 0.95  # GAE lambda
     lambda_entropy: float = 0.0  # entropy bonus coefficient
-    lambda_critic: float = 0.5  # value-loss coefficient
+
+    # --- off-policy (DQN family, DDPG, TD3, SAC, REDQ) ---
+    buffer_size: int = 1_000_000  # replay capacity in transitions (on the training device)
+    learning_starts: int = 1_000  # env steps of uniformly random actions before learning
+    soft_update_tau: float = 0.005  # target <- tau * online + (1 - tau) * target ...
+    target_update_every: int = 1  # ... every this many gradient steps (tau=1: periodic copy)
+    per: bool = False  # prioritized experience replay (proportional)
+    per_alpha: float = 0.6  # how much prioritization is used (0: uniform)
+    per_beta: float = 0.4  # initial importance-sampling exponent, annealed to 1
+    explore_rate: float = 0.05  # DQN: final epsilon of epsilon-greedy (starts at 1)
+    explore_decay_steps: int = 10_000  # DQN: env steps over which epsilon decays linearly
+    explore_noise_std: float = 0.1  # DDPG / TD3: Gaussian exploration noise (actions in [-1, 1])
+    policy_noise_std: float = 0.2  # TD3: target policy smoothing noise ...
+    policy_noise_clip: float = 0.5  # ... clipped to +-this
+    policy_delay: int = 2  # TD3: critic updates per actor update
+    alpha_init: float = 1.0  # SAC: initial entropy temperature (learned)
+    num_critics: int | None = None  # None: 1 DDPG, 2 TD3/SAC, 10 REDQ
+    redq_subset: int = 2  # REDQ: M critics in the target's minimum
 
     @classmethod
     def field_names(cls) -> list[str]:
@@ -149,16 +168,35 @@ class Config:
             bad("vector_mode", f"one of {', '.join(VECTOR_MODES)}")
         if not re.fullmatch(r"auto|cpu|cuda(:\d+)?|mps", str(self.device)):
             bad("device", "auto, cpu, cuda or cuda:N")
-        for name in ("num_envs", "threads", "horizon_len", "batch_size"):
+        for name in ("num_envs", "threads", "horizon_len", "batch_size", "num_critics"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 bad(name, "a positive integer (or null for the automatic choice)")
-        for name in ("max_steps", "eval_every", "eval_episodes", "checkpoint_every"):
+        if self.eval_every is not None and self.eval_every < 1:
+            bad("eval_every", "a positive integer (or null for the automatic choice)")
+        for name in ("max_steps", "eval_episodes", "checkpoint_every",
+                     "buffer_size", "target_update_every", "policy_delay", "redq_subset",
+                     "explore_decay_steps"):  # fmt: skip
             if getattr(self, name) < 1:
                 bad(name, "a positive integer")
         if self.seed < 0:
             bad("seed", "a non-negative integer")
-        if not self.net_dims or any(d < 1 for d in self.net_dims):
+        if self.learning_starts < 0:
+            bad("learning_starts", "a non-negative integer")
+        for name in ("soft_update_tau", "per_beta"):
+            if not 0 < getattr(self, name) <= 1:
+                bad(name, "in (0, 1]")
+        for name in ("per_alpha", "explore_rate"):
+            if not 0 <= getattr(self, name) <= 1:
+                bad(name, "in [0, 1]")
+        for name in ("explore_noise_std", "policy_noise_std", "policy_noise_clip", "alpha_init"):
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
+                bad(name, "a finite number >= 0")
+        if self.alpha_init <= 0:
+            bad("alpha_init", "a number > 0")
+        if self.algo == "redq" and self.num_critics and self.redq_subset > self.num_critics:
+            bad("redq_subset", f"at most num_critics ({self.num_critics})")
+        if self.net_dims is not None and (not self.net_dims or any(d < 1 for d in self.net_dims)):
             bad("net_dims", "a non-empty list of positive layer widths, e.g. [64, 64]")
         lr = self.learning_rate
         if lr is not None and not (math.isfinite(lr) and 0 < lr < 1):
@@ -169,7 +207,7 @@ class Config:
             bad("lambda_gae_adv", "in [0, 1]")
         if not 0 < self.ratio_clip < 1:
             bad("ratio_clip", "in (0, 1)")
-        for name in ("lambda_entropy", "lambda_critic"):
+        for name in ("lambda_entropy",):
             if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
                 bad(name, "a finite number >= 0")
         if not (math.isfinite(self.clip_grad_norm) and self.clip_grad_norm > 0):
@@ -178,7 +216,8 @@ class Config:
             bad("repeat_times", "a number in (0, 1000]")
         if self.target_return is not None and not math.isfinite(self.target_return):
             bad("target_return", "a finite number (or null for the env's own target)")
-        if None not in (self.num_envs, self.horizon_len, self.batch_size):
+        on_policy = not (ALGORITHMS[self.algo][0] or ALGORITHMS[self.algo][1]).if_off_policy
+        if on_policy and None not in (self.num_envs, self.horizon_len, self.batch_size):
             rollout = self.num_envs * self.horizon_len
             if self.batch_size > rollout:
                 raise ConfigError(
@@ -191,7 +230,7 @@ class Config:
     def resolve(self, torch_native: bool) -> Config:
         """A copy with every `None` default filled in for this algorithm and backend, validated."""
         self.validate()
-        resolved = dataclasses.replace(self, net_dims=list(self.net_dims))
+        resolved = dataclasses.replace(self)
         for name, value in _auto_defaults(resolved, torch_native).items():
             if getattr(resolved, name) is None:
                 setattr(resolved, name, value)
@@ -201,16 +240,41 @@ class Config:
 def _auto_defaults(config: Config, torch_native: bool) -> dict:
     """Defaults that depend on the algorithm and the env backend (applied where a field is None).
 
-    Torch-native envs are cheap to step in bulk, so they get many sub-envs and short horizons;
-    gymnasium envs step one at a time in Python, so they get few sub-envs and longer horizons.
-    Either way a PPO rollout holds at least 2,048 transitions and is cut into 4 mini-batches.
-    A2C takes one gradient step per short rollout, as in its paper.
+    On-policy: torch-native envs are cheap to step in bulk, so they get many sub-envs and short
+    horizons; gymnasium envs step one at a time in Python, so they get few sub-envs and longer
+    horizons. Either way a PPO rollout holds at least 2,048 transitions cut into 4 mini-batches;
+    A2C takes one gradient step per short rollout, as in its paper. Observations and rewards are
+    normalised with running statistics.
+    Off-policy: a few sub-envs, one gradient step of 256 transitions per env step (REDQ: 4, its
+    update-to-data ratio G; the paper uses 20, which is slow on a CPU), no normalisation, and
+    evaluations every 2,000 env steps, since these algorithms learn within tens of thousands.
     """
+    from xiaoyarl.agents import ALGORITHMS
+
+    continuous, discrete = ALGORITHMS[config.algo]
+    off_policy = (continuous or discrete).if_off_policy
+    if off_policy:
+        return {
+            "num_envs": config.num_envs or (16 if torch_native else 1),
+            "horizon_len": 1 if torch_native else 8,
+            "batch_size": 256,
+            "repeat_times": 4.0 if config.algo == "redq" else 1.0,
+            "learning_rate": 3e-4,
+            "net_dims": [256, 256],
+            "state_norm": False,
+            "reward_norm": False,
+            "num_critics": {"ddpg": 1, "redq": 10}.get(config.algo, 2),
+            "eval_every": 2_000,
+        }
     num_envs = config.num_envs or (1024 if torch_native else 8)
+    common = {
+        "num_envs": num_envs, "net_dims": [64, 64], "state_norm": True, "reward_norm": True,
+        "eval_every": 20_000,
+    }  # fmt: skip
     if config.algo == "a2c":
         horizon_len = config.horizon_len or 8
         return {
-            "num_envs": num_envs,
+            **common,
             "horizon_len": horizon_len,
             "batch_size": num_envs * horizon_len,
             "repeat_times": 1.0,
@@ -218,7 +282,7 @@ def _auto_defaults(config: Config, torch_native: bool) -> dict:
         }
     horizon_len = config.horizon_len or max(16, 2048 // num_envs)
     return {
-        "num_envs": num_envs,
+        **common,
         "horizon_len": horizon_len,
         "batch_size": max(1, num_envs * horizon_len // 4),
         "repeat_times": 4.0,

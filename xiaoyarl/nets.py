@@ -11,6 +11,7 @@ import math
 import torch
 from torch import nn
 from torch.distributions import Categorical, Normal
+from torch.nn import functional as F
 
 
 def build_mlp(
@@ -168,5 +169,156 @@ class CriticV(nn.Module):
         return self.net(self.norm(state)).squeeze(-1)
 
 
+# --- off-policy networks -----------------------------------------------------------------
+class QNet(nn.Module):
+    """Q-values for discrete actions: `q_values(state) -> (batch, action_dim)`; calling the
+    module gives the greedy action `(batch,)` int64, so it doubles as the policy."""
+
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm):
+        super().__init__()
+        self.norm = norm
+        self.net = build_mlp([state_dim, *net_dims, action_dim], nn.ReLU)
+
+    def q_values(self, state: torch.Tensor) -> torch.Tensor:
+        return self.net(self.norm(state))
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        return self.q_values(state).argmax(-1)
+
+
+class QNetDuel(QNet):
+    """Dueling Q-network (Wang et al. 2016): `Q = V(s) + A(s, a) - mean_a A(s, a)`."""
+
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm):
+        super().__init__(state_dim, action_dim, net_dims, norm)
+        self.net = build_mlp([state_dim, *net_dims[:-1], net_dims[-1]], nn.ReLU)
+        self.net.append(nn.ReLU())
+        self.value_head = build_mlp([net_dims[-1], 1])
+        self.advantage_head = build_mlp([net_dims[-1], action_dim])
+
+    def q_values(self, state: torch.Tensor) -> torch.Tensor:
+        hidden = self.net(self.norm(state))
+        advantage = self.advantage_head(hidden)
+        return self.value_head(hidden) + advantage - advantage.mean(-1, keepdim=True)
+
+
+class EnsembleLinear(nn.Module):
+    """`num` independent Linear layers evaluated in one batched matmul: `(num, batch, in_dim)`
+    (or `(batch, in_dim)`, shared by all members) -> `(num, batch, out_dim)`."""
+
+    def __init__(self, num: int, in_dim: int, out_dim: int) -> None:
+        super().__init__()
+        bound = 1 / math.sqrt(in_dim)  # nn.Linear's default initialisation, per member
+        self.weight = nn.Parameter(torch.empty(num, in_dim, out_dim).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.empty(num, 1, out_dim).uniform_(-bound, bound))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() == 2:
+            x = x.expand(self.weight.shape[0], *x.shape)
+        return torch.baddbmm(self.bias, x, self.weight)
+
+
+def build_ensemble_mlp(num: int, dims: list[int]) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:], strict=True)):
+        layers.append(EnsembleLinear(num, d_in, d_out))
+        if i < len(dims) - 2:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+class CriticEnsemble(nn.Module):
+    """`num_critics` Q(s, a) networks evaluated in one call.
+
+    `(batch, S), (batch, A) -> (num_critics, batch)`. DDPG uses one, TD3 and SAC two
+    (clipped double Q), REDQ ten.
+    """
+
+    def __init__(
+        self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm, num: int
+    ) -> None:
+        super().__init__()
+        self.norm = norm
+        self.num = num
+        self.net = build_ensemble_mlp(num, [state_dim + action_dim, *net_dims, 1])
+
+    def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return self.net(torch.cat([self.norm(state), action], -1)).squeeze(-1)
+
+
+class QEnsemble(nn.Module):
+    """`num` Q(s, .) networks for discrete actions: `(batch, S) -> (num, batch, action_dim)`."""
+
+    def __init__(
+        self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm, num: int
+    ) -> None:
+        super().__init__()
+        self.norm = norm
+        self.num = num
+        self.net = build_ensemble_mlp(num, [state_dim, *net_dims, action_dim])
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        return self.net(self.norm(state))
+
+
+class Actor(nn.Module):
+    """Deterministic policy `(batch, S) -> (batch, A)` in [-1, 1] (tanh), as in DDPG and TD3."""
+
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm):
+        super().__init__()
+        self.norm = norm
+        self.net = build_mlp([state_dim, *net_dims, action_dim], nn.ReLU)
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        return self.net(self.norm(state)).tanh()
+
+
+class ActorSAC(nn.Module):
+    """Squashed Gaussian policy (Haarnoja et al. 2018): `a = tanh(u)`, `u ~ N(mu(s), sigma(s))`;
+    the log-probability includes the tanh change of variables. `forward` is `tanh(mu)`."""
+
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm):
+        super().__init__()
+        self.norm = norm
+        self.net = build_mlp([state_dim, *net_dims, 2 * action_dim], nn.ReLU)
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        return self.net(self.norm(state)).chunk(2, -1)[0].tanh()
+
+    def get_action_logprob(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reparameterised sample `(batch, A)` and its log-probability `(batch,)`."""
+        mean, log_std = self.net(self.norm(state)).chunk(2, -1)
+        std = log_std.clamp(-20, 2).exp()
+        u = mean + std * torch.randn_like(mean)
+        action = u.tanh()
+        # log N(u) - sum log(1 - tanh(u)^2), the latter written stably as
+        # 2(log2 - u - softplus(-2u))
+        logprob = Normal(mean, std).log_prob(u) - 2 * (math.log(2) - u - F.softplus(-2 * u))
+        return action, logprob.sum(-1)
+
+
+class ActorDiscreteSAC(nn.Module):
+    """Categorical policy for discrete SAC: `probs_logprobs(state) -> (batch, A), (batch, A)`;
+    `forward` gives the most probable action."""
+
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm):
+        super().__init__()
+        self.norm = norm
+        self.net = build_mlp([state_dim, *net_dims, action_dim], nn.ReLU, out_gain=0.01)
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        return self.net(self.norm(state)).argmax(-1)
+
+    def probs_logprobs(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logprobs = self.net(self.norm(state)).log_softmax(-1)
+        return logprobs.exp(), logprobs
+
+    def sample(self, state: torch.Tensor) -> torch.Tensor:
+        return Categorical(logits=self.net(self.norm(state))).sample()
+
+
 # Actor classes by name, so a saved policy (`actor.pt`) can be rebuilt without pickling modules.
-ACTORS: dict[str, type[nn.Module]] = {cls.__name__: cls for cls in (ActorPPO, ActorDiscretePPO)}
+ACTORS: dict[str, type[nn.Module]] = {
+    cls.__name__: cls
+    for cls in (ActorPPO, ActorDiscretePPO, QNet, QNetDuel, Actor, ActorSAC, ActorDiscreteSAC)
+}

@@ -1,19 +1,42 @@
 """Agents by lower-case algorithm name: (continuous-action class, discrete-action class)."""
 
 from xiaoyarl.agents.base import AgentBase
+from xiaoyarl.agents.ddpg import AgentDDPG
+from xiaoyarl.agents.dqn import AgentD3QN, AgentDoubleDQN, AgentDQN
 from xiaoyarl.agents.ppo import AgentA2C, AgentDiscreteA2C, AgentDiscretePPO, AgentPPO
+from xiaoyarl.agents.redq import AgentREDQ
+from xiaoyarl.agents.sac import AgentModSAC, AgentSAC, AgentSACDiscrete
+from xiaoyarl.agents.td3 import AgentTD3
 
 # name -> (agent for continuous actions, agent for discrete actions); None where it has none.
 ALGORITHMS: dict[str, tuple[type[AgentBase] | None, type[AgentBase] | None]] = {
     "ppo": (AgentPPO, AgentDiscretePPO),
     "a2c": (AgentA2C, AgentDiscreteA2C),
+    "dqn": (None, AgentDQN),
+    "double_dqn": (None, AgentDoubleDQN),
+    "d3qn": (None, AgentD3QN),
+    "ddpg": (AgentDDPG, None),
+    "td3": (AgentTD3, None),
+    "sac": (AgentSAC, None),
+    "modsac": (AgentModSAC, None),
+    "sac_discrete": (None, AgentSACDiscrete),
+    "redq": (AgentREDQ, None),
 }
 
 __all__ = [
     "ALGORITHMS",
     "AgentBase",
-    "AgentPPO",
-    "AgentDiscretePPO",
     "AgentA2C",
+    "AgentD3QN",
+    "AgentDDPG",
+    "AgentDQN",
     "AgentDiscreteA2C",
+    "AgentDiscretePPO",
+    "AgentDoubleDQN",
+    "AgentModSAC",
+    "AgentPPO",
+    "AgentREDQ",
+    "AgentSAC",
+    "AgentSACDiscrete",
+    "AgentTD3",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar, NamedTuple
 
 import torch
@@ -9,14 +10,21 @@ from torch import nn
 
 from xiaoyarl.config import Config
 from xiaoyarl.envs.base import EnvSpec, VecEnv
+from xiaoyarl.errors import ConfigError
+from xiaoyarl.train.buffer import Batch, PrioritizedReplayBuffer, ReplayBuffer, Transitions
 
 
 class AgentBase:
     """An agent owns its networks, optimizers and normalizers, explores a `VecEnv` and updates.
 
-    Subclasses set `if_off_policy` and `if_discrete` and implement `explore_env` and
-    `update_net`. Networks that make up the training state are listed in `self.nets`, optimizers
-    in `self.optimizers`; `state_dict` saves both, plus the state the next rollout starts from.
+    Subclasses set `if_off_policy` and `if_discrete`. Networks that make up the training state
+    are listed in `self.nets`, optimizers in `self.optimizers`; `state_dict` saves both, the
+    replay buffer, and the state the next rollout starts from.
+
+    On-policy agents implement `explore_env` and `update_net`. Off-policy agents get both from
+    here (random actions for the first `learning_starts` env steps, then `explore_action`; each
+    rollout goes into the replay buffer and is followed by `repeat_times` gradient steps per
+    env step) and implement `explore_action` and `update_step` on one sampled batch.
     """
 
     if_off_policy: ClassVar[bool]
@@ -31,19 +39,109 @@ class AgentBase:
         self.device = device
         self.nets: dict[str, nn.Module] = {}
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
-        self.last_state: torch.Tensor | None = (
-            None  # (num_envs, state_dim): where exploring resumes
-        )
+        self.last_state: torch.Tensor | None = None  # (num_envs, state_dim): exploring resumes here
         self.actor: nn.Module  # the policy; `actor(state)` is the deterministic action in [-1, 1]
+        self.explored = 0  # env steps taken so far (summed over sub-envs)
+        self.updates = 0  # gradient steps taken so far (off-policy)
+        self.buffer: ReplayBuffer | None = None
+        if self.if_off_policy:
+            self.buffer = self._make_buffer()
 
     # --- what an algorithm implements ---
-    def explore_env(self, env: VecEnv, horizon_len: int) -> NamedTuple:
-        """Step `env` for `horizon_len` steps from `self.last_state`; return time-major data."""
+    def explore_action(self, state: torch.Tensor) -> torch.Tensor:
+        """Off-policy: the exploratory action for a batch of states (in [-1, 1], or int64)."""
         raise NotImplementedError
 
-    def update_net(self, rollout: NamedTuple) -> dict[str, torch.Tensor]:
-        """Update the networks from `rollout`; return named scalar tensors for logging."""
+    def update_step(self, batch: Batch) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """Off-policy: one gradient step on `batch`; returns (named scalars, TD errors `(B,)`)."""
         raise NotImplementedError
+
+    # --- off-policy machinery ---
+    @torch.no_grad()
+    def explore_env(self, env: VecEnv, horizon_len: int) -> NamedTuple:
+        """Step `env` for `horizon_len` steps from `self.last_state`; return time-major data."""
+        spec, dev = env.spec, self.device
+        n = spec.num_envs
+        states = torch.empty((horizon_len, n, spec.state_dim), device=dev)
+        next_states = torch.empty_like(states)
+        if self.if_discrete:
+            actions = torch.empty((horizon_len, n), dtype=torch.int64, device=dev)
+        else:
+            actions = torch.empty((horizon_len, n, spec.action_dim), device=dev)
+        rewards = torch.empty((horizon_len, n), device=dev)
+        terminals = torch.empty((horizon_len, n), dtype=torch.bool, device=dev)
+        truncates = torch.empty_like(terminals)
+
+        state = self.last_state
+        for t in range(horizon_len):
+            if self.explored < self.config.learning_starts:
+                action = self.random_action(n)
+            else:
+                action = self.explore_action(state)
+            next_state, reward, terminal, truncate, info = env.step(action)
+            states[t], actions[t], rewards[t] = state, action, reward
+            terminals[t], truncates[t], next_states[t] = terminal, truncate, info["final_state"]
+            state = next_state
+            self.explored += n
+        self.last_state = state
+        return Transitions(states, actions, rewards, terminals, truncates, next_states)
+
+    def random_action(self, n: int) -> torch.Tensor:
+        """Uniformly random actions for `n` sub-envs (the warm-up before learning starts)."""
+        if self.if_discrete:
+            return torch.randint(self.spec.action_dim, (n,), device=self.device)
+        return torch.rand((n, self.spec.action_dim), device=self.device) * 2 - 1
+
+    def update_net(self, rollout: NamedTuple) -> dict[str, torch.Tensor]:
+        """Store the rollout, then take `repeat_times` gradient steps per new env step."""
+        self.buffer.add(rollout)
+        if self.explored < self.config.learning_starts or self.buffer.num_sampleable == 0:
+            return {}
+        num_updates = max(1, round(self.config.repeat_times * rollout.rewards.numel()))
+        totals: dict[str, torch.Tensor] = {}
+        counts: dict[str, int] = {}
+        for _ in range(num_updates):
+            batch = self.buffer.sample(self.config.batch_size)
+            logs, td_errors = self.update_step(batch)
+            self.updates += 1
+            if isinstance(self.buffer, PrioritizedReplayBuffer):
+                self.buffer.update_priorities(batch.indices, td_errors)
+            for name, value in logs.items():  # some (e.g. a delayed actor loss) not every step
+                totals[name] = totals.get(name, 0) + value
+                counts[name] = counts.get(name, 0) + 1
+        return {name: value / counts[name] for name, value in totals.items()}
+
+    def _make_buffer(self) -> ReplayBuffer:
+        cfg, spec = self.config, self.spec
+        sizes = (cfg.buffer_size, spec.num_envs, spec.state_dim, spec.action_dim,
+                 spec.if_discrete, spec.max_step)  # fmt: skip
+        buffer_class = PrioritizedReplayBuffer if cfg.per else ReplayBuffer
+        need = buffer_class.bytes_needed(*sizes)
+        free = _free_memory(self.device)
+        if free is not None and need > 0.8 * free:
+            raise ConfigError(
+                f"a replay buffer of buffer_size={cfg.buffer_size:,} transitions for "
+                f"{spec.name} needs {need / 2**30:.2f} GiB, but only {free / 2**30:.2f} GiB is "
+                f"free on {self.device}; lower buffer_size (e.g. --set buffer_size=100000)."
+            )
+        if cfg.per:
+            return PrioritizedReplayBuffer(
+                *sizes, device=self.device, alpha=cfg.per_alpha, beta=cfg.per_beta,
+                beta_steps=max(1, round(cfg.max_steps * cfg.repeat_times)),
+            )  # fmt: skip
+        return ReplayBuffer(*sizes, device=self.device)
+
+    @staticmethod
+    @torch.no_grad()
+    def soft_update(target: nn.Module, online: nn.Module, tau: float) -> None:
+        """target <- tau * online + (1 - tau) * target, for every parameter."""
+        torch._foreach_lerp_(list(target.parameters()), list(online.parameters()), tau)
+
+    def update_targets(self, *pairs: tuple[nn.Module, nn.Module]) -> None:
+        """Soft-update each (target, online) pair every `target_update_every` gradient steps."""
+        if self.updates % self.config.target_update_every == 0:
+            for target, online in pairs:
+                self.soft_update(target, online, self.config.soft_update_tau)
 
     # --- shared mechanics ---
     def make_optimizer(self, net: nn.Module) -> torch.optim.Optimizer:
@@ -72,6 +170,8 @@ class AgentBase:
             "nets": {name: net.state_dict() for name, net in self.nets.items()},
             "optimizers": {name: opt.state_dict() for name, opt in self.optimizers.items()},
             "last_state": self.last_state,
+            "counters": {"explored": self.explored, "updates": self.updates},
+            "buffer": self.buffer.state_dict() if self.buffer is not None else None,
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -81,6 +181,10 @@ class AgentBase:
             opt.load_state_dict(state["optimizers"][name])
         last = state["last_state"]
         self.last_state = None if last is None else last.to(self.device)
+        self.explored = state["counters"]["explored"]
+        self.updates = state["counters"]["updates"]
+        if self.buffer is not None:
+            self.buffer.load_state_dict(state["buffer"])
 
     def policy_state(self) -> dict:
         """What `load_policy` needs to rebuild the actor: its class, sizes and weights."""
@@ -97,3 +201,16 @@ class AgentBase:
             "algo": self.config.algo,
             "actor": {k: v.detach().cpu() for k, v in self.actor.state_dict().items()},
         }
+
+
+def _free_memory(device: torch.device) -> int | None:
+    """Bytes of memory free for new tensors on `device` (None when it cannot be told)."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None

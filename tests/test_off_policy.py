@@ -1,0 +1,243 @@
+"""Off-policy agents: targets against references written the obvious way, shapes, bad input."""
+
+import math
+
+import pytest
+import torch
+from torch.distributions import Normal
+
+from xiaoyarl import Config, ConfigError, make_env
+from xiaoyarl.agents import (
+    AgentD3QN,
+    AgentDDPG,
+    AgentDoubleDQN,
+    AgentDQN,
+    AgentModSAC,
+    AgentREDQ,
+    AgentSAC,
+    AgentSACDiscrete,
+    AgentTD3,
+)
+from xiaoyarl.nets import CriticEnsemble, RunningNorm
+from xiaoyarl.train.buffer import Batch
+from xiaoyarl.train.run import agent_class
+
+ALGO_OF = {AgentDQN: "dqn", AgentDoubleDQN: "double_dqn", AgentD3QN: "d3qn", AgentDDPG: "ddpg",
+           AgentTD3: "td3", AgentSAC: "sac", AgentModSAC: "modsac",
+           AgentSACDiscrete: "sac_discrete", AgentREDQ: "redq"}  # fmt: skip
+
+
+def make_agent(cls, num_envs=4, **overrides):
+    env_id = "CartPole-v1" if cls.if_discrete else "Pendulum-v1"
+    values = {"net_dims": [32, 32], "buffer_size": 4096, "learning_starts": 16, "batch_size": 8}
+    config = Config(algo=ALGO_OF[cls], env_id=env_id, num_envs=num_envs, **{**values, **overrides})
+    config = config.resolve(torch_native=True)
+    env = make_env(env_id, num_envs, seed=0)
+    torch.manual_seed(0)
+    agent = cls(env.spec, config, torch.device("cpu"))
+    agent.last_state, _ = env.reset(seed=0)
+    return agent, env
+
+
+def batch_for(agent, size=6):
+    g = torch.Generator().manual_seed(1)
+    s = agent.spec
+    if s.if_discrete:
+        actions = torch.randint(s.action_dim, (size,), generator=g)
+    else:
+        actions = torch.rand(size, s.action_dim, generator=g) * 2 - 1
+    return Batch(
+        states=torch.randn(size, s.state_dim, generator=g), actions=actions,
+        rewards=torch.randn(size, generator=g), terminals=torch.tensor([True, False] * (size // 2)),
+        next_states=torch.randn(size, s.state_dim, generator=g),
+        indices=torch.arange(size), weights=torch.ones(size),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("cls", list(ALGO_OF))
+def test_explore_and_update_shapes(cls):
+    agent, env = make_agent(cls, learning_starts=40)
+    for _ in range(3):  # 3 rollouts x 8 steps x 4 envs; learning starts after the first
+        rollout = agent.explore_env(env, 8)
+        logs = agent.update_net(rollout)
+    s = env.spec
+    assert rollout.states.shape == (8, 4, s.state_dim)
+    assert rollout.next_states.shape == (8, 4, s.state_dim)
+    if s.if_discrete:
+        assert rollout.actions.shape == (8, 4) and rollout.actions.dtype == torch.int64
+    else:
+        assert rollout.actions.shape == (8, 4, s.action_dim)
+        assert rollout.actions.abs().max() <= 1.0
+    assert rollout.rewards.shape == rollout.terminals.shape == rollout.truncates.shape == (8, 4)
+    assert agent.explored == 96 and len(agent.buffer) > 0
+    assert agent.updates == 2 * 32 * agent.config.repeat_times  # two rollouts after warm-up
+    assert "critic_loss" in logs and all(math.isfinite(v.item()) for v in logs.values())
+    action = agent.act(agent.last_state)
+    assert action.shape == ((4,) if s.if_discrete else (4, s.action_dim))
+
+
+def test_dqn_target_is_max_of_target_network():
+    agent, _ = make_agent(AgentDQN)
+    b = batch_for(agent)
+    want = [max(agent.qnet_target.q_values(ns[None])[0].tolist()) for ns in b.next_states]
+    torch.testing.assert_close(agent.next_q(b.next_states), torch.tensor(want))
+
+
+def test_double_dqn_online_net_selects_target_net_evaluates():
+    for cls in (AgentDoubleDQN, AgentD3QN):
+        agent, _ = make_agent(cls)
+        b = batch_for(agent)
+        with torch.no_grad():  # make the two networks disagree
+            for p in agent.qnet_target.parameters():
+                p.add_(torch.randn_like(p))
+        want = []
+        for ns in b.next_states:
+            online = agent.qnet.q_values(ns[None])[0]
+            target = agent.qnet_target.q_values(ns[None])[0]
+            want.append(target[int(online.argmax())].item())
+        torch.testing.assert_close(agent.next_q(b.next_states), torch.tensor(want))
+
+
+def test_dueling_q_is_value_plus_centred_advantage():
+    agent, _ = make_agent(AgentD3QN)
+    s = torch.randn(5, 4)
+    net = agent.qnet
+    hidden = net.net(s)
+    adv = net.advantage_head(hidden)
+    want = net.value_head(hidden) + adv - adv.mean(-1, keepdim=True)
+    torch.testing.assert_close(net.q_values(s), want)
+
+
+def test_td3_target_noise_is_clipped_and_actor_update_delayed():
+    agent, _ = make_agent(AgentTD3, policy_noise_std=1e6, policy_noise_clip=0.3)
+    s = torch.randn(2000, 3)
+    base = agent.actor_target(s)
+    smoothed = agent.target_action(s)
+    noise = smoothed - base
+    inside = (base + 0.3 <= 1) & (base - 0.3 >= -1)  # where the final clamp to [-1, 1] is idle
+    assert (noise.abs() <= 0.3 + 1e-6).all() and smoothed.abs().max() <= 1.0
+    clipped = noise[inside].abs()  # huge noise: always clipped
+    torch.testing.assert_close(clipped, torch.full_like(clipped, 0.3), atol=1e-5, rtol=0)
+
+    agent.updates = 0
+    changed = []
+    for _ in range(4):
+        before = [p.clone() for p in agent.actor.parameters()]
+        agent.update_step(batch_for(agent))
+        agent.updates += 1
+        after = agent.actor.parameters()
+        changed.append(any(not torch.equal(a, b) for a, b in zip(before, after, strict=True)))
+    assert changed == [True, False, True, False]  # policy_delay = 2
+
+
+def test_td3_target_is_min_of_two_critics():
+    agent, _ = make_agent(AgentTD3, policy_noise_std=0.0)
+    b = batch_for(agent)
+    q = agent.critic_target(b.next_states, agent.actor_target(b.next_states))
+    assert q.shape == (2, 6)
+    torch.testing.assert_close(agent.next_value(b.next_states), torch.minimum(q[0], q[1]))
+
+
+def test_sac_soft_target_with_entropy_and_target_entropy():
+    agent, _ = make_agent(AgentSAC)
+    assert agent.target_entropy == -1.0  # -action_dim
+    b = batch_for(agent)
+    torch.manual_seed(3)
+    got = agent.next_value(b.next_states)
+    torch.manual_seed(3)
+    action, logprob = agent.actor.get_action_logprob(b.next_states)
+    q = agent.critic_target(b.next_states, action)
+    want = torch.minimum(q[0], q[1]) - agent.temperature() * logprob
+    torch.testing.assert_close(got, want)
+
+
+def test_sac_squashed_gaussian_logprob_matches_change_of_variables():
+    agent, _ = make_agent(AgentSAC)
+    s = torch.randn(7, 3)
+    torch.manual_seed(5)
+    action, logprob = agent.actor.get_action_logprob(s)
+    torch.manual_seed(5)
+    mean, log_std = agent.actor.net(s).chunk(2, -1)
+    std = log_std.clamp(-20, 2).exp()
+    u = mean + std * torch.randn_like(mean)
+    want = (Normal(mean, std).log_prob(u) - torch.log(1 - torch.tanh(u) ** 2)).sum(-1)
+    torch.testing.assert_close(action, torch.tanh(u))
+    torch.testing.assert_close(logprob, want, rtol=1e-4, atol=1e-4)
+
+
+def test_sac_temperature_rises_when_entropy_is_below_target():
+    agent, _ = make_agent(AgentSAC)
+    before = agent.temperature().item()
+    agent.update_temperature(torch.full((8,), 5.0))  # log pi = 5: entropy -5 < target -1
+    assert agent.temperature().item() > before
+
+
+def test_redq_target_is_min_over_random_subset_of_ensemble():
+    agent, _ = make_agent(AgentREDQ)
+    assert agent.critic.num == 10 and agent.config.redq_subset == 2
+    q = torch.randn(10, 6)
+    torch.manual_seed(9)
+    got = agent.reduce_target_q(q)
+    torch.manual_seed(9)
+    subset = torch.randperm(10)[:2].tolist()
+    want = [min(q[i, j].item() for i in subset) for j in range(6)]
+    torch.testing.assert_close(got, torch.tensor(want))
+    torch.testing.assert_close(agent.reduce_actor_q(q), q.mean(0))
+
+
+def test_critic_ensemble_one_call_equals_each_member_alone():
+    critic = CriticEnsemble(3, 1, [16, 16], RunningNorm(3, enabled=False), num=10)
+    s, a = torch.randn(5, 3), torch.randn(5, 1)
+    together = critic(s, a)
+    x = torch.cat([s, a], -1)
+    for i in range(10):
+        h = x
+        for layer in critic.net:
+            if hasattr(layer, "weight"):
+                h = h @ layer.weight[i] + layer.bias[i, 0]
+            else:
+                h = torch.relu(h)
+        torch.testing.assert_close(together[i], h.squeeze(-1))
+
+
+def test_sac_discrete_value_is_expectation_over_policy():
+    agent, _ = make_agent(AgentSACDiscrete)
+    b = batch_for(agent)
+    probs, logp = agent.actor.probs_logprobs(b.next_states)
+    q = agent.critic_target(b.next_states).min(0).values
+    alpha = agent.temperature()
+    want = torch.tensor([
+        sum(probs[i, a] * (q[i, a] - alpha * logp[i, a]) for a in range(2)).item()
+        for i in range(6)
+    ])  # fmt: skip
+    torch.testing.assert_close(agent.next_value(b.next_states), want)
+    q_taken = agent.critic_q(b.states, b.actions)
+    full = agent.critic(b.states)
+    for i in range(6):
+        assert q_taken[0, i] == full[0, i, b.actions[i]]
+        assert q_taken[1, i] == full[1, i, b.actions[i]]
+
+
+def test_modsac_updates_actor_less_when_critic_is_unreliable():
+    def actor_steps(loss, n=100):
+        agent, _ = make_agent(AgentModSAC)
+        agent.critic_loss_avg = loss
+        return sum(agent.should_update_actor(torch.tensor(loss)) for _ in range(n))
+
+    assert actor_steps(0.0) == 100  # reliable critic: every step
+    assert 45 <= actor_steps(50.0) <= 55  # unreliable: every other step
+
+
+def test_algorithm_that_does_not_fit_the_action_space_is_refused():
+    spec = make_env("Pendulum-v1", 1).spec
+    with pytest.raises(ConfigError, match="'dqn' cannot act in Pendulum-v1.*continuous") as err:
+        agent_class("dqn", spec)
+    for fit in ("ddpg", "ppo", "redq", "sac", "td3"):
+        assert fit in str(err.value)
+    with pytest.raises(ConfigError, match="discrete actions: .*d3qn.*dqn.*sac_discrete"):
+        agent_class("td3", make_env("CartPole-v1", 1).spec)
+
+
+def test_buffer_that_cannot_fit_in_memory_is_refused_before_training():
+    with pytest.raises(ConfigError, match=r"buffer_size=1,000,000,000,000 .* needs [\d.]+ GiB"):
+        make_agent(AgentSAC, buffer_size=10**12)

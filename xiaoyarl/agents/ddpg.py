@@ -1,0 +1,103 @@
+"""DDPG: Lillicrap et al., "Continuous control with deep reinforcement learning", ICLR 2016.
+
+The root of the off-policy actor-critic line: TD3 (`td3.py`), SAC (`sac.py`) and REDQ
+(`redq.py`) each override only the hooks their paper changes.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+from xiaoyarl.agents.base import AgentBase
+from xiaoyarl.config import Config
+from xiaoyarl.envs.base import EnvSpec
+from xiaoyarl.nets import Actor, CriticEnsemble, RunningNorm
+from xiaoyarl.train.buffer import Batch
+
+
+class AgentDDPG(AgentBase):
+    """Deterministic actor, Q critic, target networks for both, Gaussian exploration noise."""
+
+    if_off_policy = True
+    if_discrete = False
+    actor_class: type[nn.Module] = Actor
+    uses_target_actor = True
+
+    def __init__(self, spec: EnvSpec, config: Config, device: torch.device) -> None:
+        super().__init__(spec, config, device)
+        norm = RunningNorm(spec.state_dim, enabled=config.state_norm).to(device)
+        self.actor = self.actor_class(spec.state_dim, spec.action_dim, config.net_dims, norm)
+        self.actor.to(device)
+        self.critic = self.make_critic(norm).to(device)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.nets = {
+            "actor": self.actor,
+            "critic": self.critic,
+            "critic_target": self.critic_target,
+        }
+        self.actor_target = None
+        if self.uses_target_actor:
+            self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
+            self.nets["actor_target"] = self.actor_target
+        self.optimizers = {
+            "actor": self.make_optimizer(self.actor),
+            "critic": self.make_optimizer(self.critic),
+        }
+
+    def make_critic(self, norm: RunningNorm) -> nn.Module:
+        spec, cfg = self.spec, self.config
+        return CriticEnsemble(spec.state_dim, spec.action_dim, cfg.net_dims, norm, cfg.num_critics)
+
+    # --- the hooks the successors override ---
+    def explore_action(self, state: torch.Tensor) -> torch.Tensor:
+        action = self.actor(state)
+        noise = torch.randn_like(action) * self.config.explore_noise_std
+        return (action + noise).clamp(-1.0, 1.0)
+
+    def target_action(self, next_states: torch.Tensor) -> torch.Tensor:
+        """The action the target policy takes in s' `(B, A)`."""
+        return self.actor_target(next_states)
+
+    def reduce_target_q(self, q: torch.Tensor) -> torch.Tensor:
+        """Combine the target critics' values `(num_critics, B)` into one `(B,)`: the minimum."""
+        return q.min(0).values
+
+    def next_value(self, next_states: torch.Tensor) -> torch.Tensor:
+        """Value of s' under the target policy and target critics `(B,)`."""
+        q = self.critic_target(next_states, self.target_action(next_states))
+        return self.reduce_target_q(q)
+
+    def critic_q(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """Every critic's Q(s, a) for the batch's actions `(num_critics, B)`."""
+        return self.critic(states, actions)
+
+    def should_update_actor(self, critic_loss: torch.Tensor) -> bool:
+        return True  # DDPG updates the actor after every critic step
+
+    def update_actor(self, states: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Ascend Q(s, actor(s)) of the first critic."""
+        actor_loss = -self.critic(states, self.actor(states))[0].mean()
+        self.optimizer_step(self.optimizers["actor"], self.actor, actor_loss)
+        return {"actor_loss": actor_loss.detach()}
+
+    # --- one gradient step ---
+    def update_step(self, batch: Batch) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        with torch.no_grad():
+            not_terminal = (~batch.terminals).float()
+            target = batch.rewards + self.config.gamma * not_terminal * self.next_value(
+                batch.next_states
+            )
+        q = self.critic_q(batch.states, batch.actions)  # (num_critics, B)
+        td_errors = target - q
+        critic_loss = (batch.weights * td_errors.square()).mean(-1).sum()
+        self.optimizer_step(self.optimizers["critic"], self.critic, critic_loss)
+        logs = {"critic_loss": critic_loss.detach(), "q_value": q.detach().mean()}
+        if self.should_update_actor(critic_loss.detach()):
+            logs.update(self.update_actor(batch.states))
+            if self.actor_target is not None:
+                self.update_targets((self.actor_target, self.actor))
+        self.update_targets((self.critic_target, self.critic))
+        return logs, td_errors.detach().mean(0)

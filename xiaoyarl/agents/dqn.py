@@ -1,0 +1,80 @@
+"""The DQN family: DQN, Double DQN and D3QN (dueling double DQN).
+
+DQN: Mnih et al., "Human-level control through deep reinforcement learning", Nature 2015.
+Double DQN: van Hasselt et al., "Deep Reinforcement Learning with Double Q-learning", 2016.
+Dueling: Wang et al., "Dueling Network Architectures for Deep Reinforcement Learning", 2016.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch.nn import functional as F
+
+from xiaoyarl.agents.base import AgentBase
+from xiaoyarl.config import Config
+from xiaoyarl.envs.base import EnvSpec
+from xiaoyarl.nets import QNet, QNetDuel, RunningNorm
+from xiaoyarl.train.buffer import Batch
+
+
+class AgentDQN(AgentBase):
+    """Q-learning with a replay buffer, a target network, epsilon-greedy exploration (epsilon
+    decays linearly from 1 to `explore_rate` over `explore_decay_steps` env steps) and the
+    Huber loss on the TD error, weighted by importance weights when replay is prioritized."""
+
+    if_off_policy = True
+    if_discrete = True
+    qnet_class: type[QNet] = QNet
+
+    def __init__(self, spec: EnvSpec, config: Config, device: torch.device) -> None:
+        super().__init__(spec, config, device)
+        norm = RunningNorm(spec.state_dim, enabled=config.state_norm).to(device)
+        self.qnet = self.qnet_class(spec.state_dim, spec.action_dim, config.net_dims, norm)
+        self.qnet.to(device)
+        self.qnet_target = copy.deepcopy(self.qnet).requires_grad_(False)
+        self.actor = self.qnet  # the greedy policy
+        self.nets = {"qnet": self.qnet, "qnet_target": self.qnet_target}
+        self.optimizers = {"qnet": self.make_optimizer(self.qnet)}
+
+    def epsilon(self) -> float:
+        cfg = self.config
+        progress = min(1.0, self.explored / cfg.explore_decay_steps)
+        return 1.0 + progress * (cfg.explore_rate - 1.0)
+
+    def explore_action(self, state: torch.Tensor) -> torch.Tensor:
+        greedy = self.qnet(state)
+        random = torch.randint_like(greedy, self.spec.action_dim)
+        explore = torch.rand(greedy.shape, device=self.device) < self.epsilon()
+        return torch.where(explore, random, greedy)
+
+    def next_q(self, next_states: torch.Tensor) -> torch.Tensor:
+        """max_a Q_target(s', a) `(B,)`: the target network both selects and evaluates."""
+        return self.qnet_target.q_values(next_states).max(-1).values
+
+    def update_step(self, batch: Batch) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        with torch.no_grad():
+            not_terminal = (~batch.terminals).float()
+            next_q = self.next_q(batch.next_states)
+            target = batch.rewards + self.config.gamma * not_terminal * next_q
+        q = self.qnet.q_values(batch.states).gather(1, batch.actions.unsqueeze(1)).squeeze(1)
+        td_errors = target - q
+        loss = (batch.weights * F.huber_loss(q, target, reduction="none")).mean()
+        self.optimizer_step(self.optimizers["qnet"], self.qnet, loss)
+        self.update_targets((self.qnet_target, self.qnet))
+        return {"critic_loss": loss.detach(), "q_value": q.detach().mean()}, td_errors.detach()
+
+
+class AgentDoubleDQN(AgentDQN):
+    """Double DQN: the online network selects the next action, the target network scores it."""
+
+    def next_q(self, next_states: torch.Tensor) -> torch.Tensor:
+        best = self.qnet.q_values(next_states).argmax(-1, keepdim=True)  # differs: online selects
+        return self.qnet_target.q_values(next_states).gather(1, best).squeeze(1)
+
+
+class AgentD3QN(AgentDoubleDQN):
+    """D3QN: Double DQN with a dueling Q-network."""
+
+    qnet_class = QNetDuel  # differs: Q = V + A - mean(A)

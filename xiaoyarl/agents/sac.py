@@ -1,0 +1,157 @@
+"""SAC and its variants.
+
+SAC: Haarnoja et al., "Soft Actor-Critic Algorithms and Applications", 2018 (learned
+temperature, target entropy -action_dim). ModSAC: ElegantRL's SAC whose actor-update frequency
+follows the critic's reliability. Discrete SAC: Christodoulou, "Soft Actor-Critic for Discrete
+Action Settings", 2019.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from xiaoyarl.agents.td3 import AgentTD3
+from xiaoyarl.config import Config
+from xiaoyarl.envs.base import EnvSpec
+from xiaoyarl.nets import ActorDiscreteSAC, ActorSAC, QEnsemble, RunningNorm
+
+
+class Temperature(nn.Module):
+    """The entropy temperature alpha, learned as log(alpha) so it stays positive."""
+
+    def __init__(self, alpha_init: float) -> None:
+        super().__init__()
+        self.log_alpha = nn.Parameter(torch.tensor(math.log(alpha_init)))
+
+    def forward(self) -> torch.Tensor:
+        return self.log_alpha.exp()
+
+
+class AgentSAC(AgentTD3):
+    """TD3's twin critics with a squashed-Gaussian actor, the soft (entropy-regularised) target
+    and a temperature tuned so the policy's entropy stays near -action_dim."""
+
+    actor_class = ActorSAC  # differs: stochastic actor
+    uses_target_actor = False  # differs: the target uses the current actor
+
+    def __init__(self, spec: EnvSpec, config: Config, device: torch.device) -> None:
+        super().__init__(spec, config, device)
+        self.temperature = Temperature(config.alpha_init).to(device)
+        self.target_entropy = self.default_target_entropy()
+        self.nets["temperature"] = self.temperature
+        self.optimizers["temperature"] = self.make_optimizer(self.temperature)
+
+    def default_target_entropy(self) -> float:
+        return -float(self.spec.action_dim)
+
+    def explore_action(self, state: torch.Tensor) -> torch.Tensor:
+        return self.actor.get_action_logprob(state)[0]  # differs: sample the policy, no noise
+
+    def next_value(self, next_states: torch.Tensor) -> torch.Tensor:
+        # differs: soft value, min Q(s', a') - alpha * log pi(a'|s') with a' ~ pi(.|s')
+        action, logprob = self.actor.get_action_logprob(next_states)
+        q = self.reduce_target_q(self.critic_target(next_states, action))
+        return q - self.temperature() * logprob
+
+    def should_update_actor(self, critic_loss: torch.Tensor) -> bool:
+        return True  # differs from TD3: no delay
+
+    def reduce_actor_q(self, q: torch.Tensor) -> torch.Tensor:
+        """Combine the critics `(num_critics, B)` for the actor's objective: the minimum."""
+        return q.min(0).values
+
+    def update_actor(self, states: torch.Tensor) -> dict[str, torch.Tensor]:
+        # differs: maximise Q - alpha * log pi, then tune alpha towards the target entropy
+        action, logprob = self.actor.get_action_logprob(states)
+        alpha = self.temperature().detach()
+        actor_loss = (alpha * logprob - self.reduce_actor_q(self.critic(states, action))).mean()
+        self.optimizer_step(self.optimizers["actor"], self.actor, actor_loss)
+        return {"actor_loss": actor_loss.detach(), **self.update_temperature(logprob.detach())}
+
+    def update_temperature(self, logprob: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Gradient step on J(alpha) = E[-log(alpha) * (log pi + target_entropy)]."""
+        loss = -(self.temperature.log_alpha * (logprob + self.target_entropy)).mean()
+        self.optimizer_step(self.optimizers["temperature"], self.temperature, loss)
+        return {"alpha": self.temperature().detach(), "entropy": -logprob.mean()}
+
+
+class AgentModSAC(AgentSAC):
+    """ModSAC: SAC that updates the actor less often while the critic is unreliable.
+
+    A running average L of the critic loss gives a reliability `r = exp(-L^2)` in (0, 1]; the
+    actor is updated only while (actor updates) / (critic updates) < 1 / (2 - r): every critic
+    step when the critic is accurate, every other step when it is not. (This reads L on the host
+    once per gradient step.)"""
+
+    def __init__(self, spec: EnvSpec, config: Config, device: torch.device) -> None:
+        super().__init__(spec, config, device)
+        self.critic_loss_avg = 1.0  # pessimistic start: the critic is not yet reliable
+        self.actor_updates = 0
+        self.critic_updates = 0
+
+    def should_update_actor(self, critic_loss: torch.Tensor) -> bool:
+        # differs: adaptive actor-update frequency
+        self.critic_loss_avg = 0.995 * self.critic_loss_avg + 0.005 * critic_loss.item()
+        self.critic_updates += 1
+        reliability = math.exp(-(self.critic_loss_avg**2))
+        if self.actor_updates < self.critic_updates / (2.0 - reliability):
+            self.actor_updates += 1
+            return True
+        return False
+
+    def state_dict(self) -> dict:
+        state = super().state_dict()
+        state["modsac"] = {
+            "critic_loss_avg": self.critic_loss_avg,
+            "actor_updates": self.actor_updates,
+            "critic_updates": self.critic_updates,
+        }
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        for name, value in state["modsac"].items():
+            setattr(self, name, value)
+
+
+class AgentSACDiscrete(AgentSAC):
+    """SAC for discrete actions: the critics give Q(s, .) for every action, so expectations over
+    the categorical policy are exact sums instead of samples. Target entropy 0.89 log |A|, a
+    fraction of the uniform policy's entropy (the paper's 0.98 keeps the policy near uniform)."""
+
+    if_discrete = True
+    actor_class = ActorDiscreteSAC
+
+    def make_critic(self, norm: RunningNorm) -> nn.Module:
+        spec, cfg = self.spec, self.config
+        return QEnsemble(spec.state_dim, spec.action_dim, cfg.net_dims, norm, cfg.num_critics)
+
+    def default_target_entropy(self) -> float:
+        return 0.89 * math.log(self.spec.action_dim)
+
+    def explore_action(self, state: torch.Tensor) -> torch.Tensor:
+        return self.actor.sample(state)
+
+    def next_value(self, next_states: torch.Tensor) -> torch.Tensor:
+        # differs: V(s') = sum_a pi(a|s') (min Q(s', a) - alpha log pi(a|s'))
+        probs, logprobs = self.actor.probs_logprobs(next_states)
+        q = self.reduce_target_q(self.critic_target(next_states))  # (B, A)
+        return (probs * (q - self.temperature() * logprobs)).sum(-1)
+
+    def critic_q(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        q = self.critic(states)  # (num_critics, B, A)
+        index = actions.view(1, -1, 1).expand(q.shape[0], -1, 1)
+        return q.gather(-1, index).squeeze(-1)
+
+    def update_actor(self, states: torch.Tensor) -> dict[str, torch.Tensor]:
+        probs, logprobs = self.actor.probs_logprobs(states)
+        with torch.no_grad():
+            q = self.reduce_actor_q(self.critic(states))  # (B, A)
+        alpha = self.temperature().detach()
+        actor_loss = (probs * (alpha * logprobs - q)).sum(-1).mean()
+        self.optimizer_step(self.optimizers["actor"], self.actor, actor_loss)
+        expected_logprob = (probs * logprobs).sum(-1).detach()  # -entropy per state
+        return {"actor_loss": actor_loss.detach(), **self.update_temperature(expected_logprob)}

@@ -1,0 +1,24 @@
+"""TD3: Fujimoto et al., "Addressing Function Approximation Error in Actor-Critic Methods", 2018."""
+
+from __future__ import annotations
+
+import torch
+
+from xiaoyarl.agents.ddpg import AgentDDPG
+
+
+class AgentTD3(AgentDDPG):
+    """DDPG plus clipped double Q (the minimum of two critics, via `num_critics=2`), target
+    policy smoothing and a delayed actor update."""
+
+    def target_action(self, next_states: torch.Tensor) -> torch.Tensor:
+        # differs: clipped Gaussian noise smooths the target policy
+        cfg = self.config
+        action = self.actor_target(next_states)
+        noise = (torch.randn_like(action) * cfg.policy_noise_std).clamp(
+            -cfg.policy_noise_clip, cfg.policy_noise_clip
+        )
+        return (action + noise).clamp(-1.0, 1.0)
+
+    def should_update_actor(self, critic_loss: torch.Tensor) -> bool:
+        return self.updates % self.config.policy_delay == 0  # differs: delayed actor update
