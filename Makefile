@@ -30,6 +30,10 @@ $(VENV)/.test: $(VENV)/.core
 	$(PIP) -e ".[test]"
 	touch $@
 
+$(VENV)/.bench: $(VENV)/.core
+	$(PIP) -e ".[bench]"
+	touch $@
+
 venv: $(VENV)/.core
 
 demo: $(VENV)/.core
@@ -42,6 +46,13 @@ test: $(VENV)/.test
 
 test-slow: $(VENV)/.test
 	$(PY) -m pytest -q -m slow
+
+# The quick benchmarks behind BENCHMARKS.md (minutes); see benchmarks/ for the long ones.
+bench: $(VENV)/.bench
+	$(PY) benchmarks/env_throughput.py --envs CartPole-v1 Pendulum-v1 --threads 1
+	$(PY) benchmarks/buffer_sampling.py --threads 1
+	$(PY) benchmarks/sac_update.py --threads 1
+	$(PY) benchmarks/ppo_backends.py --seeds 0 1 2 --threads 1
 
 lint: $(VENV)/.test
 	$(VENV)/bin/ruff check xiaoyarl tests benchmarks examples

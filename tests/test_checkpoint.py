@@ -28,9 +28,36 @@ def assert_same(a, b, path="state"):
         assert a == b, f"{path}: {a!r} != {b!r}"
 
 
-def test_resume_in_fresh_process_is_bit_exact(tmp_path):
-    """Train 2N steps straight vs N, save, resume in a new process, N more: identical state."""
-    common = ["train", "ppo", "CartPole-v1", *TINY, "--eval-every", "256",
+# off-policy runs learn from step 128, so the second half trains from a partly filled buffer
+OFF_POLICY = [
+    "--num-envs",
+    "4",
+    "--threads",
+    "1",
+    "--eval-episodes",
+    "2",
+    "--set",
+    "learning_starts=128",
+    "--set",
+    "batch_size=32",
+    "--set",
+    "net_dims=[32]",
+]
+
+
+@pytest.mark.parametrize(
+    ("algo", "env_id", "extra"),
+    [
+        ("ppo", "CartPole-v1", TINY),
+        ("sac", "Pendulum-v1", OFF_POLICY),
+        ("dqn", "CartPole-v1", [*OFF_POLICY, "--set", "per=true"]),
+    ],
+)
+def test_resume_in_fresh_process_is_bit_exact(tmp_path, algo, env_id, extra):
+    """Train 2N steps straight vs N, save, resume in a new process, N more: identical state
+    (networks, optimizers, normalizers, counters, RNG, env and, off-policy, the replay buffer
+    with its position and priorities)."""
+    common = ["train", algo, env_id, *extra, "--eval-every", "256",
               "--set", "checkpoint_every=100000"]  # fmt: skip
     straight = cli(*common, "--max-steps", "1024", "--cwd", str(tmp_path / "a"))
     assert straight.returncode == 0, straight.stderr
@@ -43,6 +70,8 @@ def test_resume_in_fresh_process_is_bit_exact(tmp_path):
     a = load_plain(tmp_path / "a" / "checkpoint" / "state.pt")
     b = load_plain(tmp_path / "b" / "checkpoint" / "state.pt")
     assert a["counters"]["total_steps"] == b["counters"]["total_steps"] == 1024
+    if algo != "ppo":
+        assert a["agent"]["buffer"] is not None and a["agent"]["counters"]["updates"] > 0
     assert_same(a["agent"], b["agent"], "agent")  # networks, optimizers, normalizers, last state
     assert_same(a["env"], b["env"], "env")
     assert_same(a["rng"], b["rng"], "rng")

@@ -59,6 +59,12 @@ BAD_ENV_MODULE = textwrap.dedent(
         (["train", "ppo", "bad_env_mod:NanObs-v0", *TINY], ["NaN", "NanObs-v0"]),
         (["train", "ppo", "bad_env_mod:WrongShape-v0", *TINY], ["shape", "WrongShape-v0"]),
         (["eval", "no/such/run"], ["does not exist"]),
+        (["train", "dqn", "Pendulum-v1"], ["'dqn' cannot act in Pendulum-v1", "sac", "td3"]),
+        (["train", "sac", "CartPole-v1"], ["'sac' cannot act", "sac_discrete", "d3qn"]),
+        (
+            ["train", "sac", "Pendulum-v1", "--set", "buffer_size=1000000000000"],
+            ["buffer_size=1,000,000,000,000", "GiB"],
+        ),
     ],
 )
 def test_bad_input_gets_one_clear_error_and_no_run_folder(tmp_path, args, words):

@@ -15,7 +15,7 @@ def train(tmp_path, algo, env, seed, *extra, max_steps=3_000_000):
     result = cli(
         "train", algo, env, "--seed", str(seed), "--threads", "1", "--quiet",
         "--max-steps", str(max_steps), "--cwd", str(tmp_path / f"run_{algo}_{env}_{seed}"),
-        "--summary-json", str(summary_path), *extra, timeout=900,
+        "--summary-json", str(summary_path), *extra, timeout=1800,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     return json.loads(summary_path.read_text())
@@ -26,19 +26,29 @@ def test_ppo_solves_torch_cartpole_quick(tmp_path):
     assert summary["solved"] and summary["final_eval_mean"] >= 475
 
 
+GYM = ("--backend", "gymnasium")
+CASES = {  # id: (algo, env, extra args, target, env-step budget)
+    "ppo-torch-cartpole": ("ppo", "CartPole-v1", (), 475, 8_000_000),
+    "ppo-torch-pendulum": ("ppo", "Pendulum-v1", (), -200, 8_000_000),
+    "ppo-gym-cartpole": ("ppo", "CartPole-v1", GYM, 475, 8_000_000),
+    "a2c-torch-cartpole": ("a2c", "CartPole-v1", (), 475, 8_000_000),
+    **{
+        f"{algo}-gym-cartpole": (algo, "CartPole-v1", GYM, 475, 100_000)
+        for algo in ("dqn", "double_dqn", "d3qn", "sac_discrete")
+    },
+    **{
+        f"{algo}-gym-pendulum": (algo, "Pendulum-v1", GYM, -200, 30_000)
+        for algo in ("ddpg", "td3", "sac", "modsac", "redq")
+    },
+}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    ("algo", "env", "extra", "target"),
-    [
-        ("ppo", "CartPole-v1", (), 475),
-        ("ppo", "Pendulum-v1", (), -200),
-        ("ppo", "CartPole-v1", ("--backend", "gymnasium"), 475),
-        ("a2c", "CartPole-v1", (), 475),
-    ],
-    ids=["ppo-torch-cartpole", "ppo-torch-pendulum", "ppo-gym-cartpole", "a2c-torch-cartpole"],
-)
+@pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_solves_on_every_seed(tmp_path, algo, env, extra, target, seed):
-    summary = train(tmp_path, algo, env, seed, *extra, max_steps=8_000_000)
+def test_solves_on_every_seed(tmp_path, case, seed):
+    algo, env, extra, target, budget = CASES[case]
+    summary = train(tmp_path, algo, env, seed, *extra, max_steps=budget)
     assert summary["solved"], summary
     assert summary["final_eval_mean"] >= target
+    assert summary["steps_to_target"] <= budget

@@ -75,7 +75,9 @@ class Config:
     target_update_every: int = 1  # ... every this many gradient steps (tau=1: periodic copy)
     per: bool = False  # prioritized experience replay (proportional)
     per_alpha: float = 0.6  # how much prioritization is used (0: uniform)
-    per_beta: float = 0.4  # initial importance-sampling exponent, annealed to 1
+    per_beta: float = 0.4  # initial importance-sampling exponent, annealed linearly to 1 ...
+    per_beta_steps: int = 100_000  # ... over this many env steps (fixed, so a resumed run
+    # with a larger max_steps anneals exactly as one run would)
     explore_rate: float = 0.05  # DQN: final epsilon of epsilon-greedy (starts at 1)
     explore_decay_steps: int = 10_000  # DQN: env steps over which epsilon decays linearly
     explore_noise_std: float = 0.1  # DDPG / TD3: Gaussian exploration noise (actions in [-1, 1])
@@ -176,7 +178,7 @@ class Config:
             bad("eval_every", "a positive integer (or null for the automatic choice)")
         for name in ("max_steps", "eval_episodes", "checkpoint_every",
                      "buffer_size", "target_update_every", "policy_delay", "redq_subset",
-                     "explore_decay_steps"):  # fmt: skip
+                     "explore_decay_steps", "per_beta_steps"):  # fmt: skip
             if getattr(self, name) < 1:
                 bad(name, "a positive integer")
         if self.seed < 0:

@@ -127,7 +127,7 @@ class AgentBase:
         if cfg.per:
             return PrioritizedReplayBuffer(
                 *sizes, device=self.device, alpha=cfg.per_alpha, beta=cfg.per_beta,
-                beta_steps=max(1, round(cfg.max_steps * cfg.repeat_times)),
+                beta_steps=max(1, round(cfg.per_beta_steps * cfg.repeat_times)),
             )  # fmt: skip
         return ReplayBuffer(*sizes, device=self.device)
 
@@ -145,9 +145,9 @@ class AgentBase:
 
     # --- shared mechanics ---
     def make_optimizer(self, net: nn.Module) -> torch.optim.Optimizer:
-        fused = self.device.type == "cuda"
+        """Adam with the fused kernel (one pass over all parameters) where torch has one."""
         return torch.optim.Adam(
-            net.parameters(), lr=self.config.learning_rate, eps=1e-5, fused=fused or None
+            net.parameters(), lr=self.config.learning_rate, eps=1e-5, fused=_FUSED_ADAM or None
         )
 
     def optimizer_step(
@@ -201,6 +201,10 @@ class AgentBase:
             "algo": self.config.algo,
             "actor": {k: v.detach().cpu() for k, v in self.actor.state_dict().items()},
         }
+
+
+# Fused Adam runs on CPU from torch 2.4 and on CUDA; older torch falls back to the default.
+_FUSED_ADAM = tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 4)
 
 
 def _free_memory(device: torch.device) -> int | None:

@@ -74,12 +74,21 @@ class AgentDDPG(AgentBase):
         """Every critic's Q(s, a) for the batch's actions `(num_critics, B)`."""
         return self.critic(states, actions)
 
+    def critic_q_for_actor(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """The critics' Q(s, a) `(num_critics, B)` with gradients to the actions only: the
+        actor's loss never needs the critics' weight gradients, so they are not computed."""
+        self.critic.requires_grad_(False)
+        try:
+            return self.critic(states, actions)
+        finally:
+            self.critic.requires_grad_(True)
+
     def should_update_actor(self, critic_loss: torch.Tensor) -> bool:
         return True  # DDPG updates the actor after every critic step
 
     def update_actor(self, states: torch.Tensor) -> dict[str, torch.Tensor]:
         """Ascend Q(s, actor(s)) of the first critic."""
-        actor_loss = -self.critic(states, self.actor(states))[0].mean()
+        actor_loss = -self.critic_q_for_actor(states, self.actor(states))[0].mean()
         self.optimizer_step(self.optimizers["actor"], self.actor, actor_loss)
         return {"actor_loss": actor_loss.detach()}
 

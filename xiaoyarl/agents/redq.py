@@ -11,12 +11,18 @@ from xiaoyarl.agents.sac import AgentSAC
 class AgentREDQ(AgentSAC):
     """SAC with an ensemble of N critics (`num_critics`, 10 by default) evaluated in one batched
     call, an update-to-data ratio G > 1 (`repeat_times`), a target that takes the minimum over
-    a random subset of M critics (`redq_subset`), and an actor that ascends their mean."""
+    a random subset of M critics (`redq_subset`), and an actor that ascends their mean once
+    per G critic steps."""
 
     def reduce_target_q(self, q: torch.Tensor) -> torch.Tensor:
         # differs: minimum over a random subset of M of the N target critics
         subset = torch.randperm(q.shape[0], device=q.device)[: self.config.redq_subset]
         return q[subset].min(0).values
+
+    def should_update_actor(self, critic_loss: torch.Tensor) -> bool:
+        # differs: the policy takes one step per G critic steps (once per env step, as in the
+        # paper's Algorithm 1)
+        return self.updates % max(1, round(self.config.repeat_times)) == 0
 
     def reduce_actor_q(self, q: torch.Tensor) -> torch.Tensor:
         return q.mean(0)  # differs: the actor ascends the ensemble mean

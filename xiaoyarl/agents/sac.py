@@ -67,7 +67,8 @@ class AgentSAC(AgentTD3):
         # differs: maximise Q - alpha * log pi, then tune alpha towards the target entropy
         action, logprob = self.actor.get_action_logprob(states)
         alpha = self.temperature().detach()
-        actor_loss = (alpha * logprob - self.reduce_actor_q(self.critic(states, action))).mean()
+        q = self.reduce_actor_q(self.critic_q_for_actor(states, action))
+        actor_loss = (alpha * logprob - q).mean()
         self.optimizer_step(self.optimizers["actor"], self.actor, actor_loss)
         return {"actor_loss": actor_loss.detach(), **self.update_temperature(logprob.detach())}
 
