@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,8 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from machine import machine
 
 TASKS = {
     "dqn": ("CartPole-v1", 100_000),
@@ -38,20 +39,6 @@ TASKS = {
     "modsac": ("Pendulum-v1", 30_000),
     "redq": ("Pendulum-v1", 30_000),
 }
-
-
-def machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import torch
-
-    return f"{os.cpu_count()} cores, {cpu}, torch {torch.__version__}"
 
 
 def train(algo: str, seed: int, root: Path, overrides: list[str], cap: int | None) -> dict:

@@ -13,30 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
-import torch
+from machine import machine
 
 from xiaoyarl import Config, train_agent
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import os
-
-    return f"{os.cpu_count()} cores, {cpu}, torch {torch.__version__}"
-
 
 ROWS = {
     "torch-native, 1024 envs": dict(backend="torch"),

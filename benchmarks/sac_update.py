@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from machine import machine
 
 from xiaoyarl import Config
 from xiaoyarl.agents.sac import AgentSAC
@@ -98,7 +99,10 @@ def main() -> None:
             fn(args.steps)
             times[name].append((time.perf_counter() - start) / args.steps * 1e3)
 
-    print(f"\nSAC gradient step, batch 256, [256, 256], {args.threads} torch thread(s)\n")
+    print(
+        f"\nSAC gradient step, batch 256, [256, 256], {machine()}, {args.threads} torch "
+        f"thread(s), {time.strftime('%Y-%m-%d')}\n"
+    )
     print("| library | ms per gradient step (median) | min-max |")
     print("| --- | --- | --- |")
     for name, values in times.items():

@@ -23,6 +23,9 @@ TRAIN_FIELDS = {
     "cwd": "cwd",
     "threads": "threads",
     "vector_mode": "vector_mode",
+    "runner": "runner",
+    "num_workers": "num_workers",
+    "restart_workers": "restart_workers",
 }
 
 
@@ -37,7 +40,12 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("env", help="env id: built-in torch env, gymnasium id, or module:Env-v0")
     train.add_argument("--backend", choices=["auto", "torch", "gymnasium"])
     train.add_argument("--vector-mode", choices=["sync", "async"], help="gymnasium sub-envs")
-    train.add_argument("--num-envs", type=int, metavar="N")
+    train.add_argument("--num-envs", type=int, metavar="N", help="sub-envs (per worker)")
+    train.add_argument("--runner", choices=["single", "parallel"],
+                       help="parallel: worker / learner / evaluator processes")  # fmt: skip
+    train.add_argument("--num-workers", type=int, metavar="W", help="parallel: worker processes")
+    train.add_argument("--restart-workers", type=int, metavar="K",
+                       help="parallel: restart crashed workers up to K times")  # fmt: skip
     train.add_argument("--seed", type=int, metavar="S")
     train.add_argument("--device", metavar="auto|cpu|cuda|cuda:N")
     train.add_argument("--threads", type=int, metavar="N", help="torch CPU threads")

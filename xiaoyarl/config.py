@@ -39,6 +39,12 @@ class Config:
     device: str = "auto"  # auto (cuda when available) | cpu | cuda | cuda:N
     threads: int | None = None  # torch CPU threads; None keeps torch's default
 
+    # --- runner ---
+    runner: str = "single"  # single (one process) | parallel (worker / learner / evaluator)
+    num_workers: int = 2  # parallel: worker processes, each stepping num_envs sub-envs
+    restart_workers: int = 0  # parallel: crashed workers restarted before the run fails
+    worker_timeout: float = 60.0  # parallel: seconds a rollout may take before a worker hangs
+
     # --- budget, evaluation, checkpoints ---
     max_steps: int = 2_000_000  # env steps (summed over sub-envs) before training stops
     target_return: float | None = None  # stop when the evaluation mean reaches it; None: env's
@@ -168,6 +174,14 @@ class Config:
             bad("backend", f"one of {', '.join(BACKENDS)}")
         if self.vector_mode not in VECTOR_MODES:
             bad("vector_mode", f"one of {', '.join(VECTOR_MODES)}")
+        if self.runner not in ("single", "parallel"):
+            bad("runner", "single or parallel")
+        if self.num_workers < 1:
+            bad("num_workers", "a positive integer")
+        if self.restart_workers < 0:
+            bad("restart_workers", "a non-negative integer")
+        if not (math.isfinite(self.worker_timeout) and self.worker_timeout > 0):
+            bad("worker_timeout", "a positive number of seconds")
         if not re.fullmatch(r"auto|cpu|cuda(:\d+)?|mps", str(self.device)):
             bad("device", "auto, cpu, cuda or cuda:N")
         for name in ("num_envs", "threads", "horizon_len", "batch_size", "num_critics"):

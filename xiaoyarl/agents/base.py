@@ -30,7 +30,9 @@ class AgentBase:
     if_off_policy: ClassVar[bool]
     if_discrete: ClassVar[bool]
 
-    def __init__(self, spec: EnvSpec, config: Config, device: torch.device) -> None:
+    def __init__(
+        self, spec: EnvSpec, config: Config, device: torch.device, buffer: bool = True
+    ) -> None:
         if spec.if_discrete != self.if_discrete:
             kind = "discrete" if spec.if_discrete else "continuous"
             raise ValueError(f"{type(self).__name__} cannot act in the {kind} env {spec.name}")
@@ -44,7 +46,7 @@ class AgentBase:
         self.explored = 0  # env steps taken so far (summed over sub-envs)
         self.updates = 0  # gradient steps taken so far (off-policy)
         self.buffer: ReplayBuffer | None = None
-        if self.if_off_policy:
+        if self.if_off_policy and buffer:  # workers of the parallel runner keep none
             self.buffer = self._make_buffer()
 
     # --- what an algorithm implements ---

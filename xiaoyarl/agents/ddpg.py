@@ -26,8 +26,10 @@ class AgentDDPG(AgentBase):
     actor_class: type[nn.Module] = Actor
     uses_target_actor = True
 
-    def __init__(self, spec: EnvSpec, config: Config, device: torch.device) -> None:
-        super().__init__(spec, config, device)
+    def __init__(
+        self, spec: EnvSpec, config: Config, device: torch.device, buffer: bool = True
+    ) -> None:
+        super().__init__(spec, config, device, buffer)
         norm = RunningNorm(spec.state_dim, enabled=config.state_norm).to(device)
         self.actor = self.actor_class(spec.state_dim, spec.action_dim, config.net_dims, norm)
         self.actor.to(device)

@@ -28,8 +28,10 @@ class AgentDQN(AgentBase):
     if_discrete = True
     qnet_class: type[QNet] = QNet
 
-    def __init__(self, spec: EnvSpec, config: Config, device: torch.device) -> None:
-        super().__init__(spec, config, device)
+    def __init__(
+        self, spec: EnvSpec, config: Config, device: torch.device, buffer: bool = True
+    ) -> None:
+        super().__init__(spec, config, device, buffer)
         norm = RunningNorm(spec.state_dim, enabled=config.state_norm).to(device)
         self.qnet = self.qnet_class(spec.state_dim, spec.action_dim, config.net_dims, norm)
         self.qnet.to(device)

@@ -63,8 +63,10 @@ class AgentPPO(AgentBase):
     if_discrete = False
     actor_class: type[torch.nn.Module] = ActorPPO
 
-    def __init__(self, spec: EnvSpec, config: Config, device: torch.device) -> None:
-        super().__init__(spec, config, device)
+    def __init__(
+        self, spec: EnvSpec, config: Config, device: torch.device, buffer: bool = True
+    ) -> None:
+        super().__init__(spec, config, device, buffer)
         self.state_norm = RunningNorm(spec.state_dim, enabled=config.state_norm).to(device)
         self.actor = self.actor_class(
             spec.state_dim, spec.action_dim, config.net_dims, self.state_norm

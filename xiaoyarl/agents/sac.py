@@ -37,8 +37,10 @@ class AgentSAC(AgentTD3):
     actor_class = ActorSAC  # differs: stochastic actor
     uses_target_actor = False  # differs: the target uses the current actor
 
-    def __init__(self, spec: EnvSpec, config: Config, device: torch.device) -> None:
-        super().__init__(spec, config, device)
+    def __init__(
+        self, spec: EnvSpec, config: Config, device: torch.device, buffer: bool = True
+    ) -> None:
+        super().__init__(spec, config, device, buffer)
         self.temperature = Temperature(config.alpha_init).to(device)
         self.target_entropy = self.default_target_entropy()
         self.nets["temperature"] = self.temperature
@@ -87,8 +89,10 @@ class AgentModSAC(AgentSAC):
     step when the critic is accurate, every other step when it is not. (This reads L on the host
     once per gradient step.)"""
 
-    def __init__(self, spec: EnvSpec, config: Config, device: torch.device) -> None:
-        super().__init__(spec, config, device)
+    def __init__(
+        self, spec: EnvSpec, config: Config, device: torch.device, buffer: bool = True
+    ) -> None:
+        super().__init__(spec, config, device, buffer)
         self.critic_loss_avg = 1.0  # pessimistic start: the critic is not yet reliable
         self.actor_updates = 0
         self.critic_updates = 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import math
 import re
@@ -26,7 +27,7 @@ CHECKPOINT_FORMAT = "xiaoyarl-checkpoint-1"
 # Fields that may change when a run is resumed; every other field must match the checkpoint's.
 RESUMABLE_CHANGES = {
     "max_steps", "target_return", "eval_every", "eval_episodes", "checkpoint_every", "cwd",
-    "device", "threads", "tensorboard", "vector_mode",
+    "device", "threads", "tensorboard", "vector_mode", "restart_workers", "worker_timeout",
 }  # fmt: skip
 
 
@@ -138,20 +139,20 @@ def train_agent(
         )
 
     torch.manual_seed(config.seed)
+    parallel = config.runner == "parallel"
+    # parallel: the workers step the envs; this one gives the spec and checks a first reset
     env = make_env(config.env_id, config.num_envs, device, backend, config.seed, config.vector_mode)
     eval_env = None
     created_dir = False
     try:
-        eval_env = make_env(
-            config.env_id,
-            config.eval_episodes,
-            device,
-            backend,
-            config.seed + 10_000,
-            config.vector_mode,
-        )
+        if not parallel:
+            eval_env = make_env(config.env_id, config.eval_episodes, device, backend,
+                                config.seed + 10_000, config.vector_mode)  # fmt: skip
         spec = env.spec
-        agent = agent_class(config.algo, spec)(spec, config, device)
+        agent_spec = spec
+        if parallel:  # the learner sees the workers' sub-envs side by side
+            agent_spec = dataclasses.replace(spec, num_envs=spec.num_envs * config.num_workers)
+        agent = agent_class(config.algo, spec)(agent_spec, config, device)
         target = config.target_return if config.target_return is not None else spec.target_return
         if config.tensorboard:
             if importlib.util.find_spec("tensorboard") is None:
@@ -160,20 +161,22 @@ def train_agent(
                 )
         state, _ = env.reset(seed=config.seed)
         check_state(state, spec, "reset")
-        agent.last_state = state
+        if not parallel:
+            agent.last_state = state
 
         created_dir = not run_dir.exists()
         run_dir.mkdir(parents=True, exist_ok=True)
         config.save(run_dir / "config.yaml")
-        evaluator = Evaluator(
-            eval_env,
-            run_dir,
-            target,
-            eval_seed=config.seed + 10_000,
-            title=f"{config.algo} on {config.env_id} ({backend}, seed {config.seed})",
-            tensorboard=config.tensorboard,
-        )
-        loop = _Loop(config, agent, env, evaluator, target, ckpt_path, backend, say)
+        title = f"{config.algo} on {config.env_id} ({backend}, seed {config.seed})"
+        if parallel:
+            from xiaoyarl.train.parallel import ParallelLoop
+
+            env.close()
+            loop = ParallelLoop(config, agent, backend, run_dir, target, ckpt_path, title, say)
+        else:
+            evaluator = Evaluator(eval_env, run_dir, target, eval_seed=config.seed + 10_000,
+                                  title=title, tensorboard=config.tensorboard)  # fmt: skip
+            loop = _Loop(config, agent, env, evaluator, target, ckpt_path, backend, say)
         if checkpoint is not None:
             loop.load(checkpoint)
             say(f"resumed from step {loop.total_steps}")
