@@ -12,34 +12,29 @@ BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 @pytest.mark.parametrize(
     ("script", "args", "expect"),
     [
-        ("env_throughput.py", ["--envs", "CartPole-v1", "--seconds", "0.05"], "CartPole-v1"),
-        ("buffer_sampling.py", ["--capacity", "4096", "--seconds", "0.05"], "prioritized"),
-        ("sac_update.py", ["--steps", "2", "--repeats", "1"], "| xiaoyarl |"),
+        ("env_throughput.py", "--envs CartPole-v1 --seconds 0.05", "CartPole-v1"),
+        ("buffer_sampling.py", "--capacity 4096 --seconds 0.05", "prioritized"),
+        ("sac_update.py", "--steps 2 --repeats 1", "| xiaoyarl |"),
         (
             "ppo_backends.py",
-            ["--seeds", "0", "--max-steps", "2048", "--throughput-steps", "2048"],
+            "--seeds 0 --max-steps 2048 --throughput-steps 2048",
             "| torch-native, 1024 envs |",
-        ),  # fmt: skip
+        ),
+        (
+            "parallel_runner.py",
+            "--env CartPole-v1 --steps 1024 --repeats 1 --num-envs 2",
+            "| parallel, 2 worker(s) |",
+        ),
         (
             "off_policy.py",
-            [
-                "--algos",
-                "dqn",
-                "sac",
-                "--seeds",
-                "0",
-                "--max-steps",
-                "300",
-                "--set",
-                "learning_starts=100",
-            ],
+            "--algos dqn sac --seeds 0 --max-steps 300 --set learning_starts=100",
             "| sac | Pendulum-v1 |",
-        ),  # fmt: skip
-    ],
+        ),
+    ],  # fmt: skip
 )
 def test_benchmark_script_runs(tmp_path, script, args, expect):
     done = subprocess.run(
-        [sys.executable, str(BENCH / script), "--json", str(tmp_path / "out.json"), *args],
+        [sys.executable, str(BENCH / script), "--json", str(tmp_path / "out.json"), *args.split()],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]

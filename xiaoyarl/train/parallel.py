@@ -492,6 +492,8 @@ class ParallelLoop(_Loop):
                  "eval_seed": config.seed + 10_000, "run_dir": str(run_dir),
                  "target": target, "title": title}  # fmt: skip
         self.runner = ParallelRunner(config, agent, one_worker, backend, setup, say)
+        self.startup_seconds: float | None = None  # until the first round of rollouts is in
+        self.startup_steps = 0  # the env steps of that first round
 
     def run(self) -> dict:
         cfg, runner = self.config, self.runner
@@ -502,6 +504,9 @@ class ParallelLoop(_Loop):
                 runner.start(self.total_steps, self.evaluator.state_dict())
                 while self.total_steps < cfg.max_steps:
                     rollout = runner.gather()
+                    if self.startup_seconds is None:  # processes started, first round in
+                        self.startup_seconds = time.perf_counter() - start - self.train_seconds
+                        self.startup_steps = rollout.rewards.numel()
                     steps = rollout.rewards.numel()
                     self.total_steps += steps
                     self.agent.explored += steps
@@ -545,6 +550,12 @@ class ParallelLoop(_Loop):
             self.say(f"stopped by {stop_reason} at step {self.total_steps}; checkpoint "
                      f"written")  # fmt: skip
         return self._summary(stop_reason)
+
+    def _summary(self, stop_reason: str) -> dict:
+        summary = super()._summary(stop_reason)
+        summary["startup_seconds"] = self.startup_seconds
+        summary["startup_steps"] = self.startup_steps
+        return summary
 
     def _take_evals(self, start: float) -> bool:
         """Apply the evaluations that came back; True once one reached the target."""
