@@ -35,7 +35,10 @@ def run(env_id: str, runner: str, workers: int, steps: int, num_envs: int, root:
     summary = train_agent(config, log=None)
     # the parallel runner's process start-up and first round of rollouts are left out
     seconds = summary["train_seconds"] - summary["eval_seconds"] - summary.get("startup_seconds", 0)
-    return (summary["total_steps"] - summary.get("startup_steps", 0)) / seconds
+    measured = summary["total_steps"] - summary.get("startup_steps", 0)
+    if measured <= 0:
+        raise SystemExit(f"--steps {steps} is one round of rollouts; give it several rounds")
+    return measured / seconds
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
         ),
         (
             "parallel_runner.py",
-            "--env CartPole-v1 --steps 1024 --repeats 1 --num-envs 2",
+            "--env CartPole-v1 --steps 4096 --repeats 1 --num-envs 8",
             "| parallel, 2 worker(s) |",
         ),
         (

@@ -38,7 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     train = sub.add_parser("train", help="train an agent", description="Train ALGO on ENV.")
     train.add_argument("algo", help="algorithm, e.g. ppo or a2c (see `xiaoyarl list`)")
     train.add_argument("env", help="env id: built-in torch env, gymnasium id, or module:Env-v0")
-    train.add_argument("--backend", choices=["auto", "torch", "gymnasium"])
+    train.add_argument("--backend", choices=["auto", "torch", "gymnasium", "envpool"])
     train.add_argument("--vector-mode", choices=["sync", "async"], help="gymnasium sub-envs")
     train.add_argument("--num-envs", type=int, metavar="N", help="sub-envs (per worker)")
     train.add_argument("--runner", choices=["single", "parallel"],

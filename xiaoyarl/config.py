@@ -21,7 +21,7 @@ import yaml
 
 from xiaoyarl.errors import ConfigError
 
-BACKENDS = ("auto", "torch", "gymnasium")
+BACKENDS = ("auto", "torch", "gymnasium", "envpool")
 VECTOR_MODES = ("sync", "async")
 
 
@@ -32,7 +32,7 @@ class Config:
     # --- what to train ---
     algo: str = "ppo"  # lower-case algorithm name, see `xiaoyarl list`
     env_id: str = "CartPole-v1"  # built-in torch env, gymnasium id, or "my_module:MyEnv-v0"
-    backend: str = "auto"  # auto (torch-native when one exists) | torch | gymnasium
+    backend: str = "auto"  # auto (torch-native when one exists) | torch | gymnasium | envpool
     vector_mode: str = "sync"  # gymnasium backend: sync (one process) | async (a process per env)
     num_envs: int | None = None  # None: 1024 for torch-native envs, 8 for gymnasium
     seed: int = 0  # derives every generator of the run (torch, envs, evaluation envs)

@@ -8,7 +8,7 @@ from xiaoyarl.envs.base import DEFAULT_TARGET_RETURNS, EnvSpec, TorchVecEnv, Vec
 from xiaoyarl.envs.classic import TORCH_ENVS
 from xiaoyarl.errors import EnvError
 
-BACKENDS = ("auto", "torch", "gymnasium")
+BACKENDS = ("auto", "torch", "gymnasium", "envpool")
 
 
 def is_torch_native(env_id: str, backend: str = "auto") -> bool:
@@ -28,7 +28,8 @@ def make_env(
 
     backend: "auto" takes the torch-native env when there is one for `env_id`, else gymnasium;
     "torch" insists on the torch-native env; "gymnasium" always adapts gymnasium's env (ids of
-    the form "my_module:MyEnv-v0" import `my_module` first, so it can register its envs).
+    the form "my_module:MyEnv-v0" import `my_module` first, so it can register its envs);
+    "envpool" takes EnvPool's C++ version of the task (optional extra).
     vector_mode: how gymnasium sub-envs run, "sync" (in this process) or "async" (one process each).
     """
     if backend not in BACKENDS:
@@ -40,6 +41,10 @@ def make_env(
             f"there is no torch-native env named '{env_id}'. Torch-native envs: "
             f"{', '.join(TORCH_ENVS)}. Use backend 'gymnasium' (or 'auto') for other ids."
         )
+    if backend == "envpool":
+        from xiaoyarl.envs.envpool import EnvPoolVecEnv
+
+        return EnvPoolVecEnv(env_id, num_envs, device=device, seed=seed)
     from xiaoyarl.envs.gym import GymVecEnv
 
     return GymVecEnv(env_id, num_envs, device=device, seed=seed, vector_mode=vector_mode)

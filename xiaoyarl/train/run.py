@@ -123,6 +123,8 @@ def train_agent(
         torch.set_num_threads(config.threads)
     device = resolve_device(config.device)
     backend = "torch" if torch_native else "gymnasium"
+    if config.backend == "envpool":
+        backend = "envpool"
     if config.backend == "torch" and not torch_native:
         backend = "torch"  # make_env refuses it with the list of torch-native envs
     run_dir = Path(config.cwd) if config.cwd else default_run_dir(config)

@@ -1,0 +1,116 @@
+"""`EnvPoolVecEnv`: EnvPool's C++ thread-pool simulators behind the `VecEnv` contract.
+
+`backend="envpool"` (optional: `pip install -e .[envpool]`) steps EnvPool's own
+implementations of classic-control, Box2D and MuJoCo tasks in C++ threads, a fast CPU vector
+env for tasks that have no torch-native version. EnvPool resets a finished sub-env on the step
+*after* it ends (that step ignores its action and returns the first observation); here the
+reset happens at once, in a second call for just those sub-envs, so as in every `VecEnv` the
+returned state starts the next episode and `info["final_state"]` holds the last one's end, and
+no transition mixes two episodes.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import gymnasium
+import numpy as np
+import torch
+
+from xiaoyarl.envs.gym import GymVecEnv
+from xiaoyarl.errors import EnvError
+
+
+class EnvPoolVecEnv(GymVecEnv):
+    """`num_envs` sub-envs of the EnvPool task `env_id`; actions in [-1, 1] are rescaled (and
+    checked) as in `GymVecEnv`, whose spec reading and checks this class reuses."""
+
+    def __init__(
+        self,
+        env_id: str,
+        num_envs: int,
+        device: str | torch.device = "cpu",
+        seed: int | None = None,
+    ) -> None:
+        try:
+            import envpool
+        except ImportError:
+            raise EnvError(
+                "backend 'envpool' needs the envpool package: pip install -e .[envpool] "
+                "(Linux, x86-64). Or use --backend gymnasium."
+            ) from None
+        if num_envs < 1:
+            raise EnvError(f"num_envs must be a positive integer, got {num_envs}.")
+        if env_id not in envpool.list_all_envs():
+            raise EnvError(
+                f"EnvPool has no task '{env_id}'. Its tasks include: "
+                f"{', '.join(sorted(envpool.list_all_envs())[:40])}, ..."
+            )
+        self.env_id = env_id
+        self.num_envs = num_envs
+        self.device = torch.device(device)
+        self._envpool = envpool
+        self._seed_used = 0 if seed is None else seed
+        self._pool = envpool.make(env_id, env_type="gymnasium", num_envs=num_envs,
+                                  seed=self._seed_used)  # fmt: skip
+        self.spec = self._read_spec(self._describe(env_id), env_id)
+        self._closed = False
+        self._needs_reset = True
+
+    def _describe(self, env_id: str) -> SimpleNamespace:
+        """What `GymVecEnv._read_spec` reads, from the pool and gymnasium's registration."""
+        registered = gymnasium.registry.get(env_id)
+        spec = SimpleNamespace(
+            id=env_id,
+            max_episode_steps=self._pool.spec.config.max_episode_steps,
+            reward_threshold=registered.reward_threshold if registered else None,
+        )
+        return SimpleNamespace(observation_space=self._pool.observation_space,
+                               action_space=self._pool.action_space, spec=spec)  # fmt: skip
+
+    def reset(self, seed: int | None = None) -> tuple[torch.Tensor, dict]:
+        """Reset every sub-env; EnvPool seeds at construction, so a new seed rebuilds the pool."""
+        self._check_open()
+        if seed is not None and seed != self._seed_used:
+            self._pool.close()
+            self._seed_used = seed
+            self._pool = self._envpool.make(self.env_id, env_type="gymnasium",
+                                            num_envs=self.num_envs, seed=seed)  # fmt: skip
+        obs, _ = self._pool.reset()
+        state = self._flat(obs, "on reset()")
+        self._needs_reset = False
+        return torch.as_tensor(state, device=self.device), {}
+
+    def step(
+        self, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict]:
+        self._check_open()
+        if self._needs_reset:
+            raise EnvError(f"{self.spec.name}: call reset() before the first step().")
+        actions = self._to_env_actions(action)
+        obs, reward, terminated, truncated, _ = self._pool.step(actions)
+        final = self._flat(obs, "on step()")
+        state = final.copy()
+        done = np.flatnonzero(terminated | truncated)
+        if done.size:  # reset those sub-envs now: their step ignores the action
+            ids = done.astype(np.int32)
+            first, *_ = self._pool.step(actions[done], env_id=ids)
+            state[done] = self._flat(first, "on auto-reset", len(done))
+        as_tensor = lambda x, dtype: torch.as_tensor(x, dtype=dtype, device=self.device)  # noqa: E731
+        return (
+            as_tensor(state, torch.float32),
+            as_tensor(reward, torch.float32),
+            as_tensor(terminated, torch.bool),
+            as_tensor(truncated, torch.bool),
+            {"final_state": as_tensor(final, torch.float32)},
+        )
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._pool.close()
+
+    def _flat(self, obs: np.ndarray, when: str, rows: int | None = None) -> np.ndarray:
+        batch = np.asarray(obs, dtype=np.float32).reshape(rows or self.num_envs, -1)
+        self._check_finite(batch, when)
+        return batch
