@@ -26,7 +26,7 @@ BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
             "| parallel, 2 worker(s) |",
         ),
         (
-            "off_policy.py",
+            "learning.py",
             "--algos dqn sac --seeds 0 --max-steps 300 --set learning_starts=100",
             "| sac | Pendulum-v1 |",
         ),

@@ -1,7 +1,8 @@
-"""Off-policy agents through the CLI on the gymnasium backend: seeds solved, steps and seconds
-to the target, per algorithm.
+"""Algorithms through the CLI on the gymnasium backend: seeds solved, steps and seconds to the
+target, per algorithm.
 
-Tasks (the acceptance budgets of the off-policy agents):
+Tasks (and the env-step budgets within which each algorithm should reach the target):
+  ppo, a2c                              CartPole-v1, target 475, within 500k env steps
   dqn, double_dqn, d3qn, sac_discrete   CartPole-v1, target 475, within 100k env steps
   ddpg, td3, sac, modsac, redq          Pendulum-v1, target -200, within 30k env steps
 
@@ -10,8 +11,10 @@ Every run is `xiaoyarl train ALGO ENV --backend gymnasium --seed S --max-steps N
 10 episodes every 2,000 env steps, evaluation time included in the wall-clock). `--jobs 2`
 runs two trainings at a time, one torch thread each; the seconds then include the contention.
 
-Usage: python benchmarks/off_policy.py [--algos sac td3 ...] [--seeds 0 1 2] [--jobs 1]
+Usage: python benchmarks/learning.py [--algos sac td3 ...] [--seeds 0 1 2] [--jobs 1]
        [--json out.json] [--set key=value ...]
+e.g. the parallel runner: python benchmarks/learning.py --algos ppo sac --set runner=parallel
+
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from pathlib import Path
 from machine import machine
 
 TASKS = {
+    "ppo": ("CartPole-v1", 500_000),
+    "a2c": ("CartPole-v1", 500_000),
     "dqn": ("CartPole-v1", 100_000),
     "double_dqn": ("CartPole-v1", 100_000),
     "d3qn": ("CartPole-v1", 100_000),
@@ -109,7 +114,8 @@ def main() -> None:
         results[algo].append(result)
 
     print(
-        f"\nOff-policy agents, gymnasium backend, {machine()}, 1 torch thread per run, "
+        f"\nGymnasium backend, {' '.join(args.overrides) or 'default config'}, {machine()}, "
+        f"1 torch thread per run, "
         f"{args.jobs} run(s) at a time, {time.strftime('%Y-%m-%d')}\n"
     )
     print(table(results))
