@@ -3,9 +3,12 @@ single-process runner, on a CPU-heavy simulator, in one run.
 
 PPO (default config, `num_envs` gymnasium sub-envs per worker) trains for a fixed budget of
 env steps with evaluation switched off; the rate is total env steps / wall-clock of the
-training loop, updates included, after the first round of rollouts (so the parallel runner's
-process start-up, a few seconds once per run, is left out; it is reported as
-`startup_seconds` in the run summary). Rows run alternately, once per repeat, so machine drift hits
+training loop, updates included, after the first round of rollouts and its update (so the
+parallel runner's one-time costs, process start-up and first-step initialisation, are left
+out; they are reported as `startup_seconds` in the run summary). Torch threads are left at
+their default (one per core) in every row: the single process and the learner use them for
+the update; workers step their envs with one thread each.
+Rows run alternately, once per repeat, so machine drift hits
 all of them; the median is reported. BipedalWalker-v3 needs Box2D: `pip install -e .[box2d]`.
 
     python benchmarks/parallel_runner.py --env BipedalWalker-v3 --workers 1 2 --steps 40000
@@ -28,12 +31,12 @@ from xiaoyarl import Config, train_agent
 def run(env_id: str, runner: str, workers: int, steps: int, num_envs: int, root: Path) -> float:
     config = Config(
         algo="ppo", env_id=env_id, backend="gymnasium", runner=runner, num_workers=workers,
-        num_envs=num_envs, threads=1, max_steps=steps, eval_every=10**12,
+        num_envs=num_envs, max_steps=steps, eval_every=10**12,
         target_return=1e12, eval_episodes=1, cwd=str(root / f"{runner}_{workers}_{time.time()}"),
         checkpoint_every=10**12,
     )  # fmt: skip
     summary = train_agent(config, log=None)
-    # the parallel runner's process start-up and first round of rollouts are left out
+    # the parallel runner's one-time costs (process start-up, first round) are left out
     seconds = summary["train_seconds"] - summary["eval_seconds"] - summary.get("startup_seconds", 0)
     measured = summary["total_steps"] - summary.get("startup_steps", 0)
     if measured <= 0:

@@ -2,9 +2,10 @@
 
 For each seed the backends run alternately (A, B, C, A, B, C, ...) so machine drift hits all
 of them. Rows:
-  torch-native, default config (1,024 sub-envs)      -> time and steps to the target
+  torch-native, default config (128 sub-envs on CPU) -> time and steps to the target
   gymnasium, default config (8 sub-envs)             -> time and steps to the target
-  gymnasium with 1,024 sub-envs, fixed step budget   -> training throughput at equal batch size
+  torch-native with 1,024 sub-envs                   -> time to the target and throughput
+  gymnasium with 1,024 sub-envs, fixed step budget   -> throughput at the same batch size
 
 Usage: python benchmarks/ppo_backends.py [--seeds 0 1 2] [--threads 1] [--json out.json]
 """
@@ -23,8 +24,9 @@ from machine import machine
 from xiaoyarl import Config, train_agent
 
 ROWS = {
-    "torch-native, 1024 envs": dict(backend="torch"),
-    "gymnasium, 8 envs": dict(backend="gymnasium"),
+    "torch-native, default config (128 envs on CPU)": dict(backend="torch"),
+    "gymnasium, default config (8 envs)": dict(backend="gymnasium"),
+    "torch-native, 1024 envs": dict(backend="torch", num_envs=1024),
     "gymnasium, 1024 envs (throughput)": dict(backend="gymnasium", num_envs=1024),
 }
 

@@ -1,4 +1,4 @@
-"""Swing up Pendulum-v1 with PPO on 1,024 torch-native envs, then run the saved policy.
+"""Swing up Pendulum-v1 with PPO on torch-native envs, then run the saved policy.
 
 Shows how to change hyper-parameters (any `Config` field) and how to use a trained policy
 on plain numpy observations, outside xiaoyarl.

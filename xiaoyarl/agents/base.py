@@ -31,7 +31,7 @@ class AgentBase:
     if_discrete: ClassVar[bool]
 
     def __init__(
-        self, spec: EnvSpec, config: Config, device: torch.device, buffer: bool = True
+        self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True
     ) -> None:
         if spec.if_discrete != self.if_discrete:
             kind = "discrete" if spec.if_discrete else "continuous"
@@ -46,7 +46,10 @@ class AgentBase:
         self.explored = 0  # env steps taken so far (summed over sub-envs)
         self.updates = 0  # gradient steps taken so far (off-policy)
         self.buffer: ReplayBuffer | None = None
-        if self.if_off_policy and buffer:  # workers of the parallel runner keep none
+        # learner=False: an acting-only copy (the parallel runner's workers and evaluator), with
+        # no replay buffer and no optimizers
+        self.learner = learner
+        if self.if_off_policy and learner:
             self.buffer = self._make_buffer()
 
     # --- what an algorithm implements ---
@@ -146,8 +149,11 @@ class AgentBase:
                 self.soft_update(target, online, self.config.soft_update_tau)
 
     # --- shared mechanics ---
-    def make_optimizer(self, net: nn.Module) -> torch.optim.Optimizer:
-        """Adam with the fused kernel (one pass over all parameters) where torch has one."""
+    def make_optimizer(self, net: nn.Module) -> torch.optim.Optimizer | None:
+        """Adam with the fused kernel (one pass over all parameters) where torch has one; None
+        for an acting-only copy (creating the first optimizer of a process costs seconds)."""
+        if not self.learner:
+            return None
         return torch.optim.Adam(
             net.parameters(), lr=self.config.learning_rate, eps=1e-5, fused=_FUSED_ADAM or None
         )

@@ -27,9 +27,9 @@ class AgentDDPG(AgentBase):
     uses_target_actor = True
 
     def __init__(
-        self, spec: EnvSpec, config: Config, device: torch.device, buffer: bool = True
+        self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True
     ) -> None:
-        super().__init__(spec, config, device, buffer)
+        super().__init__(spec, config, device, learner)
         norm = RunningNorm(spec.state_dim, enabled=config.state_norm).to(device)
         self.actor = self.actor_class(spec.state_dim, spec.action_dim, config.net_dims, norm)
         self.actor.to(device)

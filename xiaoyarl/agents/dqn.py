@@ -29,9 +29,9 @@ class AgentDQN(AgentBase):
     qnet_class: type[QNet] = QNet
 
     def __init__(
-        self, spec: EnvSpec, config: Config, device: torch.device, buffer: bool = True
+        self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True
     ) -> None:
-        super().__init__(spec, config, device, buffer)
+        super().__init__(spec, config, device, learner)
         norm = RunningNorm(spec.state_dim, enabled=config.state_norm).to(device)
         self.qnet = self.qnet_class(spec.state_dim, spec.action_dim, config.net_dims, norm)
         self.qnet.to(device)

@@ -38,9 +38,9 @@ class AgentSAC(AgentTD3):
     uses_target_actor = False  # differs: the target uses the current actor
 
     def __init__(
-        self, spec: EnvSpec, config: Config, device: torch.device, buffer: bool = True
+        self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True
     ) -> None:
-        super().__init__(spec, config, device, buffer)
+        super().__init__(spec, config, device, learner)
         self.temperature = Temperature(config.alpha_init).to(device)
         self.target_entropy = self.default_target_entropy()
         self.nets["temperature"] = self.temperature
@@ -90,9 +90,9 @@ class AgentModSAC(AgentSAC):
     once per gradient step.)"""
 
     def __init__(
-        self, spec: EnvSpec, config: Config, device: torch.device, buffer: bool = True
+        self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True
     ) -> None:
-        super().__init__(spec, config, device, buffer)
+        super().__init__(spec, config, device, learner)
         self.critic_loss_avg = 1.0  # pessimistic start: the critic is not yet reliable
         self.actor_updates = 0
         self.critic_updates = 0

@@ -51,6 +51,10 @@ from xiaoyarl.train.run import _Loop, _StopSignals
 
 POLL = 0.1  # seconds between liveness checks while waiting
 OFF_POLICY_SLOTS = 2  # rollouts a pipelined worker may have in flight
+SPAWN_HINT = (
+    " (if it died while starting: child processes are spawned and re-import your main "
+    "script, so a script that trains must do so under `if __name__ == '__main__':`)"
+)
 
 
 class WorkerError(XiaoyaError):
@@ -88,7 +92,7 @@ def _worker_main(
         env = make_env(config.env_id, config.num_envs, device, comm["backend"], seed,
                        config.vector_mode)  # fmt: skip
         agent = agent_class(config.algo, env.spec)(env.spec, config, torch.device(device),
-                                                   buffer=False)  # fmt: skip
+                                                   learner=False)  # fmt: skip
         agent.last_state, _ = env.reset(seed=seed)
         owned = list(range(comm["num_slots"]))  # slot indices this worker may write
         slots: list[tuple[torch.Tensor, ...]] | None = None
@@ -130,7 +134,7 @@ def _evaluator_main(config_dict: dict, spec: EnvSpec, setup: dict, comm: dict) -
         device = torch.device(setup["device"])
         env = make_env(config.env_id, config.eval_episodes, device, comm["backend"],
                        setup["eval_seed"], config.vector_mode)  # fmt: skip
-        agent = agent_class(config.algo, spec)(spec, config, device, buffer=False)
+        agent = agent_class(config.algo, spec)(spec, config, device, learner=False)
         evaluator = Evaluator(env, Path(setup["run_dir"]), setup["target"], setup["eval_seed"],
                               setup["title"], tensorboard=config.tensorboard)  # fmt: skip
         if setup["state"] is not None:
@@ -350,7 +354,12 @@ class ParallelRunner:
             if proc is not None and not proc.is_alive():
                 self._collect_error_messages()
                 if self.workers[wid] is proc:  # no error message explained it
-                    self._worker_failed(wid, f"died with exit code {proc.exitcode}", "")
+                    self._worker_failed(
+                        wid,
+                        f"died with exit code {proc.exitcode}"
+                        + (SPAWN_HINT if self.slots[wid] is None else ""),
+                        "",
+                    )
             elif now - self.last_seen[wid] > self.config.worker_timeout and not self.pending[wid]:
                 if wid in self.held:
                     continue  # waiting on the learner, not on its env
@@ -365,7 +374,7 @@ class ParallelRunner:
         if self.evaluator is not None and not self.evaluator.is_alive():
             self._drain_results()
             raise WorkerError(f"the evaluator process died with exit code "
-                              f"{self.evaluator.exitcode}")  # fmt: skip
+                              f"{self.evaluator.exitcode}{SPAWN_HINT}")  # fmt: skip
 
     def _collect_error_messages(self) -> None:
         while True:
@@ -492,7 +501,8 @@ class ParallelLoop(_Loop):
                  "eval_seed": config.seed + 10_000, "run_dir": str(run_dir),
                  "target": target, "title": title}  # fmt: skip
         self.runner = ParallelRunner(config, agent, one_worker, backend, setup, say)
-        self.startup_seconds: float | None = None  # until the first round of rollouts is in
+        # one-time costs: until the first round of rollouts is in and learned from
+        self.startup_seconds: float | None = None
         self.startup_steps = 0  # the env steps of that first round
 
     def run(self) -> dict:
@@ -504,9 +514,6 @@ class ParallelLoop(_Loop):
                 runner.start(self.total_steps, self.evaluator.state_dict())
                 while self.total_steps < cfg.max_steps:
                     rollout = runner.gather()
-                    if self.startup_seconds is None:  # processes started, first round in
-                        self.startup_seconds = time.perf_counter() - start - self.train_seconds
-                        self.startup_steps = rollout.rewards.numel()
                     steps = rollout.rewards.numel()
                     self.total_steps += steps
                     self.agent.explored += steps
@@ -514,6 +521,9 @@ class ParallelLoop(_Loop):
                     self.updates += 1
                     runner.publish(self.agent.explored)
                     runner.release()
+                    if self.startup_seconds is None:  # processes up, first round learned from
+                        self.startup_seconds = time.perf_counter() - start - self.train_seconds
+                        self.startup_steps = steps
                     if self._take_evals(start):
                         stop_reason = "target"
                         break

@@ -118,10 +118,10 @@ def train_agent(
     say = log or (lambda _msg: None)
     config.validate()
     torch_native = is_torch_native(config.env_id, config.backend)
-    config = config.resolve(torch_native)
+    device = resolve_device(config.device)
+    config = config.resolve(torch_native, device.type)
     if config.threads:
         torch.set_num_threads(config.threads)
-    device = resolve_device(config.device)
     backend = "torch" if torch_native else "gymnasium"
     if config.backend == "envpool":
         backend = "envpool"
