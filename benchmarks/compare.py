@@ -1,0 +1,353 @@
+"""xiaoyarl against Stable-Baselines3: the same tasks, machine, seeds and evaluation protocol.
+
+For every task and seed the two libraries train alternately (xiaoyarl, SB3, xiaoyarl, SB3, ...),
+each in a fresh process, so machine drift and warm caches hit both alike. Both train on
+gymnasium's own env; both evaluate the deterministic policy on 10 episodes (run in lockstep
+as 10 sub-envs) every `eval_every` env steps, and the evaluation time counts in the
+wall-clock. A run stops when an evaluation reaches the target or after the step budget.
+Stable-Baselines3 uses the hyper-parameters its RL Zoo publishes for the task; xiaoyarl uses
+its own defaults (nothing is set but the backend, seed, budget and evaluation schedule).
+
+Reported per task and library: seeds solved, median env steps to the target, wall-clock
+seconds to the target (median, min, max over solved seeds), the final evaluation return,
+training steps per second (evaluation excluded), peak resident memory of the training
+process, and the ratio SB3 / xiaoyarl of the median seconds to target. Also xiaoyarl-only
+rows for its torch-native envs (what a user gets by switching `--backend torch`) and the
+random-action throughput of each bare simulator.
+
+    pip install -e .[bench]
+    python benchmarks/compare.py --quick                 # a subset, under ~15 minutes
+    python benchmarks/compare.py                         # every task, 3 seeds
+    python benchmarks/compare.py --tasks sac-pendulum --seeds 0 1 2 3 4
+
+Every process uses `--threads` torch threads (default 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from machine import machine
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Task:
+    """One row of the comparison. `zoo` holds the RL Zoo's hyper-parameters for SB3."""
+
+    algo: str  # xiaoyarl's name (SB3's class is the upper-case form, see SB3_CLASSES)
+    env_id: str
+    target: float
+    budget: int  # env steps, for both libraries
+    eval_every: int
+    zoo: dict = field(default_factory=dict)
+    n_envs: int = 1  # SB3's number of training envs (the zoo's n_envs)
+    backend: str = "gymnasium"  # xiaoyarl's backend
+    xiaoyarl_only: bool = False
+    xiaoyarl_set: tuple[str, ...] = ()  # only for the xiaoyarl-only rows (num_envs)
+
+
+# RL Zoo hyper-parameters (rl-baselines3-zoo, hyperparams/*.yml). "lin_X" is a linear schedule
+# from X to 0 over the run. The zoo's DQN CartPole budget is 50k env steps; with the 100k budget
+# used here its exploration_fraction is halved so epsilon decays over the same 8k steps.
+ZOO_PPO_CARTPOLE = dict(
+    n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0,
+    learning_rate="lin_0.001", clip_range="lin_0.2",
+)  # fmt: skip
+ZOO_OFF_POLICY_PENDULUM = dict(  # td3.yml and ddpg.yml, Pendulum
+    gamma=0.98, buffer_size=200_000, learning_starts=10_000, noise_std=0.1,
+    gradient_steps=-1, train_freq=(1, "episode"), learning_rate=1e-3, net_arch=[400, 300],
+)  # fmt: skip
+TASKS: dict[str, Task] = {
+    "ppo-cartpole": Task("ppo", "CartPole-v1", 475, 100_000, 5_000, ZOO_PPO_CARTPOLE, n_envs=8),
+    "a2c-cartpole": Task("a2c", "CartPole-v1", 475, 500_000, 10_000, dict(ent_coef=0.0), n_envs=8),
+    "dqn-cartpole": Task(
+        "dqn", "CartPole-v1", 475, 100_000, 5_000,
+        dict(learning_rate=2.3e-3, batch_size=64, buffer_size=100_000, learning_starts=1000,
+             gamma=0.99, target_update_interval=10, train_freq=256, gradient_steps=128,
+             exploration_fraction=0.08, exploration_final_eps=0.04, net_arch=[256, 256]),
+    ),  # fmt: skip
+    "sac-pendulum": Task("sac", "Pendulum-v1", -200, 30_000, 1_000, dict(learning_rate=1e-3)),
+    "td3-pendulum": Task("td3", "Pendulum-v1", -200, 30_000, 1_000, ZOO_OFF_POLICY_PENDULUM),
+    "ddpg-pendulum": Task("ddpg", "Pendulum-v1", -200, 30_000, 1_000, ZOO_OFF_POLICY_PENDULUM),
+    "sac-hopper": Task("sac", "Hopper-v5", 1_000, 100_000, 5_000, dict(learning_starts=10_000)),
+    # xiaoyarl only: the torch-native envs
+    "ppo-cartpole-torch": Task(
+        "ppo", "CartPole-v1", 475, 3_000_000, 20_000, backend="torch", xiaoyarl_only=True
+    ),
+    "ppo-cartpole-torch-1024": Task(
+        "ppo", "CartPole-v1", 475, 3_000_000, 20_000, backend="torch", xiaoyarl_only=True,
+        xiaoyarl_set=("num_envs=1024",),
+    ),  # fmt: skip
+    "ppo-pendulum-torch-1024": Task(
+        "ppo", "Pendulum-v1", -200, 8_000_000, 20_000, backend="torch", xiaoyarl_only=True,
+        xiaoyarl_set=("num_envs=1024",),
+    ),  # fmt: skip
+}
+QUICK = ["ppo-cartpole", "dqn-cartpole", "sac-pendulum", "ppo-cartpole-torch"]
+LONG = ["sac-hopper"]  # needs `pip install -e .[mujoco]`; run with --tasks sac-hopper
+SB3_CLASSES = {"ppo": "PPO", "a2c": "A2C", "dqn": "DQN", "sac": "SAC", "td3": "TD3", "ddpg": "DDPG"}
+
+
+# --- one training run, inside its own process ---------------------------------------------------
+def run_xiaoyarl(task: Task, seed: int, threads: int, root: Path) -> dict:
+    from xiaoyarl import Config, train_agent
+
+    config = Config(
+        algo=task.algo, env_id=task.env_id, backend=task.backend, seed=seed, threads=threads,
+        max_steps=task.budget, target_return=task.target, eval_every=task.eval_every,
+        eval_episodes=10, checkpoint_every=10**12, cwd=str(root / "xiaoyarl"),
+    )  # fmt: skip
+    config.apply_overrides(list(task.xiaoyarl_set))
+    summary = train_agent(config, log=None)
+    return {
+        "solved": summary["solved"],
+        "steps_to_target": summary["steps_to_target"],
+        "seconds_to_target": summary["seconds_to_target"],
+        "final_eval": summary["final_eval_mean"],
+        "total_steps": summary["total_steps"],
+        "train_seconds": summary["train_seconds"],
+        "eval_seconds": summary["eval_seconds"],
+    }
+
+
+def _sb3_kwargs(task: Task) -> tuple[dict, dict]:
+    """(model kwargs, policy kwargs) from the zoo's entry, with schedules and noise built."""
+    import numpy as np
+    from stable_baselines3.common.noise import NormalActionNoise
+
+    kwargs, policy_kwargs = {}, {}
+    for name, value in task.zoo.items():
+        if name == "net_arch":
+            policy_kwargs["net_arch"] = value
+        elif name == "noise_std":
+            kwargs["action_noise"] = NormalActionNoise(np.zeros(1), value * np.ones(1))
+        elif isinstance(value, str) and value.startswith("lin_"):
+            start = float(value[4:])
+            kwargs[name] = lambda progress, start=start: progress * start
+        else:
+            kwargs[name] = value
+    return kwargs, policy_kwargs
+
+
+def run_sb3(task: Task, seed: int, threads: int, root: Path) -> dict:
+    import stable_baselines3
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    env = make_vec_env(task.env_id, n_envs=task.n_envs, seed=seed)
+    eval_env = make_vec_env(task.env_id, n_envs=10, seed=seed + 10_000)
+    kwargs, policy_kwargs = _sb3_kwargs(task)
+    model_class = getattr(stable_baselines3, SB3_CLASSES[task.algo])
+    model = model_class(
+        "MlpPolicy", env, seed=seed, policy_kwargs=policy_kwargs or None, device="cpu", **kwargs
+    )
+    result = {"solved": False, "steps_to_target": None, "seconds_to_target": None,
+              "final_eval": math.nan, "eval_seconds": 0.0}  # fmt: skip
+
+    class Evaluate(BaseCallback):
+        """Every `eval_every` env steps: 10 deterministic episodes; stop at the target."""
+
+        next_eval = task.eval_every
+
+        def _on_step(self) -> bool:
+            if self.num_timesteps < self.next_eval:
+                return True
+            self.next_eval += task.eval_every
+            return evaluate(self.num_timesteps)
+
+    def evaluate(step: int) -> bool:
+        t0 = time.perf_counter()
+        mean, _ = evaluate_policy(model, eval_env, n_eval_episodes=10, deterministic=True)
+        result["eval_seconds"] += time.perf_counter() - t0
+        result["final_eval"] = float(mean)
+        result["last_eval_step"] = step
+        if mean >= task.target and not result["solved"]:
+            result.update(solved=True, steps_to_target=step,
+                          seconds_to_target=time.perf_counter() - start)  # fmt: skip
+            return False
+        return True
+
+    start = time.perf_counter()
+    model.learn(total_timesteps=task.budget, callback=Evaluate())
+    if not result["solved"] and result.get("last_eval_step") != model.num_timesteps:
+        evaluate(model.num_timesteps)  # the final evaluation, as xiaoyarl makes one
+    result["train_seconds"] = time.perf_counter() - start
+    result["total_steps"] = model.num_timesteps
+    return result
+
+
+def child(lib: str, task_name: str, seed: int, threads: int, budget: int, out: Path) -> None:
+    """Entry point of a training process: train, then write the result as JSON to `out`."""
+    import torch
+
+    torch.set_num_threads(threads)
+    task = TASKS[task_name]
+    if budget:
+        task = Task(**{**task.__dict__, "budget": min(budget, task.budget)})
+    with tempfile.TemporaryDirectory() as tmp:
+        runner = run_xiaoyarl if lib == "xiaoyarl" else run_sb3
+        result = runner(task, seed, threads, Path(tmp))
+    result["steps_per_second"] = result["total_steps"] / max(
+        result["train_seconds"] - result["eval_seconds"], 1e-9
+    )
+    out.write_text(json.dumps(result))
+
+
+def train(lib: str, task_name: str, seed: int, threads: int, budget: int, tmp: Path) -> dict:
+    """Run one training in a fresh process; add its peak resident memory (MiB)."""
+    out = tmp / f"{lib}_{task_name}_{seed}.json"
+    command = [sys.executable, __file__, "--child", lib, task_name, str(seed), str(out),
+               "--threads", str(threads), "--budget", str(budget or 0)]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+    _, status, usage = os.wait4(process.pid, 0)
+    stderr = process.stderr.read()
+    process.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0 or not out.exists():
+        raise RuntimeError(f"{lib} {task_name} seed {seed} failed:\n{stderr[-3000:]}")
+    result = json.loads(out.read_text())
+    result["peak_mib"] = usage.ru_maxrss / 1024  # Linux reports KiB
+    return result
+
+
+# --- the report ------------------------------------------------------------------------------
+def summarize(runs: list[dict]) -> dict:
+    secs = [r["seconds_to_target"] for r in runs if r["solved"]]
+    steps = [r["steps_to_target"] for r in runs if r["solved"]]
+    return {
+        "solved": sum(r["solved"] for r in runs),
+        "seeds": len(runs),
+        "median_steps": statistics.median(steps) if steps else None,
+        "median_seconds": statistics.median(secs) if secs else None,
+        "min_seconds": min(secs) if secs else None,
+        "max_seconds": max(secs) if secs else None,
+        "final_eval": statistics.median(r["final_eval"] for r in runs),
+        "steps_per_second": statistics.median(r["steps_per_second"] for r in runs),
+        "peak_mib": max(r["peak_mib"] for r in runs),
+    }
+
+
+def table(results: dict[str, dict[str, list[dict]]]) -> str:
+    lines = [
+        "| task | library | seeds solved | median steps to target | s to target: median "
+        "(min-max) | final eval | train steps/s | peak MiB | SB3 / xiaoyarl (median s) |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, by_lib in results.items():
+        task = TASKS[name]
+        summaries = {lib: summarize(runs) for lib, runs in by_lib.items()}
+        ours = summaries["xiaoyarl"]["median_seconds"]
+        theirs = summaries.get("sb3", {}).get("median_seconds")
+        for lib, s in summaries.items():
+            ratio = ""
+            if lib == "xiaoyarl" and "sb3" in summaries:
+                ratio = f"{theirs / ours:.1f}x" if ours and theirs else "n/a (unsolved)"
+            secs = "-"
+            if s["median_seconds"] is not None:
+                secs = (f"{s['median_seconds']:.1f} ({s['min_seconds']:.1f}-"
+                        f"{s['max_seconds']:.1f})")  # fmt: skip
+            steps = f"{s['median_steps']:,.0f}" if s["median_steps"] is not None else "-"
+            label = f"{task.algo} {task.env_id} ({task.backend}{', ' if task.xiaoyarl_set else ''}"
+            label += f"{' '.join(task.xiaoyarl_set)}), target {task.target:g}"
+            lines.append(
+                f"| {label} | {'xiaoyarl' if lib == 'xiaoyarl' else 'Stable-Baselines3'} | "
+                f"{s['solved']}/{s['seeds']} | {steps} | {secs} | {s['final_eval']:.1f} | "
+                f"{s['steps_per_second']:,.0f} | {s['peak_mib']:,.0f} | {ratio} |"
+            )
+    return "\n".join(lines)
+
+
+def throughput_table(envs: list[str], seconds: float, threads: int) -> tuple[str, list[dict]]:
+    import torch
+    from env_throughput import bench_gym_single, bench_gym_vector, bench_torch
+
+    torch.set_num_threads(threads)
+    rows = []
+    for env_id in envs:
+        rows.append((env_id, "gymnasium `make`, Python loop", 1,
+                     bench_gym_single(env_id, seconds)))  # fmt: skip
+        vector = bench_gym_vector(env_id, 4096, seconds)
+        if vector is not None:
+            rows.append((env_id, "gymnasium numpy-vectorized", 4096, vector))
+        rows.append((env_id, "xiaoyarl torch-native, CPU", 4096,
+                     bench_torch(env_id, 4096, "cpu", seconds)))  # fmt: skip
+    lines = ["| env | simulator | num_envs | random-action steps/s |", "| --- | --- | ---: | ---: |"]
+    lines += [f"| {e} | {sim} | {n:,} | {rate:,.0f} |" for e, sim, n, rate in rows]
+    raw = [{"env": e, "simulator": s, "num_envs": n, "sps": r} for e, s, n, r in rows]
+    return "\n".join(lines), raw
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tasks", nargs="+", choices=list(TASKS),
+                        default=[t for t in TASKS if t not in LONG])  # fmt: skip
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--quick", action="store_true",
+                        help=f"tasks {' '.join(QUICK)}, seeds 0 1 2, short throughput")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per process")
+    parser.add_argument("--budget", type=int, help="cap every task's step budget (smoke test)")
+    parser.add_argument("--throughput-seconds", type=float, default=1.0)
+    parser.add_argument("--json", help="write the raw results here")
+    parser.add_argument("--child", nargs=4, metavar=("LIB", "TASK", "SEED", "OUT"),
+                        help=argparse.SUPPRESS)  # fmt: skip
+    args = parser.parse_args()
+    if args.child:
+        lib, task_name, seed, out = args.child
+        child(lib, task_name, int(seed), args.threads, args.budget or 0, Path(out))
+        return
+    if args.quick:
+        args.tasks = QUICK
+
+    results: dict[str, dict[str, list[dict]]] = {}
+    started = time.time()
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.tasks:
+            libs = ["xiaoyarl"] if TASKS[name].xiaoyarl_only else ["xiaoyarl", "sb3"]
+            results[name] = {lib: [] for lib in libs}
+            for seed in args.seeds:
+                for lib in libs:  # alternate: A, B, A, B, ...
+                    r = train(lib, name, seed, args.threads, args.budget, Path(tmp))
+                    results[name][lib].append(r)
+                    secs = r["seconds_to_target"]
+                    print(
+                        f"{name:24s} {lib:8s} seed {seed}: solved={r['solved']} "
+                        f"steps={r['steps_to_target']} s={secs and round(secs, 1)} "
+                        f"final={r['final_eval']:.1f} sps={r['steps_per_second']:,.0f} "
+                        f"peak={r['peak_mib']:,.0f} MiB",
+                        flush=True,
+                    )
+    envs = sorted({TASKS[n].env_id for n in args.tasks} & {"CartPole-v1", "Pendulum-v1"})
+    throughput, raw = throughput_table(envs, args.throughput_seconds, args.threads)
+
+    import stable_baselines3
+    import torch
+
+    print(
+        f"\n{machine()}, Stable-Baselines3 {stable_baselines3.__version__}, {args.threads} torch "
+        f"thread(s) per process, seeds {' '.join(map(str, args.seeds))}, "
+        f"{time.strftime('%Y-%m-%d')}, {time.time() - started:,.0f} s in all\n"
+    )
+    print(table(results))
+    print()
+    print(throughput)
+    if args.json:
+        Path(args.json).write_text(json.dumps(
+            {"machine": machine(), "torch": torch.__version__, "threads": args.threads,
+             "results": results, "throughput": raw}, indent=2))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
