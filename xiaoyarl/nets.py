@@ -105,7 +105,7 @@ class ActorPPO(nn.Module):
         self.action_std_log = nn.Parameter(torch.full((action_dim,), -0.5))
 
     def _dist(self, state: torch.Tensor) -> Normal:
-        return Normal(self.net(self.norm(state)), self.action_std_log.exp())
+        return Normal(self.net(self.norm(state)), self.action_std_log.exp(), validate_args=False)
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
         """Deterministic action `(batch, action_dim)` in [-1, 1] for evaluation."""
@@ -142,14 +142,14 @@ class ActorDiscretePPO(nn.Module):
 
     def get_action(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Sampled action `(batch,)` int64 and its log-probability `(batch,)`."""
-        dist = Categorical(logits=self.net(self.norm(state)))
+        dist = Categorical(logits=self.net(self.norm(state)), validate_args=False)
         action = dist.sample()
         return action, dist.log_prob(action)
 
     def get_logprob_entropy(
         self, state: torch.Tensor, action: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        dist = Categorical(logits=self.net(self.norm(state)))
+        dist = Categorical(logits=self.net(self.norm(state)), validate_args=False)
         return dist.log_prob(action), dist.entropy()
 
     @staticmethod
@@ -293,7 +293,8 @@ class ActorSAC(nn.Module):
         action = u.tanh()
         # log N(u) - sum log(1 - tanh(u)^2), the latter written stably as
         # 2(log2 - u - softplus(-2u))
-        logprob = Normal(mean, std).log_prob(u) - 2 * (math.log(2) - u - F.softplus(-2 * u))
+        squash = 2 * (math.log(2) - u - F.softplus(-2 * u))
+        logprob = Normal(mean, std, validate_args=False).log_prob(u) - squash
         return action, logprob.sum(-1)
 
 
@@ -314,7 +315,7 @@ class ActorDiscreteSAC(nn.Module):
         return logprobs.exp(), logprobs
 
     def sample(self, state: torch.Tensor) -> torch.Tensor:
-        return Categorical(logits=self.net(self.norm(state))).sample()
+        return Categorical(logits=self.net(self.norm(state)), validate_args=False).sample()
 
 
 # Actor classes by name, so a saved policy (`actor.pt`) can be rebuilt without pickling modules.

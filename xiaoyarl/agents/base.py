@@ -162,10 +162,20 @@ class AgentBase:
         self, optimizer: torch.optim.Optimizer, net: nn.Module, loss: torch.Tensor
     ) -> None:
         """Backward, clip the global gradient norm to `clip_grad_norm`, and step."""
-        optimizer.zero_grad(set_to_none=True)
+        self.optimizer_steps(loss, (optimizer, net))
+
+    def optimizer_steps(
+        self, loss: torch.Tensor, *pairs: tuple[torch.optim.Optimizer, nn.Module]
+    ) -> None:
+        """One backward pass through `loss`, a sum of losses of networks that share no
+        parameters, then per network: clip its gradient norm to `clip_grad_norm` and step its
+        optimizer. The same update as one `optimizer_step` per network, with one autograd pass."""
+        for optimizer, _ in pairs:
+            optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        nn.utils.clip_grad_norm_(net.parameters(), self.config.clip_grad_norm, foreach=True)
-        optimizer.step()
+        for optimizer, net in pairs:
+            nn.utils.clip_grad_norm_(net.parameters(), self.config.clip_grad_norm, foreach=True)
+            optimizer.step()
 
     @torch.no_grad()
     def act(self, state: torch.Tensor) -> torch.Tensor:

@@ -159,10 +159,12 @@ class AgentPPO(AgentBase):
             ratio = log_ratio.exp()
             objective = self.actor_objective(ratio, advantages[idx], logprob).mean()
             actor_loss = -(objective + cfg.lambda_entropy * entropy.mean())
-            self.optimizer_step(self.optimizers["actor"], self.actor, actor_loss)
-
             critic_loss = 0.5 * (self.critic(states[idx]) - returns[idx]).square().mean()
-            self.optimizer_step(self.optimizers["critic"], self.critic, critic_loss)
+            self.optimizer_steps(
+                actor_loss + critic_loss,
+                (self.optimizers["actor"], self.actor),
+                (self.optimizers["critic"], self.critic),
+            )
             with torch.no_grad():
                 approx_kl = ((ratio - 1) - log_ratio).mean()  # Schulman's k3 estimator
                 clipped = ((ratio - 1).abs() > cfg.ratio_clip).float().mean()

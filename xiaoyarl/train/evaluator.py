@@ -65,7 +65,7 @@ class Evaluator:
         self.plot_every = plot_every
         self.best_return = -math.inf
         self.num_evals = 0
-        self.last_plot = 0.0
+        self.last_plot = time.monotonic()  # first redraw after plot_every s: matplotlib is slow
         self.recorder_path = run_dir / "recorder.csv"
         self.writer = None
         if tensorboard:
