@@ -53,6 +53,7 @@ bench: $(VENV)/.bench
 	$(PY) benchmarks/buffer_sampling.py --threads 1
 	$(PY) benchmarks/sac_update.py --threads 1
 	$(PY) benchmarks/ppo_backends.py --seeds 0 1 2 --threads 1
+	$(PY) benchmarks/compare.py --quick
 
 lint: $(VENV)/.test
 	$(VENV)/bin/ruff check xiaoyarl tests benchmarks examples

@@ -26,6 +26,7 @@ Every process uses `--threads` torch threads (default 1).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -148,7 +149,7 @@ def run_xiaoyarl(task: Task, seed: int, threads: int, root: Path) -> dict:
     }
 
 
-def _sb3_kwargs(task: Task) -> tuple[dict, dict]:
+def _sb3_kwargs(task: Task, action_dim: int) -> tuple[dict, dict]:
     """(model kwargs, policy kwargs) from the zoo's entry, with schedules and noise built."""
     import numpy as np
     from stable_baselines3.common.noise import NormalActionNoise
@@ -158,7 +159,9 @@ def _sb3_kwargs(task: Task) -> tuple[dict, dict]:
         if name == "net_arch":
             policy_kwargs["net_arch"] = value
         elif name == "noise_std":
-            kwargs["action_noise"] = NormalActionNoise(np.zeros(1), value * np.ones(1))
+            kwargs["action_noise"] = NormalActionNoise(
+                np.zeros(action_dim), value * np.ones(action_dim)
+            )
         elif isinstance(value, str) and value.startswith("lin_"):
             start = float(value[4:])
             kwargs[name] = lambda progress, start=start: progress * start
@@ -168,6 +171,7 @@ def _sb3_kwargs(task: Task) -> tuple[dict, dict]:
 
 
 def run_sb3(task: Task, seed: int, threads: int, root: Path) -> dict:
+    import numpy as np
     import stable_baselines3
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
@@ -175,7 +179,7 @@ def run_sb3(task: Task, seed: int, threads: int, root: Path) -> dict:
 
     env = make_vec_env(task.env_id, n_envs=task.n_envs, seed=seed)
     eval_env = make_vec_env(task.env_id, n_envs=10, seed=seed + 10_000)
-    kwargs, policy_kwargs = _sb3_kwargs(task)
+    kwargs, policy_kwargs = _sb3_kwargs(task, int(np.prod(env.action_space.shape)))
     model_class = getattr(stable_baselines3, SB3_CLASSES[task.algo])
     model = model_class(
         "MlpPolicy", env, seed=seed, policy_kwargs=policy_kwargs or None, device="cpu", **kwargs
@@ -340,6 +344,12 @@ def main() -> None:
         return
     if args.quick:
         args.tasks = QUICK
+    needs_sb3 = any(not TASKS[name].xiaoyarl_only for name in args.tasks)
+    if needs_sb3 and importlib.util.find_spec("stable_baselines3") is None:
+        raise SystemExit(
+            "compare.py trains Stable-Baselines3 beside xiaoyarl, and it is not installed: "
+            "pip install -e .[bench] (or pick only xiaoyarl-only tasks with --tasks)."
+        )
 
     results: dict[str, dict[str, list[dict]]] = {}
     started = time.time()
@@ -362,11 +372,15 @@ def main() -> None:
     envs = sorted({TASKS[n].env_id for n in args.tasks} & {"CartPole-v1", "Pendulum-v1"})
     throughput, raw = throughput_table(envs, args.throughput_seconds, args.threads)
 
-    import stable_baselines3
     import torch
 
+    sb3 = "not used"
+    if needs_sb3:
+        import stable_baselines3
+
+        sb3 = stable_baselines3.__version__
     print(
-        f"\n{machine()}, Stable-Baselines3 {stable_baselines3.__version__}, {args.threads} torch "
+        f"\n{machine()}, Stable-Baselines3 {sb3}, {args.threads} torch "
         f"thread(s) per process, seeds {' '.join(map(str, args.seeds))}, "
         f"{time.strftime('%Y-%m-%d')}, {time.time() - started:,.0f} s in all\n"
     )

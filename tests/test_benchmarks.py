@@ -26,6 +26,16 @@ BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
             "| parallel, 2 worker(s) |",
         ),
         (
+            "compare.py",
+            "--tasks ppo-cartpole sac-pendulum --seeds 0 --budget 300 --throughput-seconds 0.05",
+            "| sac Pendulum-v1 (gymnasium), target -200 | Stable-Baselines3 |",
+        ),
+        (
+            "training_throughput.py",
+            "--device cpu --threads 1 --rows ppo:CartPole-v1:64 sac:Pendulum-v1:4 --rollouts 2",
+            "| sac | Pendulum-v1 | 4 |",
+        ),
+        (
             "learning.py",
             "--algos dqn sac --seeds 0 --max-steps 300 --set learning_starts=100",
             "| sac | Pendulum-v1 |",
