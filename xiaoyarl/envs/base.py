@@ -89,8 +89,9 @@ class TorchVecEnv(VecEnv):
     Subclasses set `name`, `state_dim`, `sim_dim`, `action_dim`, `if_discrete`, `max_step`,
     `target_return` (and `action_low/high` when continuous) as class attributes and implement
     `_sample_initial`, `_dynamics` and `_observe`. This class does the rest: the time limit,
-    auto-reset (fresh states are drawn for every sub-env and selected with `torch.where`, so a
-    step has no data-dependent Python control flow), `final_state`, seeding and `state_dict`.
+    auto-reset (on a CPU fresh states are drawn for the finished sub-envs only; on an
+    accelerator for every sub-env and selected with `torch.where`, so a step never syncs with
+    the host), `final_state`, seeding and `state_dict`.
     """
 
     name: str
@@ -165,9 +166,17 @@ class TorchVecEnv(VecEnv):
         final_state = self._observe(sim_state)
 
         done = terminated | truncated
-        fresh = self._sample_initial(self.num_envs)
-        self.sim_state = torch.where(done.unsqueeze(1), fresh, sim_state)
-        self.elapsed.masked_fill_(done, 0)
+        if self.device.type == "cpu":
+            # only the finished sub-envs draw fresh states: on a CPU, drawing them for all
+            # num_envs every step costs about as much as the dynamics themselves
+            index = done.nonzero().squeeze(1)
+            sim_state[index] = self._sample_initial(index.numel())
+            self.elapsed[index] = 0
+            self.sim_state = sim_state
+        else:  # on an accelerator a data-dependent size would sync with the host
+            fresh = self._sample_initial(self.num_envs)
+            self.sim_state = torch.where(done.unsqueeze(1), fresh, sim_state)
+            self.elapsed.masked_fill_(done, 0)
         state = self._observe(self.sim_state)
         return state, reward, terminated, truncated, {"final_state": final_state}
 
