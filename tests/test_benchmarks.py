@@ -27,7 +27,7 @@ BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
         ),
         (
             "compare.py",
-            "--tasks ppo-cartpole sac-pendulum --seeds 0 --budget 300 --throughput-seconds 0.05",
+            "--tasks sac-pendulum --seeds 0 --budget 300 --throughput-seconds 0.05",
             "| sac Pendulum-v1 (gymnasium), target -200 | Stable-Baselines3 |",
         ),
         (
