@@ -139,7 +139,9 @@ class TorchVecEnv(VecEnv):
         raise NotImplementedError
 
     def _observe(self, sim_state: torch.Tensor) -> torch.Tensor:
-        """Observation `(n, state_dim)` float32 of simulator states `(n, sim_dim)`."""
+        """Observation `(n, state_dim)` float32 of simulator states `(n, sim_dim)`: a new
+        tensor, never a view of `sim_state` (on a CPU, `step` resets finished sub-envs in place
+        after taking `final_state`)."""
         raise NotImplementedError
 
     # --- the contract ---
