@@ -2,7 +2,7 @@
 
 For each seed the backends run alternately (A, B, C, A, B, C, ...) so machine drift hits all
 of them. Rows:
-  torch-native, default config (128 sub-envs on CPU) -> time and steps to the target
+  torch-native, default config (16 sub-envs on CPU) -> time and steps to the target
   gymnasium, default config (8 sub-envs)             -> time and steps to the target
   torch-native with 1,024 sub-envs                   -> time to the target and throughput
   gymnasium with 1,024 sub-envs, fixed step budget   -> throughput at the same batch size
@@ -24,7 +24,7 @@ from machine import machine
 from xiaoyarl import Config, train_agent
 
 ROWS = {
-    "torch-native, default config (128 envs on CPU)": dict(backend="torch"),
+    "torch-native, default config (16 envs on CPU)": dict(backend="torch"),
     "gymnasium, default config (8 envs)": dict(backend="gymnasium"),
     "torch-native, 1024 envs": dict(backend="torch", num_envs=1024),
     "gymnasium, 1024 envs (throughput)": dict(backend="gymnasium", num_envs=1024),

@@ -42,10 +42,10 @@ def test_resolve_fills_automatic_defaults_per_backend_and_algo():
     torch_ppo = Config(algo="ppo").resolve(torch_native=True)
     gym_ppo = Config(algo="ppo").resolve(torch_native=False)
     a2c = Config(algo="a2c").resolve(torch_native=True)
-    assert torch_ppo.num_envs == 128 and gym_ppo.num_envs == 8
+    assert torch_ppo.num_envs == 16 and gym_ppo.num_envs == 8
     assert Config(algo="ppo").resolve(torch_native=True, device_type="cuda").num_envs == 1024
     for c in (torch_ppo, gym_ppo):
-        assert c.num_envs * c.horizon_len >= 2048
+        assert c.num_envs * c.horizon_len >= 1024
         assert c.batch_size == c.num_envs * c.horizon_len // 4
     assert a2c.repeat_times == 1.0 and a2c.batch_size == a2c.num_envs * a2c.horizon_len
     assert Config(learning_rate=1e-3).resolve(True).learning_rate == 1e-3  # explicit wins

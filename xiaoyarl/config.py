@@ -34,7 +34,7 @@ class Config:
     env_id: str = "CartPole-v1"  # built-in torch env, gymnasium id, or "my_module:MyEnv-v0"
     backend: str = "auto"  # auto (torch-native when one exists) | torch | gymnasium | envpool
     vector_mode: str = "sync"  # gymnasium backend: sync (one process) | async (a process per env)
-    num_envs: int | None = None  # None: torch-native 128 on CPU / 1024 on GPU; gymnasium 8
+    num_envs: int | None = None  # None: torch-native 16 on CPU / 1024 on GPU; gymnasium 8
     seed: int = 0  # derives every generator of the run (torch, envs, evaluation envs)
     device: str = "auto"  # auto (cuda when available) | cpu | cuda | cuda:N
     threads: int | None = None  # torch CPU threads; None keeps torch's default
@@ -257,13 +257,12 @@ class Config:
 def _auto_defaults(config: Config, torch_native: bool, device_type: str = "cpu") -> dict:
     """Defaults that depend on the algorithm, env backend and device (where a field is None).
 
-    On-policy: torch-native envs are cheap to step in bulk, so they get many sub-envs and short
-    horizons: 1,024 on a GPU, where more sub-envs cost next to nothing, and 128 on a CPU, where
-    the network update dominates and a smaller rollout per update learns more per second;
-    gymnasium envs step one at a time in Python, so they get few sub-envs and longer
-    horizons. Either way a PPO rollout holds at least 2,048 transitions cut into 4 mini-batches;
-    A2C takes one gradient step per short rollout, as in its paper. Observations and rewards are
-    normalised with running statistics.
+    On-policy: a PPO rollout holds at least 1,024 transitions (e.g. 8 sub-envs x 128 steps),
+    cut into 4 mini-batches for 4 epochs. On a GPU torch-native envs get 1,024 sub-envs (16 steps
+    each), since more sub-envs cost next to nothing there; on a CPU the network update
+    dominates, so they get 16 sub-envs and gymnasium envs 8, with longer horizons: fewer env
+    steps per update learn more per second of CPU. A2C takes one gradient step per short
+    rollout, as in its paper. Observations and rewards are normalised with running statistics.
     Off-policy: a few sub-envs, one gradient step of 256 transitions per env step (REDQ: 4, its
     update-to-data ratio G; the paper uses 20, which is slow on a CPU), no normalisation, and
     evaluations every 2,000 env steps, since these algorithms learn within tens of thousands.
@@ -285,7 +284,7 @@ def _auto_defaults(config: Config, torch_native: bool, device_type: str = "cpu")
             "num_critics": {"ddpg": 1, "redq": 10}.get(config.algo, 2),
             "eval_every": 2_000,
         }
-    num_envs = config.num_envs or ((1024 if device_type == "cuda" else 128) if torch_native else 8)
+    num_envs = config.num_envs or ((1024 if device_type == "cuda" else 16) if torch_native else 8)
     common = {
         "num_envs": num_envs, "net_dims": [64, 64], "state_norm": True, "reward_norm": True,
         "eval_every": 20_000,
@@ -299,7 +298,7 @@ def _auto_defaults(config: Config, torch_native: bool, device_type: str = "cpu")
             "repeat_times": 1.0,
             "learning_rate": 7e-4,
         }
-    horizon_len = config.horizon_len or max(16, 2048 // num_envs)
+    horizon_len = config.horizon_len or max(16, 1024 // num_envs)
     return {
         **common,
         "horizon_len": horizon_len,

@@ -10,8 +10,30 @@ import math
 
 import torch
 from torch import nn
-from torch.distributions import Categorical, Normal
 from torch.nn import functional as F
+
+
+# --- sampling, written out: torch.distributions objects cost ~100 us each to build and query on
+# a CPU, more than the small policy network itself (see BENCHMARKS.md) --------------------------
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def sample_categorical(logprobs: torch.Tensor) -> torch.Tensor:
+    """One action `(batch,)` int64 per row of normalised log-probabilities `(batch, A)`, by
+    inverting the cumulative distribution at a uniform draw."""
+    u = torch.rand(logprobs.shape[:-1] + (1,), device=logprobs.device)
+    action = (logprobs.exp().cumsum(-1) < u).sum(-1)
+    return action.clamp_(max=logprobs.shape[-1] - 1)  # cumsum may round to just below 1
+
+
+def pick(values: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+    """`values[i, action[i]]`: `(batch, A), (batch,) -> (batch,)`."""
+    return values.gather(-1, action.unsqueeze(-1)).squeeze(-1)
+
+
+def gaussian_logprob(noise: torch.Tensor, log_std: torch.Tensor) -> torch.Tensor:
+    """Elementwise log N(mean + std * noise; mean, std): -noise^2 / 2 - log std - log(2 pi) / 2."""
+    return noise.square().mul(-0.5).sub(log_std).sub_(_HALF_LOG_2PI)
 
 
 def build_mlp(
@@ -104,24 +126,25 @@ class ActorPPO(nn.Module):
         self.net = build_mlp([state_dim, *net_dims, action_dim], out_gain=0.01)
         self.action_std_log = nn.Parameter(torch.full((action_dim,), -0.5))
 
-    def _dist(self, state: torch.Tensor) -> Normal:
-        return Normal(self.net(self.norm(state)), self.action_std_log.exp(), validate_args=False)
-
     def forward(self, state: torch.Tensor) -> torch.Tensor:
         """Deterministic action `(batch, action_dim)` in [-1, 1] for evaluation."""
         return self.net(self.norm(state)).clamp(-1.0, 1.0)
 
     def get_action(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Sampled action `(batch, action_dim)` and its log-probability `(batch,)`."""
-        dist = self._dist(state)
-        action = dist.sample()
-        return action, dist.log_prob(action).sum(-1)
+        mean = self.net(self.norm(state))
+        noise = torch.randn_like(mean)
+        action = torch.addcmul(mean, self.action_std_log.exp(), noise)
+        return action, gaussian_logprob(noise, self.action_std_log).sum(-1)
 
     def get_logprob_entropy(
         self, state: torch.Tensor, action: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        dist = self._dist(state)
-        return dist.log_prob(action).sum(-1), dist.entropy().sum(-1)
+        mean = self.net(self.norm(state))
+        log_std = self.action_std_log
+        logprob = gaussian_logprob((action - mean) * (-log_std).exp(), log_std).sum(-1)
+        entropy = (log_std + 0.5 + _HALF_LOG_2PI).sum(-1).expand(mean.shape[:-1])
+        return logprob, entropy
 
     @staticmethod
     def convert_action_for_env(action: torch.Tensor) -> torch.Tensor:
@@ -142,15 +165,16 @@ class ActorDiscretePPO(nn.Module):
 
     def get_action(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Sampled action `(batch,)` int64 and its log-probability `(batch,)`."""
-        dist = Categorical(logits=self.net(self.norm(state)), validate_args=False)
-        action = dist.sample()
-        return action, dist.log_prob(action)
+        logprobs = self.net(self.norm(state)).log_softmax(-1)
+        action = sample_categorical(logprobs)
+        return action, pick(logprobs, action)
 
     def get_logprob_entropy(
         self, state: torch.Tensor, action: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        dist = Categorical(logits=self.net(self.norm(state)), validate_args=False)
-        return dist.log_prob(action), dist.entropy()
+        logprobs = self.net(self.norm(state)).log_softmax(-1)
+        entropy = -(logprobs.exp() * logprobs).sum(-1)
+        return pick(logprobs, action), entropy
 
     @staticmethod
     def convert_action_for_env(action: torch.Tensor) -> torch.Tensor:
@@ -288,13 +312,14 @@ class ActorSAC(nn.Module):
     def get_action_logprob(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Reparameterised sample `(batch, A)` and its log-probability `(batch,)`."""
         mean, log_std = self.net(self.norm(state)).chunk(2, -1)
-        std = log_std.clamp(-20, 2).exp()
-        u = mean + std * torch.randn_like(mean)
+        log_std = log_std.clamp(-20, 2)
+        noise = torch.randn_like(mean)
+        u = torch.addcmul(mean, log_std.exp(), noise)
         action = u.tanh()
         # log N(u) - sum log(1 - tanh(u)^2), the latter written stably as
         # 2(log2 - u - softplus(-2u))
         squash = 2 * (math.log(2) - u - F.softplus(-2 * u))
-        logprob = Normal(mean, std, validate_args=False).log_prob(u) - squash
+        logprob = gaussian_logprob(noise, log_std) - squash
         return action, logprob.sum(-1)
 
 
@@ -315,7 +340,7 @@ class ActorDiscreteSAC(nn.Module):
         return logprobs.exp(), logprobs
 
     def sample(self, state: torch.Tensor) -> torch.Tensor:
-        return Categorical(logits=self.net(self.norm(state)), validate_args=False).sample()
+        return sample_categorical(self.net(self.norm(state)).log_softmax(-1))
 
 
 # Actor classes by name, so a saved policy (`actor.pt`) can be rebuilt without pickling modules.

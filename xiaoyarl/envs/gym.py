@@ -263,21 +263,24 @@ class GymVecEnv(VecEnv):
     def _step_sync(self, actions: Any) -> None:
         if self.spec.if_discrete:
             actions = actions.tolist()  # plain ints, as hand-written envs expect
-        when = f"at step {self._num_steps}"
-        auto_when = f"on the auto-reset after step {self._num_steps}"
+        final, state, shape = self._final, self._state, self._obs_shape
         for i, env in enumerate(self._envs):
             obs, reward, terminated, truncated, _ = env.step(actions[i])
-            self._write_obs(self._final, i, obs, when)
+            if type(obs) is not np.ndarray or obs.shape != shape:  # the checked, slower path
+                self._write_obs(final, i, obs, f"at step {self._num_steps}")
+                obs = final[i]
+            final[i] = obs.reshape(-1)
             self._reward[i] = reward
             self._terminated[i] = terminated
             self._truncated[i] = truncated
             if terminated or truncated:
                 obs, _ = env.reset()
-                self._write_obs(self._state, i, obs, auto_when)
+                self._write_obs(state, i, obs, f"on the auto-reset after step {self._num_steps}")
             else:
-                self._state[i] = self._final[i]
-        self._check_finite(self._final, when)
-        self._check_finite(self._state, auto_when)
+                state[i] = final[i]
+        if not np.isfinite(self._buf[: 2 * final.size]).all():  # state and final_state
+            self._check_finite(final, f"at step {self._num_steps}")
+            self._check_finite(state, f"on the auto-reset after step {self._num_steps}")
 
     def _step_async(self, actions: np.ndarray) -> None:
         obs, reward, terminated, truncated, info = self._venv.step(actions)  # checked in workers
