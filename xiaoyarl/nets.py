@@ -12,7 +12,6 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-
 # --- sampling, written out: torch.distributions objects cost ~100 us each to build and query on
 # a CPU, more than the small policy network itself (see BENCHMARKS.md) --------------------------
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
