@@ -172,8 +172,9 @@ class TorchVecEnv(VecEnv):
             # only the finished sub-envs draw fresh states: on a CPU, drawing them for all
             # num_envs every step costs about as much as the dynamics themselves
             index = done.nonzero().squeeze(1)
-            sim_state.index_copy_(0, index, self._sample_initial(index.numel()))
-            self.elapsed.index_fill_(0, index, 0)
+            if index.numel():  # most steps of a few sub-envs end no episode
+                sim_state.index_copy_(0, index, self._sample_initial(index.numel()))
+                self.elapsed.index_fill_(0, index, 0)
             self.sim_state = sim_state
         else:  # on an accelerator a data-dependent size would sync with the host
             fresh = self._sample_initial(self.num_envs)
