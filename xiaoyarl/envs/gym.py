@@ -266,10 +266,10 @@ class GymVecEnv(VecEnv):
         final, state, shape = self._final, self._state, self._obs_shape
         for i, env in enumerate(self._envs):
             obs, reward, terminated, truncated, _ = env.step(actions[i])
-            if type(obs) is not np.ndarray or obs.shape != shape:  # the checked, slower path
+            if type(obs) is np.ndarray and obs.shape == shape:  # what `_write_obs` checks
+                final[i] = obs.reshape(-1)
+            else:  # converts, or raises with the sub-env's index
                 self._write_obs(final, i, obs, f"at step {self._num_steps}")
-                obs = final[i]
-            final[i] = obs.reshape(-1)
             self._reward[i] = reward
             self._terminated[i] = terminated
             self._truncated[i] = truncated
