@@ -38,6 +38,7 @@ class Config:
     seed: int = 0  # derives every generator of the run (torch, envs, evaluation envs)
     device: str = "auto"  # auto (cuda when available) | cpu | cuda | cuda:N
     threads: int | None = None  # torch CPU threads; None keeps torch's default
+    cuda_graph: bool = True  # off-policy on CUDA: replay each gradient step as a CUDA graph
 
     # --- runner ---
     runner: str = "single"  # single (one process) | parallel (worker / learner / evaluator)

@@ -12,6 +12,7 @@ from xiaoyarl.config import Config
 from xiaoyarl.envs.base import EnvSpec, VecEnv
 from xiaoyarl.errors import ConfigError
 from xiaoyarl.train.buffer import Batch, PrioritizedReplayBuffer, ReplayBuffer, Transitions
+from xiaoyarl.train.graphs import GraphedStep
 
 
 class AgentBase:
@@ -51,6 +52,13 @@ class AgentBase:
         self.learner = learner
         if self.if_off_policy and learner:
             self.buffer = self._make_buffer()
+        # CUDA-graph replay of the off-policy gradient step (see xiaoyarl/train/graphs.py)
+        period = self.graph_period() if self.if_off_policy else None
+        self.use_cuda_graph = (
+            learner and config.cuda_graph and device.type == "cuda"
+            and period is not None and period <= MAX_GRAPHS
+        )  # fmt: skip
+        self.graphed_step: GraphedStep | None = None
 
     # --- what an algorithm implements ---
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
@@ -60,6 +68,12 @@ class AgentBase:
     def update_step(self, batch: Batch) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """Off-policy: one gradient step on `batch`; returns (named scalars, TD errors `(B,)`)."""
         raise NotImplementedError
+
+    def graph_period(self) -> int | None:
+        """Off-policy: the number of gradient steps after which the Python-side choices of
+        `update_step` repeat (which networks it updates), so that one CUDA graph per phase can
+        replay it; None when a step's choices depend on data read back from the device."""
+        return self.config.target_update_every
 
     # --- off-policy machinery ---
     @torch.no_grad()
@@ -106,15 +120,25 @@ class AgentBase:
         totals: dict[str, torch.Tensor] = {}
         counts: dict[str, int] = {}
         for _ in range(num_updates):
-            batch = self.buffer.sample(self.config.batch_size)
-            logs, td_errors = self.update_step(batch)
-            self.updates += 1
-            if isinstance(self.buffer, PrioritizedReplayBuffer):
-                self.buffer.update_priorities(batch.indices, td_errors)
+            logs = self.gradient_step(self.buffer.sample(self.config.batch_size))
             for name, value in logs.items():  # some (e.g. a delayed actor loss) not every step
                 totals[name] = totals.get(name, 0) + value
                 counts[name] = counts.get(name, 0) + 1
         return {name: value / counts[name] for name, value in totals.items()}
+
+    def gradient_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """`update_step` on `batch` (replayed as a CUDA graph where enabled), then count it and
+        give prioritized replay the new TD errors."""
+        if self.use_cuda_graph and self.graphed_step is None:
+            self.graphed_step = GraphedStep(self.update_step, self.graph_period())
+        if self.graphed_step is not None:
+            logs, td_errors = self.graphed_step(batch, self.updates % self.graphed_step.period)
+        else:
+            logs, td_errors = self.update_step(batch)
+        self.updates += 1
+        if isinstance(self.buffer, PrioritizedReplayBuffer):
+            self.buffer.update_priorities(batch.indices, td_errors)
+        return logs
 
     def _make_buffer(self) -> ReplayBuffer:
         cfg, spec = self.config, self.spec
@@ -155,8 +179,9 @@ class AgentBase:
         if not self.learner:
             return None
         return torch.optim.Adam(
-            net.parameters(), lr=self.config.learning_rate, eps=1e-5, fused=_FUSED_ADAM or None
-        )
+            net.parameters(), lr=self.config.learning_rate, eps=1e-5, fused=_FUSED_ADAM or None,
+            capturable=self.use_cuda_graph,
+        )  # fmt: skip
 
     def optimizer_step(
         self, optimizer: torch.optim.Optimizer, net: nn.Module, loss: torch.Tensor
@@ -197,6 +222,9 @@ class AgentBase:
             net.load_state_dict(state["nets"][name])
         for name, opt in self.optimizers.items():
             opt.load_state_dict(state["optimizers"][name])
+            for group in opt.param_groups:  # a checkpoint from a GPU run may say True
+                group["capturable"] = self.use_cuda_graph
+        self.graphed_step = None  # new optimizer state tensors: graphs must be captured anew
         last = state["last_state"]
         self.last_state = None if last is None else last.to(self.device)
         self.explored = state["counters"]["explored"]
@@ -220,6 +248,10 @@ class AgentBase:
             "actor": {k: v.detach().cpu() for k, v in self.actor.state_dict().items()},
         }
 
+
+# A step whose choices repeat with a longer period (e.g. a hard target copy every 1,000 steps)
+# runs eagerly rather than holding that many graphs.
+MAX_GRAPHS = 8
 
 # Fused Adam runs on CPU from torch 2.4 and on CUDA; older torch falls back to the default.
 _FUSED_ADAM = tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 4)

@@ -3,6 +3,8 @@ ICLR 2021."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from xiaoyarl.agents.sac import AgentSAC
@@ -23,6 +25,10 @@ class AgentREDQ(AgentSAC):
         # differs: the policy takes one step per G critic steps (once per env step, as in the
         # paper's Algorithm 1)
         return self.updates % max(1, round(self.config.repeat_times)) == 0
+
+    def graph_period(self) -> int | None:
+        # differs: the actor steps once per G critic steps
+        return math.lcm(self.config.target_update_every, max(1, round(self.config.repeat_times)))
 
     def reduce_actor_q(self, q: torch.Tensor) -> torch.Tensor:
         return q.mean(0)  # differs: the actor ascends the ensemble mean

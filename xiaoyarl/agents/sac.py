@@ -61,6 +61,9 @@ class AgentSAC(AgentTD3):
     def should_update_actor(self, critic_loss: torch.Tensor) -> bool:
         return True  # differs from TD3: no delay
 
+    def graph_period(self) -> int | None:
+        return self.config.target_update_every  # differs from TD3: no delay
+
     def reduce_actor_q(self, q: torch.Tensor) -> torch.Tensor:
         """Combine the critics `(num_critics, B)` for the actor's objective: the minimum."""
         return q.min(0).values
@@ -106,6 +109,9 @@ class AgentModSAC(AgentSAC):
             self.actor_updates += 1
             return True
         return False
+
+    def graph_period(self) -> int | None:
+        return None  # differs: whether the actor steps depends on the critic loss read back
 
     def state_dict(self) -> dict:
         state = super().state_dict()

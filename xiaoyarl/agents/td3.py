@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from xiaoyarl.agents.ddpg import AgentDDPG
@@ -22,3 +24,7 @@ class AgentTD3(AgentDDPG):
 
     def should_update_actor(self, critic_loss: torch.Tensor) -> bool:
         return self.updates % self.config.policy_delay == 0  # differs: delayed actor update
+
+    def graph_period(self) -> int | None:
+        # differs: the actor is updated on one step of every policy_delay
+        return math.lcm(super().graph_period(), self.config.policy_delay)
