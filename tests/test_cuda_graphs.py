@@ -4,17 +4,20 @@ import pytest
 import torch
 
 from xiaoyarl import Config, make_env, train_agent
+from xiaoyarl.agents.ppo import Rollout
 from xiaoyarl.train.buffer import Batch
 from xiaoyarl.train.run import agent_class
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
-def make_agent(algo: str, device: str, **overrides):
-    env_id = "CartPole-v1" if algo in ("dqn", "double_dqn", "d3qn", "sac_discrete") else "Pendulum-v1"
-    values = {"net_dims": [64, 64], "buffer_size": 4096, "batch_size": 32, **overrides}
-    config = Config(algo=algo, env_id=env_id, num_envs=4, **values).resolve(torch_native=True)
-    env = make_env(env_id, 4, device=device, seed=0)
+def make_agent(algo: str, device: str, env_id: str | None = None, **overrides):
+    discrete = algo in ("dqn", "double_dqn", "d3qn", "sac_discrete")
+    env_id = env_id or ("CartPole-v1" if discrete else "Pendulum-v1")
+    values = {"net_dims": [64, 64], "buffer_size": 4096, "batch_size": 32, "num_envs": 4}
+    config = Config(algo=algo, env_id=env_id, **{**values, **overrides})
+    config = config.resolve(torch_native=True)
+    env = make_env(env_id, config.num_envs, device=device, seed=0)
     torch.manual_seed(0)
     return agent_class(algo, env.spec)(env.spec, config, torch.device(device))
 
@@ -64,7 +67,10 @@ def test_graph_period_is_when_the_steps_choices_repeat(algo, overrides, period):
         ("double_dqn", {"target_update_every": 2, "soft_update_tau": 1.0}),
         ("d3qn", {}),
         ("ddpg", {}),
-        ("td3", {"policy_noise_std": 0.0}),  # no target noise: comparable step for step
+        ("td3", {}),
+        ("sac", {}),
+        ("sac_discrete", {}),
+        ("redq", {}),
         ("ddpg", {"per": True}),
     ],
 )
@@ -75,16 +81,23 @@ def test_graphed_steps_equal_eager_steps(algo, overrides):
     for name, net in eager.nets.items():
         net.load_state_dict(graphed.nets[name].state_dict())
     batches = random_batches(graphed.spec, 20, graphed.config.batch_size, "cuda")
-    for batch in batches:
+    for i, batch in enumerate(batches):
+        torch.cuda.manual_seed(i)  # a graph replay draws the same numbers as the eager step
         logs_graphed = graphed.gradient_step(batch)
+        torch.cuda.manual_seed(i)
         logs_eager = eager.gradient_step(batch)
         assert logs_graphed.keys() == logs_eager.keys()
         for name in logs_eager:
             assert torch.allclose(logs_graphed[name], logs_eager[name], rtol=1e-4, atol=1e-5)
-    assert len(graphed.graphed_step.graphs) == graphed.graph_period()  # one per phase, replayed
+    assert len(graphed.graphed.graphs) == graphed.graph_period()  # one per phase, replayed
     for name, net in graphed.nets.items():
-        for (key, a), b in zip(net.state_dict().items(), eager.nets[name].state_dict().values()):
-            assert torch.allclose(a, b, rtol=1e-4, atol=1e-5), f"{name}.{key}"
+        assert_same_state(net, eager.nets[name], name)
+
+
+def assert_same_state(a: torch.nn.Module, b: torch.nn.Module, name: str) -> None:
+    other = b.state_dict()
+    for key, value in a.state_dict().items():
+        assert torch.allclose(value, other[key], rtol=1e-4, atol=1e-5), f"{name}.{key}"
 
 
 @needs_cuda
@@ -94,3 +107,38 @@ def test_graphed_agent_learns_pendulum_on_cuda(tmp_path, algo):
                     eval_every=1_000, cwd=str(tmp_path / algo))  # fmt: skip
     summary = train_agent(config, log=None)
     assert summary["solved"], summary  # the env's target, -200
+
+
+@needs_cuda
+@pytest.mark.parametrize(
+    ("algo", "env_id"), [("ppo", "Pendulum-v1"), ("ppo", "CartPole-v1"), ("a2c", "CartPole-v1")]
+)
+def test_graphed_ppo_update_equals_eager_update(algo, env_id):
+    sizes = {"num_envs": 16, "horizon_len": 8, "batch_size": 32}
+    graphed = make_agent(algo, "cuda", env_id, **sizes)
+    eager = make_agent(algo, "cuda", env_id, cuda_graph=False, **sizes)
+    assert graphed.use_cuda_graph and not eager.use_cuda_graph
+    spec, g = graphed.spec, torch.Generator().manual_seed(2)
+    for i in range(6):  # 3 eager warm-up updates, a capture, then replays
+        shape = (8, 16)
+        if spec.if_discrete:
+            actions = torch.randint(spec.action_dim, shape, generator=g)
+        else:
+            actions = torch.randn(*shape, spec.action_dim, generator=g)
+        rollout = Rollout(
+            states=torch.randn(*shape, spec.state_dim, generator=g), actions=actions,
+            logprobs=-torch.rand(shape, generator=g), rewards=torch.randn(shape, generator=g),
+            terminals=torch.rand(shape, generator=g) < 0.05,
+            truncates=torch.rand(shape, generator=g) < 0.05,
+            next_states=torch.randn(*shape, spec.state_dim, generator=g),
+        )  # fmt: skip
+        rollout = Rollout(*(t.cuda() for t in rollout))
+        torch.cuda.manual_seed(i)  # the same mini-batch permutation in both
+        logs_graphed = graphed.update_net(rollout)
+        torch.cuda.manual_seed(i)
+        logs_eager = eager.update_net(rollout)
+        for name in logs_eager:
+            assert torch.allclose(logs_graphed[name], logs_eager[name], rtol=1e-4, atol=1e-5)
+    assert len(graphed.graphed.graphs) == 1
+    for name, net in graphed.nets.items():
+        assert_same_state(net, eager.nets[name], name)

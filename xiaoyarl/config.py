@@ -38,7 +38,7 @@ class Config:
     seed: int = 0  # derives every generator of the run (torch, envs, evaluation envs)
     device: str = "auto"  # auto (cuda when available) | cpu | cuda | cuda:N
     threads: int | None = None  # torch CPU threads; None keeps torch's default
-    cuda_graph: bool = True  # off-policy on CUDA: replay each gradient step as a CUDA graph
+    cuda_graph: bool = True  # on CUDA, replay each update (off-policy: gradient step) as a graph
 
     # --- runner ---
     runner: str = "single"  # single (one process) | parallel (worker / learner / evaluator)
@@ -49,7 +49,8 @@ class Config:
     # --- budget, evaluation, checkpoints ---
     max_steps: int = 2_000_000  # env steps (summed over sub-envs) before training stops
     target_return: float | None = None  # stop when the evaluation mean reaches it; None: env's
-    eval_every: int | None = None  # env steps between evaluations; None: 20k on-, 2k off-policy
+    eval_every: int | None = None  # env steps between evals; None: 2k off-policy, on-policy 20k
+    # (or 8 rollouts where a rollout is larger)
     eval_episodes: int = 10  # episodes per evaluation, run as parallel sub-envs
     checkpoint_every: int = 200_000  # env steps between full training-state checkpoints
     cwd: str | None = None  # run folder; None: runs/<env>_<algo>_<seed>
@@ -264,6 +265,7 @@ def _auto_defaults(config: Config, torch_native: bool, device_type: str = "cpu")
     dominates, so they get 16 sub-envs and gymnasium envs 8, with longer horizons: fewer env
     steps per update learn more per second of CPU. A2C takes one gradient step per short
     rollout, as in its paper. Observations and rewards are normalised with running statistics.
+    Evaluations every 20,000 env steps, or every 8 rollouts where rollouts are larger.
     Off-policy: a few sub-envs, one gradient step of 256 transitions per env step (REDQ: 4, its
     update-to-data ratio G; the paper uses 20, which is slow on a CPU), no normalisation, and
     evaluations every 2,000 env steps, since these algorithms learn within tens of thousands.
@@ -286,14 +288,12 @@ def _auto_defaults(config: Config, torch_native: bool, device_type: str = "cpu")
             "eval_every": 2_000,
         }
     num_envs = config.num_envs or ((1024 if device_type == "cuda" else 16) if torch_native else 8)
-    common = {
-        "num_envs": num_envs, "net_dims": [64, 64], "state_norm": True, "reward_norm": True,
-        "eval_every": 20_000,
-    }  # fmt: skip
+    common = {"num_envs": num_envs, "net_dims": [64, 64], "state_norm": True, "reward_norm": True}
     if config.algo == "a2c":
         horizon_len = config.horizon_len or 8
         return {
             **common,
+            "eval_every": _on_policy_eval_every(num_envs * horizon_len),
             "horizon_len": horizon_len,
             "batch_size": num_envs * horizon_len,
             "repeat_times": 1.0,
@@ -302,11 +302,18 @@ def _auto_defaults(config: Config, torch_native: bool, device_type: str = "cpu")
     horizon_len = config.horizon_len or max(16, 1024 // num_envs)
     return {
         **common,
+        "eval_every": _on_policy_eval_every(num_envs * horizon_len),
         "horizon_len": horizon_len,
         "batch_size": max(1, num_envs * horizon_len // 4),
         "repeat_times": 4.0,
         "learning_rate": 3e-4,
     }
+
+
+def _on_policy_eval_every(rollout: int) -> int:
+    """Every 20k env steps, or every 8 rollouts where rollouts are larger (1,024 sub-envs on a
+    GPU), so that evaluating (sequential episodes) does not take longer than training."""
+    return max(20_000, 8 * rollout)
 
 
 # --- value conversion for --set, YAML and from_dict ---------------------------------------------

@@ -72,10 +72,10 @@ class RunningNorm(nn.Module):
             return
         batch_mean = x.mean(0)
         batch_var = x.var(0, unbiased=False)
-        n = torch.tensor(float(x.shape[0]), dtype=torch.float64, device=x.device)
+        n = float(x.shape[0])  # a kernel argument, not a host-to-device copy (CUDA graphs)
         total = self.count + n
         delta = batch_mean - self.mean
-        w = (n / total).to(x.dtype)
+        w = torch.div(n, total).to(x.dtype)
         self.mean += delta * w
         m2 = self.var * (1 - w) + batch_var * w + delta.square() * w * (1 - w)
         self.var.copy_(m2)

@@ -52,13 +52,13 @@ class AgentBase:
         self.learner = learner
         if self.if_off_policy and learner:
             self.buffer = self._make_buffer()
-        # CUDA-graph replay of the off-policy gradient step (see xiaoyarl/train/graphs.py)
-        period = self.graph_period() if self.if_off_policy else None
+        # CUDA-graph replay of the update (see xiaoyarl/train/graphs.py)
+        period = self.graph_period()
         self.use_cuda_graph = (
             learner and config.cuda_graph and device.type == "cuda"
             and period is not None and period <= MAX_GRAPHS
         )  # fmt: skip
-        self.graphed_step: GraphedStep | None = None
+        self.graphed: GraphedStep | None = None
 
     # --- what an algorithm implements ---
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
@@ -70,9 +70,10 @@ class AgentBase:
         raise NotImplementedError
 
     def graph_period(self) -> int | None:
-        """Off-policy: the number of gradient steps after which the Python-side choices of
-        `update_step` repeat (which networks it updates), so that one CUDA graph per phase can
-        replay it; None when a step's choices depend on data read back from the device."""
+        """The number of updates (off-policy: gradient steps, `update_step`) after which their
+        Python-side choices (which networks they update) repeat, so that one CUDA graph per
+        phase can replay them; None when an update's choices depend on data read back from the
+        device."""
         return self.config.target_update_every
 
     # --- off-policy machinery ---
@@ -129,10 +130,9 @@ class AgentBase:
     def gradient_step(self, batch: Batch) -> dict[str, torch.Tensor]:
         """`update_step` on `batch` (replayed as a CUDA graph where enabled), then count it and
         give prioritized replay the new TD errors."""
-        if self.use_cuda_graph and self.graphed_step is None:
-            self.graphed_step = GraphedStep(self.update_step, self.graph_period())
-        if self.graphed_step is not None:
-            logs, td_errors = self.graphed_step(batch, self.updates % self.graphed_step.period)
+        if self.use_cuda_graph:
+            self.graphed = self.graphed or GraphedStep(self.update_step, self.graph_period())
+            logs, td_errors = self.graphed(batch, self.updates % self.graphed.period)
         else:
             logs, td_errors = self.update_step(batch)
         self.updates += 1
@@ -224,7 +224,7 @@ class AgentBase:
             opt.load_state_dict(state["optimizers"][name])
             for group in opt.param_groups:  # a checkpoint from a GPU run may say True
                 group["capturable"] = self.use_cuda_graph
-        self.graphed_step = None  # new optimizer state tensors: graphs must be captured anew
+        self.graphed = None  # new optimizer state tensors: graphs must be captured anew
         last = state["last_state"]
         self.last_state = None if last is None else last.to(self.device)
         self.explored = state["counters"]["explored"]

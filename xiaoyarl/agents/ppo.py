@@ -16,6 +16,7 @@ from xiaoyarl.agents.base import AgentBase
 from xiaoyarl.config import Config
 from xiaoyarl.envs.base import EnvSpec, VecEnv
 from xiaoyarl.nets import ActorDiscretePPO, ActorPPO, CriticV, RewardScaler, RunningNorm
+from xiaoyarl.train.graphs import GraphedStep
 
 
 class Rollout(NamedTuple):
@@ -121,7 +122,19 @@ class AgentPPO(AgentBase):
         eps = self.config.ratio_clip
         return torch.min(ratio * advantage, ratio.clamp(1 - eps, 1 + eps) * advantage)
 
+    def graph_period(self) -> int | None:
+        return 1  # every update on a rollout makes the same choices
+
     def update_net(self, rollout: Rollout) -> dict[str, torch.Tensor]:
+        """`ppo_update` on `rollout`, replayed as one CUDA graph where enabled."""
+        if self.use_cuda_graph:
+            self.graphed = self.graphed or GraphedStep(self.ppo_update, period=1)
+            return self.graphed(rollout, phase=0)
+        return self.ppo_update(rollout)
+
+    def ppo_update(self, rollout: Rollout) -> dict[str, torch.Tensor]:
+        """GAE on the rollout, then `repeat_times` epochs of mini-batch steps on the clipped
+        objective and the value loss; returns the mean of each loss over the steps."""
         cfg = self.config
         horizon_len, num_envs = rollout.rewards.shape
         with torch.no_grad():

@@ -1,69 +1,71 @@
-"""CUDA-graph replay of the off-policy gradient step.
+"""CUDA-graph replay of an agent's update.
 
-A gradient step of SAC on [256, 256] networks is ~400 small kernels. On a GPU each costs a few
-microseconds of CPU time to launch, far more than it runs, so the step is bound by the
-launching CPU (~8 ms on an H100). Captured once into a CUDA graph, the same kernels are
-launched by one call.
+A gradient step of SAC on [256, 256] networks is ~400 small kernels, a PPO update on one
+rollout thousands. On a GPU each costs a few microseconds of CPU time to launch, often more than
+it runs, so the update is bound by the launching CPU (a SAC step took ~8 ms on an H100).
+Captured once into a CUDA graph, the same kernels are launched by one call.
 
-The step runs on fixed tensors: every sampled batch is copied into one static `Batch`, and the
-graph writes its logs and TD errors into static outputs. Python decisions inside a step (TD3's
-delayed actor update, a target update every k steps) repeat with the gradient-step counter
-modulo the agent's `graph_period()`, so one graph is captured per phase of that period. The
-first `warmup` steps run eagerly on a side stream, as CUDA graph capture requires; they also
-create the optimizers' state, which the graphs then update in place.
+The update runs on fixed tensors: every input (an off-policy batch, a PPO rollout) is copied
+into one static copy, and the graph writes its outputs (logs, TD errors) into static tensors.
+Python decisions inside an update (TD3's delayed actor step, a target update every k steps)
+repeat with the update counter modulo the agent's `graph_period()`, so one graph is captured
+per phase of that period. The first `warmup` updates run eagerly on a side stream, as CUDA
+graph capture requires; they also create the optimizers' state, which the graphs then update
+in place.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import torch
 
-from xiaoyarl.train.buffer import Batch
-
-StepFn = Callable[[Batch], tuple[dict[str, torch.Tensor], torch.Tensor]]
-
 
 class GraphedStep:
-    """Runs `step(batch)` through CUDA graphs, one per phase `0 .. period - 1`."""
+    """Runs `update(inputs)` through CUDA graphs, one per phase `0 .. period - 1`.
 
-    def __init__(self, step: StepFn, period: int, warmup: int = 3) -> None:
-        self.step = step
+    `inputs` is a NamedTuple of tensors whose shapes never change; `update` returns tensors
+    (in any nesting of dicts and tuples), which after a replay hold that replay's values.
+    """
+
+    def __init__(self, update: Callable[[NamedTuple], Any], period: int, warmup: int = 3) -> None:
+        self.update = update
         self.period = period
-        self.warmup = warmup * period  # eager steps before the first capture
+        self.warmup = warmup * period  # eager calls before the first capture
         self.calls = 0
-        self.static_batch: Batch | None = None
-        self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, dict, torch.Tensor]] = {}
+        self.static_inputs: NamedTuple | None = None
+        self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, Any]] = {}
         self.side_stream = torch.cuda.Stream()
 
-    def __call__(self, batch: Batch, phase: int) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-        """One gradient step on `batch` at `phase` (the gradient-step counter modulo period)."""
+    def __call__(self, inputs: NamedTuple, phase: int) -> Any:
+        """`update(inputs)` at `phase` (the agent's update counter modulo `period`)."""
         self.calls += 1
         if self.calls <= self.warmup:
-            return self._on_side_stream(batch)
-        if self.static_batch is None:
-            self.static_batch = Batch(*(t.clone() for t in batch))
+            return self._on_side_stream(inputs)
+        if self.static_inputs is None:
+            self.static_inputs = type(inputs)(*(t.clone() for t in inputs))
         else:
-            for static, new in zip(self.static_batch, batch, strict=True):
+            for static, new in zip(self.static_inputs, inputs, strict=True):
                 static.copy_(new)
         if phase not in self.graphs:
             self.graphs[phase] = self._capture()
-        graph, logs, td_errors = self.graphs[phase]
+        graph, outputs = self.graphs[phase]
         graph.replay()
-        return logs, td_errors
+        return outputs
 
-    def _on_side_stream(self, batch: Batch) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    def _on_side_stream(self, inputs: NamedTuple) -> Any:
         stream = self.side_stream
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
-            logs, td_errors = self.step(batch)
+            outputs = self.update(inputs)
         torch.cuda.current_stream().wait_stream(stream)
-        return logs, td_errors
+        return outputs
 
-    def _capture(self) -> tuple[torch.cuda.CUDAGraph, dict, torch.Tensor]:
-        """Record one step on the static batch (capture runs nothing; replay does)."""
+    def _capture(self) -> tuple[torch.cuda.CUDAGraph, Any]:
+        """Record one update on the static inputs (capture runs nothing; replay does)."""
         graph = torch.cuda.CUDAGraph()
         torch.cuda.synchronize()
         with torch.cuda.graph(graph):
-            logs, td_errors = self.step(self.static_batch)
-        return graph, logs, td_errors
+            outputs = self.update(self.static_inputs)
+        return graph, outputs
