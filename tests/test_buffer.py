@@ -120,7 +120,7 @@ def test_add_and_sample_match_reference(num_envs: int, discrete: bool, device: s
         assert batch.actions.dtype == (torch.int64 if discrete else torch.float32)
         assert batch.actions.shape == ((1024,) if discrete else (1024, A))
         assert batch.weights.shape == (1024,) and bool((batch.weights == 1).all())
-        assert batch.states.device == buf.device
+        assert batch.states.device.type == torch.device(device).type  # "cuda" is "cuda:0"
         seen = check_batch(batch, stream, rows)
         newest = stream.t - 1
         expected = {(t, n) for t in range(newest - stored + 1, newest) for n in range(num_envs)}
