@@ -50,6 +50,7 @@ def random_batches(spec, count: int, size: int, device: str) -> list[Batch]:
         ("td3", {}, 2),
         ("sac", {}, 1),
         ("redq", {}, 4),
+        ("redq", {"repeat_times": 20.0}, 20),
         ("modsac", {}, None),
     ],
 )

@@ -39,6 +39,7 @@ class Config:
     device: str = "auto"  # auto (cuda when available) | cpu | cuda | cuda:N
     threads: int | None = None  # torch CPU threads; None keeps torch's default
     cuda_graph: bool = True  # on CUDA, replay each update (off-policy: gradient step) as a graph
+    # (ModSAC, and updates whose choices repeat over more than 32 steps, stay eager)
 
     # --- runner ---
     runner: str = "single"  # single (one process) | parallel (worker / learner / evaluator)
