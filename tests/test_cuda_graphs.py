@@ -72,6 +72,7 @@ def test_graph_period_is_when_the_steps_choices_repeat(algo, overrides, period):
         ("sac", {}),
         ("sac_discrete", {}),
         ("redq", {}),
+        ("redq", {"repeat_times": 20.0}),  # 20 graphs
         ("ddpg", {"per": True}),
     ],
 )
@@ -81,7 +82,9 @@ def test_graphed_steps_equal_eager_steps(algo, overrides):
     assert graphed.use_cuda_graph and not eager.use_cuda_graph
     for name, net in eager.nets.items():
         net.load_state_dict(graphed.nets[name].state_dict())
-    batches = random_batches(graphed.spec, 20, graphed.config.batch_size, "cuda")
+    # eager warm-up (3 periods), then every phase captured and replayed at least once
+    count = 4 * graphed.graph_period() + 4
+    batches = random_batches(graphed.spec, count, graphed.config.batch_size, "cuda")
     for i, batch in enumerate(batches):
         torch.cuda.manual_seed(i)  # a graph replay draws the same numbers as the eager step
         logs_graphed = graphed.gradient_step(batch)
