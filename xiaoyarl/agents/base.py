@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 from torch import nn
@@ -130,15 +131,19 @@ class AgentBase:
     def gradient_step(self, batch: Batch) -> dict[str, torch.Tensor]:
         """`update_step` on `batch` (replayed as a CUDA graph where enabled), then count it and
         give prioritized replay the new TD errors."""
-        if self.use_cuda_graph:
-            self.graphed = self.graphed or GraphedStep(self.update_step, self.graph_period())
-            logs, td_errors = self.graphed(batch, self.updates % self.graphed.period)
-        else:
-            logs, td_errors = self.update_step(batch)
+        logs, td_errors = self.run_update(self.update_step, batch)
         self.updates += 1
         if isinstance(self.buffer, PrioritizedReplayBuffer):
             self.buffer.update_priorities(batch.indices, td_errors)
         return logs
+
+    def run_update(self, update: Callable[[NamedTuple], Any], inputs: NamedTuple) -> Any:
+        """`update(inputs)`, replayed as a CUDA graph where `use_cuda_graph` (one graph per
+        phase of `graph_period`, by the update counter)."""
+        if not self.use_cuda_graph:
+            return update(inputs)
+        self.graphed = self.graphed or GraphedStep(update, self.graph_period())
+        return self.graphed(inputs, self.updates % self.graphed.period)
 
     def _make_buffer(self) -> ReplayBuffer:
         cfg, spec = self.config, self.spec

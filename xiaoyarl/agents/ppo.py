@@ -16,7 +16,6 @@ from xiaoyarl.agents.base import AgentBase
 from xiaoyarl.config import Config
 from xiaoyarl.envs.base import EnvSpec, VecEnv
 from xiaoyarl.nets import ActorDiscretePPO, ActorPPO, CriticV, RewardScaler, RunningNorm
-from xiaoyarl.train.graphs import GraphedStep
 
 
 class Rollout(NamedTuple):
@@ -127,10 +126,7 @@ class AgentPPO(AgentBase):
 
     def update_net(self, rollout: Rollout) -> dict[str, torch.Tensor]:
         """`ppo_update` on `rollout`, replayed as one CUDA graph where enabled."""
-        if self.use_cuda_graph:
-            self.graphed = self.graphed or GraphedStep(self.ppo_update, period=1)
-            return self.graphed(rollout, phase=0)
-        return self.ppo_update(rollout)
+        return self.run_update(self.ppo_update, rollout)
 
     def ppo_update(self, rollout: Rollout) -> dict[str, torch.Tensor]:
         """GAE on the rollout, then `repeat_times` epochs of mini-batch steps on the clipped

@@ -65,7 +65,6 @@ class GraphedStep:
     def _capture(self) -> tuple[torch.cuda.CUDAGraph, Any]:
         """Record one update on the static inputs (capture runs nothing; replay does)."""
         graph = torch.cuda.CUDAGraph()
-        torch.cuda.synchronize()
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph):  # synchronizes the device first
             outputs = self.update(self.static_inputs)
         return graph, outputs
