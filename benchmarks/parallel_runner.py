@@ -5,7 +5,7 @@ PPO (default config, `num_envs` gymnasium sub-envs per worker) trains for a fixe
 env steps with evaluation switched off; the rate is total env steps / wall-clock of the
 training loop, updates included, after the first round of rollouts and its update (so the
 parallel runner's one-time costs, process start-up and first-step initialisation, are left
-out; they are reported as `startup_seconds` in the run summary). Torch threads are left at
+out; they are reported as `first_round_seconds` in the run summary). Torch threads are left at
 their default (one per core) in every row: the single process and the learner use them for
 the update; workers step their envs with one thread each.
 Rows run alternately, once per repeat, so machine drift hits
@@ -37,8 +37,9 @@ def run(env_id: str, runner: str, workers: int, steps: int, num_envs: int, root:
     )  # fmt: skip
     summary = train_agent(config, log=None)
     # the parallel runner's one-time costs (process start-up, first round) are left out
-    seconds = summary["train_seconds"] - summary["eval_seconds"] - summary.get("startup_seconds", 0)
-    measured = summary["total_steps"] - summary.get("startup_steps", 0)
+    first = summary.get("first_round_seconds") or 0.0  # parallel runner only
+    seconds = summary["train_seconds"] - summary["eval_seconds"] - first
+    measured = summary["total_steps"] - summary.get("first_round_steps", 0)
     if measured <= 0:
         raise SystemExit(f"--steps {steps} is one round of rollouts; give it several rounds")
     return measured / seconds

@@ -179,3 +179,124 @@ def test_load_policy_acts_on_numpy_and_torch_batches(tmp_path):
             policy(np.zeros((5, dim + 1)))
         evaluated = cli("eval", str(run), "--episodes", "3")
         assert evaluated.returncode == 0 and "eval over 3 episodes" in evaluated.stdout
+
+
+def _train_in_process(cwd, algo, env_id, max_steps, resume=False, **fields):
+    from xiaoyarl import Config, train_agent
+
+    config = Config(algo=algo, env_id=env_id, cwd=str(cwd), max_steps=max_steps, threads=1,
+                    eval_every=256, eval_episodes=2, checkpoint_every=100_000, **fields)  # fmt: skip
+    return train_agent(config, resume=resume, log=None)
+
+
+TINY_OFF = {"num_envs": 4, "learning_starts": 128, "batch_size": 32, "net_dims": [32]}
+# (learning starts at 128, so the resumed half trains from a partly filled buffer)
+
+
+@pytest.mark.parametrize(
+    ("algo", "env_id", "fields"),
+    [
+        ("ddpg", "Pendulum-v1", TINY_OFF),
+        ("td3", "Pendulum-v1", TINY_OFF),
+        ("modsac", "Pendulum-v1", TINY_OFF),
+        ("redq", "Pendulum-v1", {**TINY_OFF, "num_critics": 4}),
+        ("sac_discrete", "CartPole-v1", TINY_OFF),
+        ("double_dqn", "CartPole-v1", TINY_OFF),
+        ("d3qn", "CartPole-v1", {**TINY_OFF, "per": True}),
+        ("a2c", "CartPole-v1", {"num_envs": 16, "horizon_len": 8}),
+        ("a2c", "Pendulum-v1", {"num_envs": 16, "horizon_len": 8}),
+    ],
+)
+def test_resume_is_bit_exact_for_every_algorithm(tmp_path, algo, env_id, fields):
+    """As above, for the other algorithms (in this process: the fresh-process path is the one
+    tested above; this checks that each agent's whole state is in its checkpoint)."""
+    _train_in_process(tmp_path / "a", algo, env_id, 512, **fields)
+    _train_in_process(tmp_path / "b", algo, env_id, 256, **fields)
+    _train_in_process(tmp_path / "b", algo, env_id, 512, resume=True, **fields)
+    a = load_plain(tmp_path / "a" / "checkpoint" / "state.pt")
+    b = load_plain(tmp_path / "b" / "checkpoint" / "state.pt")
+    assert a["counters"]["total_steps"] == b["counters"]["total_steps"] == 512
+    if algo not in ("a2c",):
+        assert a["agent"]["counters"]["updates"] > 0
+    assert_same(a["agent"], b["agent"], "agent")
+    assert_same(a["env"], b["env"], "env")
+    assert_same(a["rng"], b["rng"], "rng")
+
+
+def test_resume_on_the_gymnasium_backend_restores_the_agent_and_starts_new_episodes(tmp_path):
+    """gymnasium envs cannot save their simulator state: a resumed run continues with the
+    agent's exact state (networks, optimizers, normalizers, counters, RNG) and new episodes."""
+    from xiaoyarl.envs import make_env
+
+    fields = {"backend": "gymnasium", "num_envs": 4, "horizon_len": 32}
+    _train_in_process(tmp_path / "r", "ppo", "CartPole-v1", 512, **fields)
+    saved = load_plain(tmp_path / "r" / "checkpoint" / "state.pt")
+    assert saved["env"] == {}  # nothing to restore: the promise is about the agent
+    summary = _train_in_process(tmp_path / "r", "ppo", "CartPole-v1", 512, resume=True, **fields)
+    assert summary["total_steps"] == 512 and summary["updates"] == 4
+    again = load_plain(tmp_path / "r" / "checkpoint" / "state.pt")
+    assert_same({k: v for k, v in saved["agent"].items() if k != "last_state"},
+                {k: v for k, v in again["agent"].items() if k != "last_state"}, "agent")
+    assert_same(saved["rng"], again["rng"], "rng")
+    with make_env("CartPole-v1", 4, backend="gymnasium") as env:  # new episodes, run's seed
+        fresh, _ = env.reset(seed=0 + 512)
+    assert torch.equal(again["agent"]["last_state"], fresh)
+
+
+ASYMMETRIC = """
+import gymnasium as gym
+import numpy as np
+
+
+class Asymmetric(gym.Env):
+    observation_space = gym.spaces.Box(-50.0, 50.0, (3,), np.float32)
+    action_space = gym.spaces.Box(np.array([-3.0, 0.5], np.float32),
+                                  np.array([1.0, 2.5], np.float32))
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), 0.0, False, False, {}
+
+
+gym.register("Asymmetric-v0", entry_point=Asymmetric, max_episode_steps=10)
+"""
+
+
+@pytest.mark.parametrize("algo", ["ppo", "td3", "sac"])
+def test_load_policy_acts_exactly_as_the_agent_and_the_env_adapter(tmp_path, monkeypatch, algo):
+    """The saved policy maps observations to the very actions the env received in training:
+    the agent's deterministic action in [-1, 1], rescaled to the env's (asymmetric) bounds."""
+    import sys
+
+    import gymnasium
+    import numpy as np
+
+    from xiaoyarl import Config, make_env
+    from xiaoyarl.agents import agent_class
+
+    (tmp_path / "asym_mod.py").write_text(ASYMMETRIC)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("asym_mod", None)
+    gymnasium.registry.pop("Asymmetric-v0", None)
+    env = make_env("asym_mod:Asymmetric-v0", 64, backend="gymnasium", seed=0)
+    config = Config(algo=algo, env_id="asym_mod:Asymmetric-v0", net_dims=[16], state_norm=True)
+    config = config.resolve(torch_native=False)
+    agent = agent_class(algo, env.spec)(env.spec, config, torch.device("cpu"))
+    torch.manual_seed(1)
+    states = torch.randn(64, 3) * 20
+    agent.state_norm.update(states)  # a normaliser that is not the identity
+    with torch.no_grad():
+        for p in agent.actor.parameters():
+            p.add_(torch.randn_like(p))  # actions spread over the whole range
+    save_atomic(agent.policy_state(), tmp_path / "actor.pt")
+    policy = load_policy(tmp_path)
+    sent = env._to_env_actions(agent.act(states))  # what GymVecEnv hands to the env
+    got = policy(states.numpy())
+    np.testing.assert_allclose(got, sent, rtol=1e-6, atol=1e-6)
+    low, high = np.array([-3.0, 0.5]), np.array([1.0, 2.5])
+    assert (got >= low - 1e-6).all() and (got <= high + 1e-6).all()
+    assert got[:, 0].min() < -2.5 and got[:, 0].max() > 0.5  # the full range is used
+    env.close()

@@ -1,4 +1,4 @@
-"""The command line: every bad input gets one clear paragraph, exit 2, and no run folder."""
+"""The command line: every bad input gets one clear paragraph, exit 2, and no checkpoint."""
 
 import json
 import textwrap
@@ -67,7 +67,7 @@ BAD_ENV_MODULE = textwrap.dedent(
         ),
     ],
 )
-def test_bad_input_gets_one_clear_error_and_no_run_folder(tmp_path, args, words):
+def test_bad_input_gets_one_clear_error_and_nothing_to_resume(tmp_path, args, words):
     (tmp_path / "bad_env_mod.py").write_text(BAD_ENV_MODULE)
     result = cli(*args, "--cwd", "run", cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)}) \
         if args[0] == "train" else cli(*args, cwd=tmp_path)  # fmt: skip
@@ -76,7 +76,8 @@ def test_bad_input_gets_one_clear_error_and_no_run_folder(tmp_path, args, words)
     assert "xiaoyarl: error: " in result.stderr  # (gymnasium's own checker may warn before it)
     for word in words:
         assert word in result.stderr
-    assert not (tmp_path / "run").exists()  # nothing half-written for a later --resume
+    # nothing half-written for a later --resume (an env that fails in training keeps its folder)
+    assert not (tmp_path / "run" / "checkpoint").exists()
 
 
 def test_train_writes_run_folder_and_summary_json(tmp_path):

@@ -1,7 +1,7 @@
 """Learning tests: each algorithm reaches its env's target return, through the CLI.
 
-The multi-seed runs are marked `slow` (`make test-slow`); one quick PPO run stays in the
-default suite as a guard against silent learning regressions.
+The multi-seed runs are marked `slow` (`make test-slow`); one quick PPO run and one quick
+off-policy run stay in the default suite as guards against silent learning regressions.
 """
 
 import json
@@ -24,6 +24,14 @@ def train(tmp_path, algo, env, seed, *extra, max_steps=3_000_000):
 def test_ppo_solves_torch_cartpole_quick(tmp_path):
     summary = train(tmp_path, "ppo", "CartPole-v1", 0, max_steps=2_000_000)
     assert summary["solved"] and summary["final_eval_mean"] >= 475
+
+
+def test_ddpg_solves_torch_pendulum_quick(tmp_path):
+    """Off-policy learning end to end (replay, targets, exploration noise) with the defaults
+    but smaller networks, so that it takes seconds rather than minutes."""
+    summary = train(tmp_path, "ddpg", "Pendulum-v1", 0, "--set", "net_dims=[64,64]", "--set",
+                    "batch_size=128", "--eval-every", "1000", max_steps=12_000)  # fmt: skip
+    assert summary["solved"] and summary["final_eval_mean"] >= -200
 
 
 GYM = ("--backend", "gymnasium")

@@ -110,15 +110,30 @@ def test_parallel_ppo_trains_and_is_reproducible(tmp_path, tagged):
         assert torch.equal(value, runs[1]["agent"]["nets"]["actor"][name]), name
 
 
-def test_parallel_off_policy_trains_with_pipelined_workers(tmp_path, tagged):
-    done = cli("train", "dqn", "CartPole-v1", "--backend", "gymnasium", "--runner", "parallel",
-               "--num-workers", "2", "--num-envs", "2", "--threads", "1", "--max-steps", "800",
-               "--eval-every", "400", "--eval-episodes", "2", "--set", "learning_starts=200",
-               "--set", "net_dims=[32]", "--cwd", str(tmp_path / "run"), env=tagged)  # fmt: skip
+def test_parallel_off_policy_trains_on_the_workers_transitions(tmp_path, tagged):
+    """Every transition in the learner's replay buffer is one the workers' envs produced: on
+    Pendulum the reward is a known function of the state and action, so a stored reward that
+    does not belong to its stored state and action (or zeros) would show."""
+    from xiaoyarl.train.buffer import ReplayBuffer
+
+    done = cli("train", "ddpg", "Pendulum-v1", "--runner", "parallel", "--num-workers", "2",
+               "--num-envs", "2", "--threads", "1", "--max-steps", "800", "--eval-every", "400",
+               "--eval-episodes", "2", "--set", "learning_starts=200", "--set", "net_dims=[32]",
+               "--set", "batch_size=32", "--cwd", str(tmp_path / "run"), env=tagged)  # fmt: skip
     assert done.returncode == 0, done.stderr
     state = load_plain(tmp_path / "run" / "checkpoint" / "state.pt")
     assert state["agent"]["counters"]["updates"] > 0
-    assert state["counters"]["total_steps"] >= 800
+    assert state["counters"]["total_steps"] == 800
+    saved = state["agent"]["buffer"]
+    buffer = ReplayBuffer(saved["capacity"], saved["num_envs"], 3, 1, False, 200)
+    buffer.load_state_dict(saved)
+    assert saved["num_envs"] == 4 and len(buffer) == 800  # 2 workers x 2 envs, every step
+    batch = buffer.sample(4096)
+    cos, sin, thdot = batch.states.unbind(-1)
+    torque = 2.0 * batch.actions[:, 0]
+    cost = torch.atan2(sin, cos).square() + 0.1 * thdot.square() + 0.001 * torque.square()
+    torch.testing.assert_close(batch.rewards, -cost, rtol=1e-4, atol=1e-4)
+    assert batch.states.abs().sum(-1).min() > 0.5  # real states (cos^2 + sin^2 = 1), not zeros
 
 
 def run_until_error(tagged, tmp_path, env_id, *extra):

@@ -1,16 +1,21 @@
-"""The README's Python examples run, on a tiny budget, so the documentation cannot rot."""
+"""The README's examples run, on a tiny budget, so the documentation cannot rot: every Python
+block, and the commands of its "Tools for a finished run" block on a freshly trained run."""
 
 import re
+import shlex
 from pathlib import Path
 
 import pytest
+from helpers import TINY, cli
 
 README = Path(__file__).resolve().parent.parent / "README.md"
-BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+TEXT = README.read_text()
+BLOCKS = re.findall(r"```python\n(.*?)```", TEXT, flags=re.S)
+TOOLS = re.search(r"### Tools for a finished run\n\n```bash\n(.*?)```", TEXT, flags=re.S)
 
 
 def test_readme_has_python_examples():
-    assert len(BLOCKS) >= 2
+    assert len(BLOCKS) >= 4
 
 
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
@@ -21,4 +26,21 @@ def test_readme_example_runs(index, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     exec(compile(code, f"README.md python block {index}", "exec"), {"__name__": "__readme__"})
     if "train_agent" in code:
-        assert (tmp_path / "runs" / "quickstart" / "actor.pt").is_file()
+        assert list((tmp_path / "runs").glob("*/actor.pt"))
+
+
+def test_readme_tools_for_a_finished_run(tmp_path):
+    pytest.importorskip("onnx")
+    pytest.importorskip("pygame")
+    commands = [line.split("#")[0].strip() for line in TOOLS.group(1).splitlines()]
+    commands = [shlex.split(c)[1:] for c in commands if c]  # without the leading `xiaoyarl`
+    assert [c[0] for c in commands] == ["eval", "plot", "record", "export", "check-env"]
+    trained = cli("train", "ppo", "CartPole-v1", *TINY, "--max-steps", "512", "--eval-every",
+                  "256", "--cwd", "runs/CartPole-v1_ppo_0", cwd=tmp_path)  # fmt: skip
+    assert trained.returncode == 0, trained.stderr
+    for args in commands:
+        done = cli(*args, cwd=tmp_path)
+        assert done.returncode == 0, (args, done.stderr)
+    run = tmp_path / "runs" / "CartPole-v1_ppo_0"
+    for name in ("policy.gif", "policy.onnx", "learning_curve.png"):
+        assert (run / name).is_file(), name

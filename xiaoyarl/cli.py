@@ -1,4 +1,4 @@
-"""The `xiaoyarl` command line: train, eval, plot, list."""
+"""The `xiaoyarl` command line: train, eval, plot, list, record, export, check-env."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import math
 import sys
 from pathlib import Path
 
-from xiaoyarl.errors import XiaoyaError
+from xiaoyarl.config import Config
+from xiaoyarl.errors import ConfigError, XiaoyaError
 
 # train options that map one-to-one onto Config fields (option dest -> field)
 TRAIN_FIELDS = {
@@ -17,7 +18,6 @@ TRAIN_FIELDS = {
     "seed": "seed",
     "device": "device",
     "max_steps": "max_steps",
-    "target_return": "target_return",
     "eval_every": "eval_every",
     "eval_episodes": "eval_episodes",
     "cwd": "cwd",
@@ -30,9 +30,12 @@ TRAIN_FIELDS = {
 
 
 def _parser() -> argparse.ArgumentParser:
+    from xiaoyarl import __version__
+
     parser = argparse.ArgumentParser(
         prog="xiaoyarl", description="Massively parallel deep reinforcement learning."
     )
+    parser.add_argument("--version", action="version", version=f"xiaoyarl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     train = sub.add_parser("train", help="train an agent", description="Train ALGO on ENV.")
@@ -48,16 +51,26 @@ def _parser() -> argparse.ArgumentParser:
                        help="parallel: restart crashed workers up to K times")  # fmt: skip
     train.add_argument("--seed", type=int, metavar="S")
     train.add_argument("--device", metavar="auto|cpu|cuda|cuda:N")
-    train.add_argument("--threads", type=int, metavar="N", help="torch CPU threads")
-    train.add_argument("--max-steps", type=_int_like, metavar="N")
-    train.add_argument("--target-return", type=float, metavar="R")
+    train.add_argument("--threads", type=int, metavar="N",
+                       help="torch CPU threads (default: automatic, 1)")  # fmt: skip
+    train.add_argument("--max-steps", type=_int_like, metavar="N", help="env-step budget")
+    train.add_argument("--target-return", type=_target, metavar="R|none",
+                       help="return that counts as solved (default: the env's); 'none': "
+                            "train for the whole --max-steps")  # fmt: skip
     train.add_argument("--eval-every", type=_int_like, metavar="N")
     train.add_argument("--eval-episodes", type=int, metavar="K")
     train.add_argument("--cwd", metavar="DIR", help="run folder (default runs/ENV_ALGO_SEED)")
     train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="set any Config field, e.g. --set gamma=0.98 (repeatable)")  # fmt: skip
     train.add_argument("--config", metavar="FILE.yaml", help="start from this config file")
-    train.add_argument("--resume", action="store_true", help="continue from the run's checkpoint")
+    train.add_argument(
+        "--resume",
+        nargs="?",
+        const=True,
+        default=False,
+        metavar="RUN_DIR",
+        help="continue from a run's checkpoint (this run's folder, or RUN_DIR)",
+    )
     train.add_argument("--summary-json", metavar="FILE", help="write the run summary as JSON")
     train.add_argument("--quiet", action="store_true", help="print only errors")
 
@@ -69,9 +82,39 @@ def _parser() -> argparse.ArgumentParser:
     plot = sub.add_parser("plot", help="(re)draw a run's learning_curve.png")
     plot.add_argument("run_dir")
 
+    rec = sub.add_parser("record", help="write a video (GIF or MP4) of a run's best policy")
+    rec.add_argument("run_dir")
+    rec.add_argument("--episodes", type=int, default=1, metavar="K")
+    rec.add_argument("--out", metavar="FILE", help="a .gif or .mp4 (default RUN_DIR/policy.gif)")
+    rec.add_argument("--seed", type=int, default=0, help="episode i starts from seed + i")
+    rec.add_argument("--fps", type=int, help="frames per second (default: the env's)")
+
+    exp = sub.add_parser("export", help="export a run's best policy as ONNX or TorchScript")
+    exp.add_argument("run_dir")
+    exp.add_argument("--format", choices=["onnx", "torchscript"], default="onnx")
+    exp.add_argument("--out", metavar="FILE", help="default RUN_DIR/policy.onnx (.torchscript.pt)")
+
+    chk = sub.add_parser("check-env", help="check an env against xiaoyarl's env contract")
+    chk.add_argument("env_id", help="built-in torch env, gymnasium id, or module:Env-v0")
+    chk.add_argument("--backend", choices=["auto", "torch", "gymnasium", "envpool"],
+                     default="auto")  # fmt: skip
+    chk.add_argument("--num-envs", type=int, default=4, metavar="N")
+    chk.add_argument("--seed", type=int, default=0)
+    chk.add_argument("--steps", type=int, metavar="N", help="steps to run (default max_step + 5)")
+
     ls = sub.add_parser("list", help="algorithms and built-in envs")
     ls.add_argument("--fields", action="store_true", help="also list every Config field")
     return parser
+
+
+def _target(text: str) -> float | str:
+    """A target return, or 'none' (train for the whole budget)."""
+    if text.strip().lower() == "none":
+        return "none"
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'none', got {text}") from None
 
 
 def _int_like(text: str) -> int:
@@ -83,29 +126,26 @@ def _int_like(text: str) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from xiaoyarl.config import Config
     from xiaoyarl.train.run import default_run_dir, train_agent
 
+    if isinstance(args.target_return, float):  # a number: stop there (what --set may change)
+        args.set[:0] = [f"target_return={args.target_return!r}", "stop_at_target=true"]
+
+    if isinstance(args.resume, str):  # --resume RUN_DIR names the folder
+        if args.cwd is not None and Path(args.cwd) != Path(args.resume):
+            raise ConfigError(f"--resume {args.resume} and --cwd {args.cwd} name two folders; "
+                              f"give one of them.")  # fmt: skip
+        args.cwd = args.resume
     config = Config.load(args.config) if args.config else Config()
-    config.algo = args.algo.lower()
-    config.env_id = args.env
-    for dest, name in TRAIN_FIELDS.items():
-        value = getattr(args, dest)
-        if value is not None:
-            config.set(name, value, source=f"--{dest.replace('_', '-')}")
-    config.apply_overrides(args.set)
+    _apply_train_args(config, args)
     if args.resume and not args.config:
         # Resume from the run's own config; options given now still override it.
         saved_path = Path(config.cwd or default_run_dir(config)) / "config.yaml"
         if saved_path.is_file():
             saved = Config.load(saved_path)
-            for dest, name in TRAIN_FIELDS.items():
-                if getattr(args, dest) is not None:
-                    saved.set(name, getattr(args, dest))
-            saved.apply_overrides(args.set)
-            saved.algo, saved.env_id = config.algo, config.env_id
+            _apply_train_args(saved, args)
             config = saved
-    summary = train_agent(config, resume=args.resume, log=None if args.quiet else print)
+    summary = train_agent(config, resume=bool(args.resume), log=None if args.quiet else print)
     if args.summary_json:
         path = Path(args.summary_json)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -122,6 +162,20 @@ def _train(args: argparse.Namespace) -> int:
     return {"SIGINT": 130, "SIGTERM": 143}.get(summary["stop_reason"], 0)
 
 
+def _apply_train_args(config: Config, args: argparse.Namespace) -> None:
+    """Put what the command line says into `config`: algorithm, env, options, --set pairs."""
+    config.algo = args.algo.lower()
+    config.env_id = args.env
+    for dest, name in TRAIN_FIELDS.items():
+        value = getattr(args, dest)
+        if value is not None:
+            config.set(name, value, source=f"--{dest.replace('_', '-')}")
+    if args.target_return == "none":
+        config.target_return = None
+        config.stop_at_target = False
+    config.apply_overrides(args.set)
+
+
 def _eval(args: argparse.Namespace) -> int:
     from xiaoyarl.policy import evaluate
 
@@ -131,24 +185,35 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _plot(args: argparse.Namespace) -> int:
-    from xiaoyarl.config import Config
     from xiaoyarl.train.evaluator import plot_learning_curve
 
     run_dir = Path(args.run_dir)
     if not (run_dir / "recorder.csv").is_file():
         raise XiaoyaError(f"{run_dir} has no recorder.csv: it is not a xiaoyarl run folder yet.")
-    config = Config.load(run_dir / "config.yaml") if (run_dir / "config.yaml").is_file() else None
-    title = f"{config.algo} on {config.env_id}" if config else ""
-    target = config.target_return if config else None
+    title = target = None
+    if not (run_dir / "plot.json").is_file() and (run_dir / "config.yaml").is_file():
+        title, target = _plot_info_of_old_run(Config.load(run_dir / "config.yaml"))
     print(plot_learning_curve(run_dir, title, target))
     return 0
 
 
+def _plot_info_of_old_run(config: Config) -> tuple[str, float | None]:
+    """Title and target of a run written before runs kept `plot.json`, as training drew them."""
+    from xiaoyarl.envs import is_torch_native, make_env
+    from xiaoyarl.train.run import run_title
+
+    backend = "torch" if is_torch_native(config.env_id, config.backend) else config.backend
+    title = run_title(config, "gymnasium" if backend == "auto" else backend)
+    target = config.target_return
+    if target is None:
+        with make_env(config.env_id, 1, "cpu", config.backend) as env:
+            target = env.spec.target_return
+    return title, target
+
+
 def _list(args: argparse.Namespace) -> int:
-    import dataclasses
 
     from xiaoyarl.agents import ALGORITHMS
-    from xiaoyarl.config import Config
     from xiaoyarl.envs import TORCH_ENVS
 
     print("algorithms (continuous / discrete variants):")
@@ -160,20 +225,65 @@ def _list(args: argparse.Namespace) -> int:
         kind = "discrete" if cls.if_discrete else "continuous"
         print(f"  {name:26s} {kind:10s} max_step {cls.max_step:4d}  target {cls.target_return:g}")
     if args.fields:
-        print("config fields (--set name=value):")
-        for f in dataclasses.fields(Config):
-            default = f.default_factory() if callable(f.default_factory) else f.default
-            print(f"  {f.name:18s} {default!r}")
+        _list_fields()
     return 0
+
+
+def _record(args: argparse.Namespace) -> int:
+    from xiaoyarl.record import record_video
+
+    path = record_video(args.run_dir, args.out, episodes=args.episodes, seed=args.seed,
+                        fps=args.fps)  # fmt: skip
+    print(path)
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from xiaoyarl.export import export_policy
+
+    print(export_policy(args.run_dir, args.out, fmt=args.format))
+    return 0
+
+
+def _check_env(args: argparse.Namespace) -> int:
+    """Print the checker's report; exit 1 when it found errors."""
+    from xiaoyarl.envs.check import check_env, format_report
+
+    problems = check_env(args.env_id, backend=args.backend, num_envs=args.num_envs,
+                         seed=args.seed, steps=args.steps)  # fmt: skip
+    print(format_report(args.env_id, problems))
+    return 1 if any(p.severity == "error" for p in problems) else 0
+
+
+def _list_fields() -> None:
+    """Every Config field: default, description and, for algorithm-specific fields, which
+    algorithms read it."""
+    import dataclasses
+
+    from xiaoyarl.agents import ALGORITHMS
+
+    readers: dict[str, list[str]] = {}
+    for algo, pair in ALGORITHMS.items():
+        for field in set().union(*(c.config_fields for c in pair if c is not None)):
+            readers.setdefault(field, []).append(algo)
+    docs = Config.field_docs()
+    print("config fields (--set name=value; default, then what it does):")
+    for f in dataclasses.fields(Config):
+        default = f.default_factory() if callable(f.default_factory) else f.default
+        who = f" [{', '.join(readers[f.name])}]" if f.name in readers else ""
+        print(f"  {f.name:18s} {default!r:12s} {docs.get(f.name, '')}{who}")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handler = {"train": _train, "eval": _eval, "plot": _plot, "list": _list}[args.command]
+    handler = {"train": _train, "eval": _eval, "plot": _plot, "list": _list, "record": _record,
+               "export": _export, "check-env": _check_env}[args.command]  # fmt: skip
     try:
         return handler(args)
     except XiaoyaError as e:
         print(f"xiaoyarl: error: {e}", file=sys.stderr)
+        for note in getattr(e, "__notes__", ()):
+            print(f"xiaoyarl: {note}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("xiaoyarl: interrupted", file=sys.stderr)

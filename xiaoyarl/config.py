@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import inspect
 import math
 import re
 import types
@@ -37,7 +38,7 @@ class Config:
     num_envs: int | None = None  # None: torch-native 16 on CPU / 1024 on GPU; gymnasium 8
     seed: int = 0  # derives every generator of the run (torch, envs, evaluation envs)
     device: str = "auto"  # auto (cuda when available) | cpu | cuda | cuda:N
-    threads: int | None = None  # torch CPU threads; None keeps torch's default
+    threads: int | None = None  # torch CPU threads of the process; None: automatic (1, measured)
     cuda_graph: bool = True  # on CUDA, replay each update (off-policy: gradient step) as a graph
     # (ModSAC, and updates whose choices repeat over more than 32 steps, stay eager)
 
@@ -49,13 +50,19 @@ class Config:
 
     # --- budget, evaluation, checkpoints ---
     max_steps: int = 2_000_000  # env steps (summed over sub-envs) before training stops
-    target_return: float | None = None  # stop when the evaluation mean reaches it; None: env's
+    target_return: float | None = None  # the return that counts as solved; None: the env's
+    stop_at_target: bool = True  # stop once the target is reached (and confirmed); false: train
+    # the whole max_steps (`--target-return none` on the command line)
     eval_every: int | None = None  # env steps between evals; None: 2k off-policy, on-policy 20k
     # (or 8 rollouts where a rollout is larger)
     eval_episodes: int = 10  # episodes per evaluation, run as parallel sub-envs
+    confirm_episodes: int = 50  # an evaluation at the target counts only if this many fresh
+    # episodes confirm it (0: no confirmation)
     checkpoint_every: int = 200_000  # env steps between full training-state checkpoints
     cwd: str | None = None  # run folder; None: runs/<env>_<algo>_<seed>
     tensorboard: bool = False  # also write TensorBoard events (needs the `tensorboard` extra)
+    wandb: bool = False  # also log to Weights & Biases (`wandb` extra; WANDB_MODE=offline works)
+    wandb_project: str = "xiaoyarl"  # the W&B project runs are logged to
 
     # --- networks and optimisation ---
     net_dims: list[int] | None = None  # hidden widths; None: [64, 64] on-policy, [256, 256] off
@@ -63,14 +70,14 @@ class Config:
     clip_grad_norm: float = 0.5  # max global gradient norm per network
     gamma: float = 0.99  # discount factor
     state_norm: bool | None = None  # running mean/std of observations; None: on-policy only
-    reward_norm: bool | None = None  # rewards / running std of the return; None: on-policy only
+    state_norm_clip: float | None = 10.0  # normalised observations clamped to +-this; null: none
+    reward_norm: bool | None = None  # rewards / running std of return (ppo, a2c); None: on there
 
     # --- rollout and update schedule ---
     horizon_len: int | None = None  # steps per sub-env per rollout; None: see `_auto_defaults`
     batch_size: int | None = None  # transitions per gradient step; None: see `_auto_defaults`
-    # on-policy: passes (epochs) over each rollout; off-policy: gradient steps per env step
-    # (the update-to-data ratio). None: see `_auto_defaults`
-    repeat_times: float | None = None
+    repeat_times: float | None = None  # on-policy: passes (epochs) over each rollout;
+    # off-policy: gradient steps per env step (the update-to-data ratio). None: `_auto_defaults`
 
     # --- on-policy (PPO / A2C) ---
     ratio_clip: float = 0.2  # PPO clip range epsilon
@@ -100,6 +107,24 @@ class Config:
     @classmethod
     def field_names(cls) -> list[str]:
         return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def field_docs(cls) -> dict[str, str]:
+        """Each field's description: its comment in this class's source (the one place it is
+        written), continuation lines included."""
+        docs: dict[str, str] = {}
+        name = None
+        for line in inspect.getsource(cls).splitlines():
+            field = re.match(r"    (\w+): [^#]*=[^#]*#\s?(.*)$", line)
+            more = re.match(r"    #\s?(?!---)(.*)$", line)
+            if field:
+                name = field.group(1)
+                docs[name] = field.group(2).strip()
+            elif more and name is not None:
+                docs[name] += " " + more.group(1).strip()
+            else:
+                name = None
+        return docs
 
     @classmethod
     def from_dict(cls, values: dict, source: str = "config") -> Config:
@@ -213,6 +238,8 @@ class Config:
                 bad(name, "a finite number >= 0")
         if self.alpha_init <= 0:
             bad("alpha_init", "a number > 0")
+        off_policy = (ALGORITHMS[self.algo][0] or ALGORITHMS[self.algo][1]).if_off_policy
+        on_policy = not off_policy
         if self.algo == "redq" and self.num_critics and self.redq_subset > self.num_critics:
             bad("redq_subset", f"at most num_critics ({self.num_critics})")
         if self.net_dims is not None and (not self.net_dims or any(d < 1 for d in self.net_dims)):
@@ -233,9 +260,17 @@ class Config:
             bad("clip_grad_norm", "a finite number > 0")
         if self.repeat_times is not None and not (0 < self.repeat_times <= 1000):
             bad("repeat_times", "a number in (0, 1000]")
+        if self.confirm_episodes < 0:
+            bad("confirm_episodes", "a non-negative integer (0: no confirming evaluation)")
+        if self.state_norm_clip is not None and not self.state_norm_clip > 0:
+            bad("state_norm_clip", "a number > 0 (or null for no clamp)")
+        if self.reward_norm and off_policy:
+            raise ConfigError(
+                f"invalid config: reward_norm=True does not apply to {self.algo}: reward "
+                f"normalisation is part of the on-policy agents (ppo, a2c). Remove the setting."
+            )
         if self.target_return is not None and not math.isfinite(self.target_return):
             bad("target_return", "a finite number (or null for the env's own target)")
-        on_policy = not (ALGORITHMS[self.algo][0] or ALGORITHMS[self.algo][1]).if_off_policy
         if on_policy and None not in (self.num_envs, self.horizon_len, self.batch_size):
             rollout = self.num_envs * self.horizon_len
             if self.batch_size > rollout:
@@ -255,6 +290,22 @@ class Config:
             if getattr(resolved, name) is None:
                 setattr(resolved, name, value)
         return resolved.validate()
+
+
+def ignored_fields(config: Config) -> list[str]:
+    """Fields set away from their default that `config.algo` (or its runner) never reads, e.g.
+    `per` for PPO: each agent class lists the algorithm-specific fields it reads."""
+    from xiaoyarl.agents import ALGORITHMS
+
+    classes = [c for pair in ALGORITHMS.values() for c in pair if c is not None]
+    specific = set().union(*(c.config_fields for c in classes))
+    read = set().union(*(c.config_fields for c in ALGORITHMS[config.algo] if c is not None))
+    if config.runner != "parallel":
+        specific |= {"num_workers", "restart_workers", "worker_timeout"}
+    default = Config()
+    return sorted(
+        name for name in specific - read if getattr(config, name) != getattr(default, name)
+    )
 
 
 def _auto_defaults(config: Config, torch_native: bool, device_type: str = "cpu") -> dict:

@@ -54,10 +54,11 @@ def build_mlp(
 
 class RunningNorm(nn.Module):
     """Observation normalizer: running mean and variance over everything seen, merged batch by
-    batch (Chan et al.'s parallel update), applied as `clamp((x - mean) / std, -clip, clip)`.
+    batch (Chan et al.'s parallel update), applied as `clamp((x - mean) / std, -clip, clip)`
+    (`clip=None`: no clamp).
     When disabled it is the identity, but keeps the same buffers so checkpoints look alike."""
 
-    def __init__(self, dim: int, enabled: bool = True, clip: float = 10.0) -> None:
+    def __init__(self, dim: int, enabled: bool = True, clip: float | None = 10.0) -> None:
         super().__init__()
         self.enabled = enabled
         self.clip = clip
@@ -84,7 +85,8 @@ class RunningNorm(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.enabled:
             return x
-        return ((x - self.mean) / (self.var + 1e-8).sqrt()).clamp(-self.clip, self.clip)
+        x = (x - self.mean) / (self.var + 1e-8).sqrt()
+        return x if self.clip is None else x.clamp(-self.clip, self.clip)
 
 
 class RewardScaler(nn.Module):

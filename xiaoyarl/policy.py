@@ -9,15 +9,18 @@ import torch
 
 from xiaoyarl.config import Config
 from xiaoyarl.errors import CheckpointError
-from xiaoyarl.nets import ACTORS, RunningNorm
+from xiaoyarl.nets import ACTORS, QNet, RunningNorm
 from xiaoyarl.train.checkpoint import load_plain
 
 
 class Policy:
-    """A trained deterministic policy. Call it on a batch of observations `(batch, state_dim)`
-    (numpy or torch) or a single one `(state_dim,)`; it returns actions in the env's own units:
-    int64 indices for discrete envs, values within the action bounds for continuous ones.
-    numpy in gives numpy out."""
+    """A trained policy. `predict(obs, deterministic=True)` (or calling the policy) takes a batch
+    of observations `(batch, state_dim)` or a single one `(state_dim,)`, numpy or torch, and
+    returns actions in the env's own units: int64 indices for discrete envs, values within the
+    action bounds for continuous ones; numpy in gives numpy out. `deterministic=False` acts as
+    the agent explores: a sample of a stochastic policy (PPO, A2C, SAC), Gaussian noise of
+    `explore_noise_std` on a deterministic one (DDPG, TD3), epsilon-greedy with the final
+    `explore_rate` for Q-learning (DQN family)."""
 
     def __init__(self, meta: dict, device: str | torch.device = "cpu") -> None:
         self.meta = meta
@@ -26,7 +29,7 @@ class Policy:
         self.if_discrete = meta["if_discrete"]
         if meta["actor_class"] not in ACTORS:
             raise CheckpointError(f"unknown actor class {meta['actor_class']} in policy file.")
-        norm = RunningNorm(meta["state_dim"], enabled=meta["state_norm"])
+        norm = RunningNorm(meta["state_dim"], meta["state_norm"], meta.get("state_norm_clip", 10.0))
         self.actor = ACTORS[meta["actor_class"]](
             meta["state_dim"], meta["action_dim"], meta["net_dims"], norm
         )
@@ -36,27 +39,56 @@ class Policy:
             self.low = torch.tensor(meta["action_low"], device=self.device)
             self.high = torch.tensor(meta["action_high"], device=self.device)
 
+    @torch.no_grad()
     def act_normalized(self, state: torch.Tensor) -> torch.Tensor:
-        """Action as agents see it (continuous in [-1, 1]) for a torch batch on `self.device`."""
-        with torch.no_grad():
-            return self.actor(state)
+        """Deterministic action as agents see it (continuous in [-1, 1]) for a torch batch
+        `(batch, state_dim)` on `self.device`."""
+        return self.actor(state)
 
-    def __call__(self, obs: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
+    @torch.no_grad()
+    def sample_normalized(self, state: torch.Tensor) -> torch.Tensor:
+        """Exploring action as agents see it (see the class docstring) for a torch batch."""
+        actor = self.actor
+        if hasattr(actor, "get_action"):  # PPO / A2C: a sample, clipped as the env receives it
+            return actor.convert_action_for_env(actor.get_action(state)[0])
+        if hasattr(actor, "get_action_logprob"):  # SAC: a squashed Gaussian sample
+            return actor.get_action_logprob(state)[0]
+        if hasattr(actor, "sample"):  # discrete SAC
+            return actor.sample(state)
+        if isinstance(actor, QNet):  # epsilon-greedy
+            greedy = actor(state)
+            random = torch.randint_like(greedy, self.meta["action_dim"])
+            epsilon = self.meta.get("explore_rate", Config.explore_rate)
+            explore = torch.rand(greedy.shape, device=self.device) < epsilon
+            return torch.where(explore, random, greedy)
+        action = actor(state)  # DDPG / TD3: Gaussian noise
+        noise_std = self.meta.get("explore_noise_std", Config.explore_noise_std)
+        noise = torch.randn_like(action) * noise_std
+        return (action + noise).clamp(-1.0, 1.0)
+
+    def predict(
+        self, obs: np.ndarray | torch.Tensor, deterministic: bool = True
+    ) -> np.ndarray | torch.Tensor:
+        """Actions for one observation or a batch, in the env's own units (see the class)."""
         is_numpy = not isinstance(obs, torch.Tensor)
         state = torch.as_tensor(np.asarray(obs) if is_numpy else obs, dtype=torch.float32)
         single = state.dim() == 1
-        if state.shape[-1] != self.state_dim or state.dim() > 2:
+        if state.shape[-1:] != (self.state_dim,) or state.dim() > 2:
             raise ValueError(
                 f"policy expects observations of shape (batch, {self.state_dim}) or "
                 f"({self.state_dim},), got {tuple(state.shape)}."
             )
         state = state.to(self.device).reshape(-1, self.state_dim)
-        action = self.act_normalized(state)
+        action = self.act_normalized(state) if deterministic else self.sample_normalized(state)
         if not self.if_discrete:
             action = self.low + (action + 1.0) * 0.5 * (self.high - self.low)
         if single:
             action = action[0]
         return action.cpu().numpy() if is_numpy else action
+
+    def __call__(self, obs: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
+        """`predict(obs, deterministic=True)`."""
+        return self.predict(obs, deterministic=True)
 
 
 def load_policy(run_dir: str | Path, device: str | torch.device = "cpu") -> Policy:

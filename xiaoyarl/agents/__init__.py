@@ -7,6 +7,8 @@ from xiaoyarl.agents.ppo import AgentA2C, AgentDiscreteA2C, AgentDiscretePPO, Ag
 from xiaoyarl.agents.redq import AgentREDQ
 from xiaoyarl.agents.sac import AgentModSAC, AgentSAC, AgentSACDiscrete
 from xiaoyarl.agents.td3 import AgentTD3
+from xiaoyarl.envs.base import EnvSpec
+from xiaoyarl.errors import ConfigError
 
 # name -> (agent for continuous actions, agent for discrete actions); None where it has none.
 ALGORITHMS: dict[str, tuple[type[AgentBase] | None, type[AgentBase] | None]] = {
@@ -22,6 +24,21 @@ ALGORITHMS: dict[str, tuple[type[AgentBase] | None, type[AgentBase] | None]] = {
     "sac_discrete": (None, AgentSACDiscrete),
     "redq": (AgentREDQ, None),
 }
+
+
+def agent_class(algo: str, spec: EnvSpec) -> type[AgentBase]:
+    """The agent for `algo` that fits the env's action space, or a ConfigError naming the fits."""
+    continuous, discrete = ALGORITHMS[algo]
+    chosen = discrete if spec.if_discrete else continuous
+    if chosen is None:
+        kind = "discrete" if spec.if_discrete else "continuous"
+        fits = sorted(n for n, pair in ALGORITHMS.items() if pair[int(spec.if_discrete)])
+        raise ConfigError(
+            f"algorithm '{algo}' cannot act in {spec.name}, whose actions are {kind}. "
+            f"Algorithms for {kind} actions: {', '.join(fits)}."
+        )
+    return chosen
+
 
 __all__ = [
     "ALGORITHMS",
@@ -39,4 +56,5 @@ __all__ = [
     "AgentSAC",
     "AgentSACDiscrete",
     "AgentTD3",
+    "agent_class",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
@@ -12,6 +13,7 @@ from torch import nn
 from xiaoyarl.config import Config
 from xiaoyarl.envs.base import EnvSpec, VecEnv
 from xiaoyarl.errors import ConfigError
+from xiaoyarl.nets import RunningNorm
 from xiaoyarl.train.buffer import Batch, PrioritizedReplayBuffer, ReplayBuffer, Transitions
 from xiaoyarl.train.graphs import GraphedStep
 
@@ -31,6 +33,9 @@ class AgentBase:
 
     if_off_policy: ClassVar[bool]
     if_discrete: ClassVar[bool]
+    # The algorithm-specific Config fields this agent reads (others of that kind it ignores, and
+    # setting them gets a warning); general fields (gamma, net_dims, ...) are not listed.
+    config_fields: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(
         self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True
@@ -44,6 +49,9 @@ class AgentBase:
         self.nets: dict[str, nn.Module] = {}
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
         self.last_state: torch.Tensor | None = None  # (num_envs, state_dim): exploring resumes here
+        # the running observation normaliser every network of the agent applies to its input
+        self.state_norm = RunningNorm(spec.state_dim, config.state_norm, config.state_norm_clip)
+        self.state_norm.to(device)
         self.actor: nn.Module  # the policy; `actor(state)` is the deterministic action in [-1, 1]
         self.explored = 0  # env steps taken so far (summed over sub-envs)
         self.updates = 0  # gradient steps taken so far (off-policy)
@@ -114,8 +122,10 @@ class AgentBase:
         return torch.rand((n, self.spec.action_dim), device=self.device) * 2 - 1
 
     def update_net(self, rollout: NamedTuple) -> dict[str, torch.Tensor]:
-        """Store the rollout, then take `repeat_times` gradient steps per new env step."""
+        """Store the rollout, update the observation normaliser (when enabled) with its states,
+        then take `repeat_times` gradient steps per new env step."""
         self.buffer.add(rollout)
+        self.state_norm.update(rollout.states.flatten(0, 1))
         if self.explored < self.config.learning_starts or self.buffer.num_sampleable == 0:
             return {}
         num_updates = max(1, round(self.config.repeat_times * rollout.rewards.numel()))
@@ -164,6 +174,15 @@ class AgentBase:
                 beta_steps=max(1, round(cfg.per_beta_steps * cfg.repeat_times)),
             )  # fmt: skip
         return ReplayBuffer(*sizes, device=self.device)
+
+    def make_target(self, net: nn.Module) -> nn.Module:
+        """A frozen copy of `net` for targets that shares `net`'s observation normaliser (a
+        target network must see states scaled as the online one does; only weights lag)."""
+        norm = getattr(net, "norm", None)
+        target = copy.deepcopy(net).requires_grad_(False)
+        if norm is not None:
+            target.norm = norm
+        return target
 
     @staticmethod
     @torch.no_grad()
@@ -245,14 +264,23 @@ class AgentBase:
             "action_dim": self.spec.action_dim,
             "net_dims": list(self.config.net_dims),
             "state_norm": self.config.state_norm,
+            "state_norm_clip": self.config.state_norm_clip,
             "if_discrete": self.spec.if_discrete,
             "action_low": self.spec.action_low,
             "action_high": self.spec.action_high,
             "env_id": self.spec.name,
             "algo": self.config.algo,
+            "explore_rate": self.config.explore_rate,  # for Policy.predict(deterministic=False)
+            "explore_noise_std": self.config.explore_noise_std,
             "actor": {k: v.detach().cpu() for k, v in self.actor.state_dict().items()},
         }
 
+
+# The Config fields every off-policy agent reads (replay, targets, prioritized replay).
+OFF_POLICY_FIELDS = frozenset({
+    "buffer_size", "learning_starts", "soft_update_tau", "target_update_every", "per",
+    "per_alpha", "per_beta", "per_beta_steps",
+})  # fmt: skip
 
 # An update whose choices repeat with a longer period (e.g. a hard target copy every 1,000
 # gradient steps) runs eagerly rather than holding that many graphs; REDQ with the paper's

@@ -6,12 +6,10 @@ The root of the off-policy actor-critic line: TD3 (`td3.py`), SAC (`sac.py`) and
 
 from __future__ import annotations
 
-import copy
-
 import torch
 from torch import nn
 
-from xiaoyarl.agents.base import AgentBase
+from xiaoyarl.agents.base import OFF_POLICY_FIELDS, AgentBase
 from xiaoyarl.config import Config
 from xiaoyarl.envs.base import EnvSpec
 from xiaoyarl.nets import Actor, CriticEnsemble, RunningNorm
@@ -23,6 +21,7 @@ class AgentDDPG(AgentBase):
 
     if_off_policy = True
     if_discrete = False
+    config_fields = OFF_POLICY_FIELDS | {"explore_noise_std", "num_critics"}
     actor_class: type[nn.Module] = Actor
     uses_target_actor = True
 
@@ -30,11 +29,11 @@ class AgentDDPG(AgentBase):
         self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True
     ) -> None:
         super().__init__(spec, config, device, learner)
-        norm = RunningNorm(spec.state_dim, enabled=config.state_norm).to(device)
+        norm = self.state_norm
         self.actor = self.actor_class(spec.state_dim, spec.action_dim, config.net_dims, norm)
         self.actor.to(device)
         self.critic = self.make_critic(norm).to(device)
-        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.critic_target = self.make_target(self.critic)
         self.nets = {
             "actor": self.actor,
             "critic": self.critic,
@@ -42,7 +41,7 @@ class AgentDDPG(AgentBase):
         }
         self.actor_target = None
         if self.uses_target_actor:
-            self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
+            self.actor_target = self.make_target(self.actor)
             self.nets["actor_target"] = self.actor_target
         self.optimizers = {
             "actor": self.make_optimizer(self.actor),
@@ -88,6 +87,11 @@ class AgentDDPG(AgentBase):
     def should_update_actor(self, critic_loss: torch.Tensor) -> bool:
         return True  # DDPG updates the actor after every critic step
 
+    def critic_target_due(self, actor_updated: bool) -> bool:
+        """Whether this gradient step soft-updates the target critics (besides the
+        `target_update_every` schedule): every step in DDPG."""
+        return True
+
     def update_actor(self, states: torch.Tensor) -> dict[str, torch.Tensor]:
         """Ascend Q(s, actor(s)) of the first critic."""
         actor_loss = -self.critic_q_for_actor(states, self.actor(states))[0].mean()
@@ -106,9 +110,11 @@ class AgentDDPG(AgentBase):
         critic_loss = (batch.weights * td_errors.square()).mean(-1).sum()
         self.optimizer_step(self.optimizers["critic"], self.critic, critic_loss)
         logs = {"critic_loss": critic_loss.detach(), "q_value": q.detach().mean()}
-        if self.should_update_actor(critic_loss.detach()):
+        actor_updated = self.should_update_actor(critic_loss.detach())
+        if actor_updated:
             logs.update(self.update_actor(batch.states))
             if self.actor_target is not None:
                 self.update_targets((self.actor_target, self.actor))
-        self.update_targets((self.critic_target, self.critic))
+        if self.critic_target_due(actor_updated):
+            self.update_targets((self.critic_target, self.critic))
         return logs, td_errors.detach().mean(0)

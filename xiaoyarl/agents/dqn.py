@@ -7,15 +7,13 @@ Dueling: Wang et al., "Dueling Network Architectures for Deep Reinforcement Lear
 
 from __future__ import annotations
 
-import copy
-
 import torch
 from torch.nn import functional as F
 
-from xiaoyarl.agents.base import AgentBase
+from xiaoyarl.agents.base import OFF_POLICY_FIELDS, AgentBase
 from xiaoyarl.config import Config
 from xiaoyarl.envs.base import EnvSpec
-from xiaoyarl.nets import QNet, QNetDuel, RunningNorm
+from xiaoyarl.nets import QNet, QNetDuel
 from xiaoyarl.train.buffer import Batch
 
 
@@ -26,16 +24,17 @@ class AgentDQN(AgentBase):
 
     if_off_policy = True
     if_discrete = True
+    config_fields = OFF_POLICY_FIELDS | {"explore_rate", "explore_decay_steps"}
     qnet_class: type[QNet] = QNet
 
     def __init__(
         self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True
     ) -> None:
         super().__init__(spec, config, device, learner)
-        norm = RunningNorm(spec.state_dim, enabled=config.state_norm).to(device)
-        self.qnet = self.qnet_class(spec.state_dim, spec.action_dim, config.net_dims, norm)
+        self.qnet = self.qnet_class(spec.state_dim, spec.action_dim, config.net_dims,
+                                    self.state_norm)  # fmt: skip
         self.qnet.to(device)
-        self.qnet_target = copy.deepcopy(self.qnet).requires_grad_(False)
+        self.qnet_target = self.make_target(self.qnet)
         self.actor = self.qnet  # the greedy policy
         self.nets = {"qnet": self.qnet, "qnet_target": self.qnet_target}
         self.optimizers = {"qnet": self.make_optimizer(self.qnet)}

@@ -15,7 +15,7 @@ import torch
 from xiaoyarl.agents.base import AgentBase
 from xiaoyarl.config import Config
 from xiaoyarl.envs.base import EnvSpec, VecEnv
-from xiaoyarl.nets import ActorDiscretePPO, ActorPPO, CriticV, RewardScaler, RunningNorm
+from xiaoyarl.nets import ActorDiscretePPO, ActorPPO, CriticV, RewardScaler
 
 
 class Rollout(NamedTuple):
@@ -61,13 +61,13 @@ class AgentPPO(AgentBase):
 
     if_off_policy = False
     if_discrete = False
+    config_fields = frozenset({"ratio_clip", "lambda_gae_adv", "lambda_entropy", "reward_norm"})
     actor_class: type[torch.nn.Module] = ActorPPO
 
     def __init__(
         self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True
     ) -> None:
         super().__init__(spec, config, device, learner)
-        self.state_norm = RunningNorm(spec.state_dim, enabled=config.state_norm).to(device)
         self.actor = self.actor_class(
             spec.state_dim, spec.action_dim, config.net_dims, self.state_norm
         ).to(device)
@@ -202,6 +202,8 @@ class AgentDiscretePPO(AgentPPO):
 class AgentA2C(AgentPPO):
     """A2C: the plain policy gradient `log pi(a|s) * A` instead of PPO's clipped ratio; by default
     one gradient step on each short rollout (see `Config` defaults for `a2c`)."""
+
+    config_fields = AgentPPO.config_fields - {"ratio_clip"}  # differs: no clipped ratio
 
     def actor_objective(
         self, ratio: torch.Tensor, advantage: torch.Tensor, logprob: torch.Tensor

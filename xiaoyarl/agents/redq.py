@@ -16,6 +16,8 @@ class AgentREDQ(AgentSAC):
     a random subset of M critics (`redq_subset`), and an actor that ascends their mean once
     per G critic steps."""
 
+    config_fields = AgentSAC.config_fields | {"redq_subset"}
+
     def reduce_target_q(self, q: torch.Tensor) -> torch.Tensor:
         # differs: minimum over a random subset of M of the N target critics
         subset = torch.randperm(q.shape[0], device=q.device)[: self.config.redq_subset]

@@ -9,6 +9,7 @@ Action Settings", 2019.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -36,6 +37,8 @@ class AgentSAC(AgentTD3):
 
     actor_class = ActorSAC  # differs: stochastic actor
     uses_target_actor = False  # differs: the target uses the current actor
+    config_fields = (AgentTD3.config_fields - {"explore_noise_std", "policy_noise_std",
+                     "policy_noise_clip", "policy_delay"}) | {"alpha_init"}  # fmt: skip
 
     def __init__(
         self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True
@@ -60,6 +63,9 @@ class AgentSAC(AgentTD3):
 
     def should_update_actor(self, critic_loss: torch.Tensor) -> bool:
         return True  # differs from TD3: no delay
+
+    def critic_target_due(self, actor_updated: bool) -> bool:
+        return True  # differs from TD3: the target critics follow every critic step
 
     def graph_period(self) -> int | None:
         return self.config.target_update_every  # differs from TD3: no delay
@@ -87,10 +93,12 @@ class AgentSAC(AgentTD3):
 class AgentModSAC(AgentSAC):
     """ModSAC: SAC that updates the actor less often while the critic is unreliable.
 
-    A running average L of the critic loss gives a reliability `r = exp(-L^2)` in (0, 1]; the
-    actor is updated only while (actor updates) / (critic updates) < 1 / (2 - r): every critic
-    step when the critic is accurate, every other step when it is not. (This reads L on the host
-    once per gradient step.)"""
+    A running average L of the critic loss gives a reliability `r = exp(-L^2)` in (0, 1]; within
+    each update call (`update_net`), the actor is updated only while (actor updates so far) /
+    (critic updates so far) < 1 / (2 - r): every critic step when the critic is accurate, every
+    other step when it is not. Both counts restart with every call, as in ElegantRL's
+    `update_net`, so a rise of the loss after a calm phase slows the actor at once rather than
+    stopping it for thousands of steps. (This reads L on the host once per gradient step.)"""
 
     def __init__(
         self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True
@@ -99,6 +107,11 @@ class AgentModSAC(AgentSAC):
         self.critic_loss_avg = 1.0  # pessimistic start: the critic is not yet reliable
         self.actor_updates = 0
         self.critic_updates = 0
+
+    def update_net(self, rollout: NamedTuple) -> dict[str, torch.Tensor]:
+        # differs: the actor schedule's counts restart with every update call
+        self.actor_updates = self.critic_updates = 0
+        return super().update_net(rollout)
 
     def should_update_actor(self, critic_loss: torch.Tensor) -> bool:
         # differs: adaptive actor-update frequency

@@ -11,7 +11,11 @@ from xiaoyarl.agents.ddpg import AgentDDPG
 
 class AgentTD3(AgentDDPG):
     """DDPG plus clipped double Q (the minimum of two critics, via `num_critics=2`), target
-    policy smoothing and a delayed actor update."""
+    policy smoothing and a delayed actor update; the target networks (actor and critics) are
+    soft-updated only on the delayed steps, as in the paper's Algorithm 1."""
+
+    config_fields = AgentDDPG.config_fields | {"policy_noise_std", "policy_noise_clip",
+                                               "policy_delay"}  # fmt: skip
 
     def target_action(self, next_states: torch.Tensor) -> torch.Tensor:
         # differs: clipped Gaussian noise smooths the target policy
@@ -24,6 +28,9 @@ class AgentTD3(AgentDDPG):
 
     def should_update_actor(self, critic_loss: torch.Tensor) -> bool:
         return self.updates % self.config.policy_delay == 0  # differs: delayed actor update
+
+    def critic_target_due(self, actor_updated: bool) -> bool:
+        return actor_updated  # differs: the critic targets move with the delayed actor step
 
     def graph_period(self) -> int | None:
         # differs: the actor is updated on one step of every policy_delay

@@ -60,3 +60,6 @@ __all__ = [
     "is_torch_native",
     "make_env",
 ]
+
+# gymnasium vector-env ids `xiaoyarl/<EnvId>` for the torch-native envs (registered on import)
+from xiaoyarl.envs import gym_vector as _gym_vector  # noqa: E402, F401

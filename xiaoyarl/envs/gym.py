@@ -21,6 +21,9 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import os
+import re
+import sys
 from typing import Any
 
 import gymnasium
@@ -46,15 +49,67 @@ _WRAP_ADVICE = (
     "in your own module, register the wrapped env there, and pass 'my_module:MyEnv-v0'"
 )
 
+# Why pixel observations are refused, and what to do instead (also used by `envs/check.py`).
+IMAGE_ADVICE = (
+    "xiaoyarl's networks are MLPs on flat state vectors, and pixels are not flattened silently "
+    "(an MLP on raw pixels learns next to nothing); a CNN encoder is not built yet. Use a "
+    "state-based variant of the task (e.g. a '-ram' Atari id or the env's state-observation "
+    "option), or wrap the env in your own module with a wrapper that produces a feature vector "
+    "and pass 'my_module:MyEnv-v0'"
+)
+
+# Games of the Arcade Learning Environment (the Atari-57 benchmark), to recognise Atari ids
+# such as 'ALE/Pong-v5', 'PongNoFrameskip-v4' or 'Breakout-ram-v4' when ale-py is missing.
+_ATARI_GAMES = frozenset(
+    """Alien Amidar Assault Asterix Asteroids Atlantis BankHeist BattleZone BeamRider Berzerk
+    Bowling Boxing Breakout Centipede ChopperCommand CrazyClimber Defender DemonAttack
+    DoubleDunk Enduro FishingDerby Freeway Frostbite Gopher Gravitar Hero IceHockey Jamesbond
+    Kangaroo Krull KungFuMaster MontezumaRevenge MsPacman NameThisGame Phoenix Pitfall Pong
+    PrivateEye Qbert Riverraid RoadRunner Robotank Seaquest Skiing Solaris SpaceInvaders
+    StarGunner Surround Tennis TimePilot Tutankham UpNDown Venture VideoPinball WizardOfWor
+    YarsRevenge Zaxxon""".split()
+)
+_ATARI_ID = re.compile(
+    r"(?P<ale>ALE/)?(?P<game>[A-Za-z]+?)(?P<ram>-ram)?(?P<mode>NoFrameskip|Deterministic)?"
+    r"-v(?P<version>\d+)"
+)
+
+
+def is_image_space(space: spaces.Space) -> bool:
+    """Whether `space` holds images: a Box with 3 dimensions, or uint8 with 2 or more."""
+    if not isinstance(space, spaces.Box):
+        return False
+    ndim = len(space.shape)
+    return ndim == 3 or (space.dtype == np.uint8 and ndim >= 2)
+
+
+def is_atari_id(env_id: str) -> bool:
+    """Whether `env_id` names an Atari game (`ALE/...`, or a known game with a -v0/-v4 id)."""
+    if env_id.startswith("ALE/"):
+        return True
+    match = _ATARI_ID.fullmatch(env_id)
+    return match is not None and match["game"] in _ATARI_GAMES
+
+
+def _atari_ram_id(env_id: str) -> str | None:
+    """The RAM-observation variant of an Atari id ('ALE/Pong-ram-v5', 'Pong-ramNoFrameskip-v4')."""
+    match = _ATARI_ID.fullmatch(env_id)
+    if match is None:
+        return None
+    mode = match["mode"] or ""
+    return f"{match['ale'] or ''}{match['game']}-ram{mode}-v{match['version']}"
+
 
 class GymVecEnv(VecEnv):
     """`num_envs` copies of a gymnasium env speaking torch tensors on `device`.
 
     `env_id` is a registered id (`"CartPole-v1"`) or `"my_module:MyEnv-v0"`, which imports
-    `my_module` first so that it can register `MyEnv-v0`. `env_kwargs` go to `gymnasium.make`.
-    Observations must be a `Box` (flattened to float32 `(num_envs, state_dim)`); actions a
-    `Discrete` (int64 `(num_envs,)`) or a finite `Box` (float `(num_envs, action_dim)` in
-    `[-1, 1]`, clipped to it and rescaled linearly to the env's bounds).
+    `my_module` first so that it can register `MyEnv-v0` (found on `sys.path`, else in the
+    current directory, as `python -m` would). `env_kwargs` go to `gymnasium.make`.
+    Observations must be a `Box` of numbers, not images (flattened to float32
+    `(num_envs, state_dim)`); actions a `Discrete` (int64 `(num_envs,)`) or a finite `Box`
+    (float `(num_envs, action_dim)` in `[-1, 1]`, clipped to it and rescaled linearly to the
+    env's bounds).
 
     `spec.max_step` is the registration's `max_episode_steps` (or the one in `env_kwargs`);
     envs registered without a time limit get `DEFAULT_MAX_STEP`. `spec.target_return` is the
@@ -135,6 +190,11 @@ class GymVecEnv(VecEnv):
                 f"{name}: observation space {obs_space} is not supported; GymVecEnv needs a Box "
                 f"observation space (it is flattened to a float32 vector). To use this env, "
                 f"{_WRAP_ADVICE}."
+            )
+        if is_image_space(obs_space):
+            raise EnvError(
+                f"{name}: observation space {obs_space} holds images, which xiaoyarl cannot "
+                f"learn from yet: {IMAGE_ADVICE}."
             )
         self._obs_shape = tuple(obs_space.shape)
         state_dim = int(np.prod(self._obs_shape))
@@ -382,22 +442,62 @@ def _resolve(env_id: str, env_kwargs: dict | None) -> tuple[str, dict]:
     if ":" in env_id:
         module, registered_id = env_id.split(":", 1)
         try:
-            importlib.import_module(module)
+            _import_env_module(module)
         except Exception as e:
+            if isinstance(e, ModuleNotFoundError) and e.name == "ale_py":
+                raise _atari_error(env_id, registered_id) from e
             raise EnvError(
                 f"cannot use environment '{env_id}': importing module '{module}' failed "
                 f"({type(e).__name__}: {e}). Make sure '{module}' is importable from here "
-                f"(installed, or its folder on PYTHONPATH) and imports without error."
+                f"(installed, its folder on PYTHONPATH, or '{module}.py' in the current "
+                f"directory) and imports without error."
             ) from e
     try:
         registration = gymnasium.spec(registered_id)
     except gymnasium.error.Error as e:
+        if is_atari_id(registered_id):
+            raise _atari_error(env_id, registered_id) from e
         raise _unknown_env_error(env_id, registered_id) from e
 
     kwargs = dict(env_kwargs or {})
     if kwargs.get("max_episode_steps") is None and registration.max_episode_steps is None:
         kwargs["max_episode_steps"] = DEFAULT_MAX_STEP  # every episode ends; spec.max_step holds
     return registered_id, kwargs
+
+
+def _import_env_module(module: str) -> None:
+    """Import `module`; if it is not found, look in the current directory too, as `python -m`.
+
+    The directory goes to the end of `sys.path`, so it never shadows an installed package, and
+    stays there only if the import succeeds. A module that is found but fails inside raises its
+    own exception unchanged.
+    """
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        missing = e.name or ""
+        cwd = os.getcwd()
+        is_this_module = module == missing or module.startswith(missing + ".")
+        on_path = any(isinstance(p, str) and os.path.abspath(p or ".") == cwd for p in sys.path)
+        if not is_this_module or on_path:
+            raise
+        sys.path.append(cwd)
+        importlib.invalidate_caches()
+        try:
+            importlib.import_module(module)
+        except BaseException:
+            sys.path.remove(cwd)
+            raise
+
+
+def _missing_module(e: BaseException) -> str | None:
+    """Name of the module whose import failed, from `e` or the exceptions that caused it."""
+    seen: BaseException | None = e
+    while seen is not None:
+        if isinstance(seen, ImportError) and seen.name:
+            return seen.name
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _make(env_id: str, registered_id: str, kwargs: dict) -> gymnasium.Env:
@@ -407,14 +507,18 @@ def _make(env_id: str, registered_id: str, kwargs: dict) -> gymnasium.Env:
     except (gymnasium.error.DependencyNotInstalled, ImportError) as e:
         entry_point = str(gymnasium.spec(registered_id).entry_point).lower()
         extra = next((x for key, x in _EXTRAS.items() if key in entry_point), None)
+        module = _missing_module(e)
+        # gymnasium's own text often advises a different `pip install`: keep only one fix
+        what = f"module '{module}'" if module else "a simulator it needs"
+        detail = "" if "pip install" in str(e) else f" ({type(e).__name__}: {e})"
         fix = (
-            f"install it with `pip install -e .[{extra}]`"
+            f"Install it with `pip install -e .[{extra}]` (this project's '{extra}' extra)"
             if extra is not None
-            else "install the package it needs"
+            else "Install the package that provides it"
         )
         raise EnvError(
-            f"cannot create environment '{env_id}': a simulator it needs is not installed "
-            f"({e}). {fix[0].upper() + fix[1:]}, then try again."
+            f"cannot create environment '{env_id}': {what} is not installed{detail}. "
+            f"{fix}, then try again."
         ) from e
     except TypeError as e:
         raise EnvError(
@@ -434,6 +538,23 @@ def _unknown_env_error(env_id: str, registered_id: str) -> EnvError:
     return EnvError(
         f"unknown environment '{registered_id}': {where}.{hint} Check the spelling, or use "
         f"'my_module:MyEnv-v0' so the module that registers it is imported first."
+    )
+
+
+def _atari_error(env_id: str, registered_id: str) -> EnvError:
+    """`EnvError` for an Atari id that is not registered (ale-py is missing or not imported)."""
+    ram_id = _atari_ram_id(registered_id)
+    ram = (
+        f" The RAM variant ('ale_py:{ram_id}', a 128-byte state vector) works with an MLP."
+        if ram_id is not None
+        else ""
+    )
+    return EnvError(
+        f"'{env_id}' is an Atari game, and Atari envs are not registered here: they need the "
+        f"ale-py package (`pip install ale-py`; ale-py 0.9+ ships the game ROMs), imported "
+        f"before the env is made (pass 'ale_py:{registered_id}', which imports it). Note also "
+        f"that Atari observations are pixels and xiaoyarl has no CNN encoder for pixel "
+        f"observations yet: its networks are MLPs on flat state vectors.{ram}"
     )
 
 

@@ -1,19 +1,43 @@
-"""Evaluation: score the deterministic policy, record it, keep the best policy, draw the curve."""
+"""Evaluation: score the deterministic policy, record it, keep the best policy, draw the curve.
+
+A target is declared reached only when an evaluation reaches it *and* a confirming evaluation
+on `confirm_episodes` fresh episodes (50 by default) also does: the mean of 10 noisy episodes
+is often lucky (a SAC Pendulum policy scored -190 ± 116 on 10 and -203 on the next 10).
+"""
 
 from __future__ import annotations
 
-import csv
+import json
 import math
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
 from xiaoyarl.envs.base import VecEnv
 from xiaoyarl.train.checkpoint import save_atomic
+from xiaoyarl.train.loggers import append_csv_row, truncate_csv_after
 
 RECORDER_FIELDS = ["step", "time", "eval_mean", "eval_std"]
+CONFIRM_SEED_OFFSET = 500_000  # confirmation k uses eval_seed + CONFIRM_SEED_OFFSET + k
+
+
+class EvalResult(NamedTuple):
+    """One evaluation. `confirmed` is None when no confirmation was run (the evaluation missed
+    the target, or confirmations are off), else whether `confirm_mean` reached the target."""
+
+    step: int  # env steps trained when the policy was scored
+    mean: float  # mean return over `eval_episodes` episodes
+    std: float
+    confirmed: bool | None
+    confirm_mean: float | None  # mean return over `confirm_episodes` fresh episodes
+    confirm_std: float | None
+
+    def reached(self, target: float | None) -> bool:
+        """Whether this evaluation counts as reaching `target` (confirmed where it was checked)."""
+        return target is not None and self.mean >= target and self.confirmed is not False
 
 
 @torch.no_grad()
@@ -41,10 +65,12 @@ def run_episodes(
 class Evaluator:
     """Runs `eval_episodes` deterministic episodes every time it is asked, on its own env.
 
-    Writes a row per evaluation to `recorder.csv`, saves the best policy to `actor.pt`, redraws
-    `learning_curve.png` (at most every `plot_every` seconds, and at the end) and optionally
-    writes TensorBoard scalars. Evaluation `k` resets the env with seed `eval_seed + k`, so
-    scores are reproducible and independent of what happened before.
+    Writes a row per evaluation to `recorder.csv`, saves the best policy to `actor.pt` and
+    redraws `learning_curve.png` (at most every `plot_every` seconds, and at the end).
+    Evaluation `k` resets the env with seed `eval_seed + k`, so scores are reproducible and
+    independent of what happened before. When an evaluation reaches `target_return` and
+    `make_confirm_env` is given, the policy is scored again on the env it makes (of
+    `confirm_episodes` sub-envs, fresh seeds) before the target counts as reached.
     """
 
     def __init__(
@@ -54,7 +80,7 @@ class Evaluator:
         target_return: float | None,
         eval_seed: int,
         title: str,
-        tensorboard: bool = False,
+        make_confirm_env: Callable[[], VecEnv] | None = None,
         plot_every: float = 10.0,
     ) -> None:
         self.env = env
@@ -62,16 +88,15 @@ class Evaluator:
         self.target_return = target_return
         self.eval_seed = eval_seed
         self.title = title
+        self.make_confirm_env = make_confirm_env
+        self.confirm_env: VecEnv | None = None
         self.plot_every = plot_every
         self.best_return = -math.inf
         self.num_evals = 0
+        self.num_confirms = 0
         self.last_plot = time.monotonic()  # first redraw after plot_every s: matplotlib is slow
         self.recorder_path = run_dir / "recorder.csv"
-        self.writer = None
-        if tensorboard:
-            from torch.utils.tensorboard import SummaryWriter  # checked by the runner
-
-            self.writer = SummaryWriter(str(run_dir / "tensorboard"))
+        write_plot_info(run_dir, title, target_return)
 
     def evaluate(
         self,
@@ -80,71 +105,63 @@ class Evaluator:
         step: int,
         elapsed: float,
         logs: dict[str, float],
-    ) -> tuple[float, float]:
-        """Score `policy`; record `step`, `elapsed` seconds and `logs`; return (mean, std)."""
+    ) -> EvalResult:
+        """Score `policy` (confirming a score at the target); record `step`, `elapsed` seconds
+        and `logs`; keep the policy if it is the best so far."""
         returns = run_episodes(self.env, policy, seed=self.eval_seed + self.num_evals)
         self.num_evals += 1
         mean = returns.mean().item()
         std = returns.std(unbiased=False).item()
-        row = {"step": step, "time": round(elapsed, 3), "eval_mean": mean, "eval_std": std, **logs}
-        self._append_row(row)
+        confirmed = confirm_mean = confirm_std = None
+        target = self.target_return
+        if target is not None and mean >= target and self.make_confirm_env is not None:
+            self.confirm_env = self.confirm_env or self.make_confirm_env()
+            seed = self.eval_seed + CONFIRM_SEED_OFFSET + self.num_confirms
+            confirm = run_episodes(self.confirm_env, policy, seed=seed)
+            self.num_confirms += 1
+            confirm_mean = confirm.mean().item()
+            confirm_std = confirm.std(unbiased=False).item()
+            confirmed = confirm_mean >= target
+        row = {"step": step, "time": round(elapsed, 3), "eval_mean": mean, "eval_std": std,
+               **logs}  # fmt: skip
+        if confirmed is not None:
+            row.update(confirm_mean=confirm_mean, confirm_std=confirm_std)
+        append_csv_row(self.recorder_path, row, RECORDER_FIELDS)
         if mean > self.best_return:
             self.best_return = mean
             save_atomic(policy_state(), self.run_dir / "actor.pt")
-        if self.writer is not None:
-            for name, value in row.items():
-                if name != "step":
-                    self.writer.add_scalar(name, value, step)
         if time.monotonic() - self.last_plot >= self.plot_every:
             self.plot()
-        return mean, std
-
-    def _append_row(self, row: dict) -> None:
-        new = not self.recorder_path.exists()
-        if new:
-            fields = RECORDER_FIELDS + sorted(k for k in row if k not in RECORDER_FIELDS)
-        else:
-            with open(self.recorder_path, newline="") as f:
-                fields = next(csv.reader(f), RECORDER_FIELDS)
-        with open(self.recorder_path, "a", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore", restval="")
-            if new:
-                writer.writeheader()
-            writer.writerow(
-                {k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()}
-            )
+        return EvalResult(step, mean, std, confirmed, confirm_mean, confirm_std)
 
     def truncate_after(self, step: int) -> None:
         """Drop recorder rows newer than `step` (written after the checkpoint resumed from)."""
-        if not self.recorder_path.exists():
-            return
-        with open(self.recorder_path, newline="") as f:
-            rows = list(csv.reader(f))
-        if not rows:
-            return
-        kept = [rows[0]] + [r for r in rows[1:] if r and int(float(r[0])) <= step]
-        with open(self.recorder_path, "w", newline="") as f:
-            csv.writer(f).writerows(kept)
+        truncate_csv_after(self.recorder_path, step)
 
     def plot(self) -> None:
         self.last_plot = time.monotonic()
-        plot_learning_curve(self.run_dir, self.title, self.target_return)
+        plot_learning_curve(self.run_dir)
 
     def close(self) -> None:
         self.plot()
-        if self.writer is not None:
-            self.writer.close()
+        if self.confirm_env is not None:
+            self.confirm_env.close()
+            self.confirm_env = None
 
     def state_dict(self) -> dict:
-        return {"best_return": self.best_return, "num_evals": self.num_evals}
+        return {"best_return": self.best_return, "num_evals": self.num_evals,
+                "num_confirms": self.num_confirms}  # fmt: skip
 
     def load_state_dict(self, state: dict) -> None:
         self.best_return = state["best_return"]
         self.num_evals = state["num_evals"]
+        self.num_confirms = state.get("num_confirms", 0)
 
 
 def read_recorder(run_dir: str | Path) -> list[dict[str, float]]:
     """Rows of `recorder.csv` as dicts of floats (empty cells skipped)."""
+    import csv
+
     path = Path(run_dir) / "recorder.csv"
     if not path.exists():
         return []
@@ -155,14 +172,30 @@ def read_recorder(run_dir: str | Path) -> list[dict[str, float]]:
         ]
 
 
+def write_plot_info(run_dir: Path, title: str, target_return: float | None) -> None:
+    """Keep the curve's title and target line in the run folder (`plot.json`), so that
+    `xiaoyarl plot` draws exactly what training drew, whatever decided the target."""
+    path = run_dir / "plot.json"
+    tmp = path.with_name(".plot.json.tmp")
+    tmp.write_text(json.dumps({"title": title, "target_return": target_return}) + "\n")
+    tmp.replace(path)
+
+
 def plot_learning_curve(
-    run_dir: str | Path, title: str = "", target_return: float | None = None
+    run_dir: str | Path, title: str | None = None, target_return: float | None = None
 ) -> Path | None:
     """Draw `learning_curve.png` from `recorder.csv`: evaluation return (mean ± std) over env
-    steps, with the target as a dashed line. Returns the PNG's path, or None with no data yet."""
+    steps, with the target as a dashed line. Title and target default to what the run stored in
+    `plot.json`. Returns the PNG's path, or None with no data yet."""
+    run_dir = Path(run_dir)
     rows = read_recorder(run_dir)
     if not rows:
         return None
+    info_path = run_dir / "plot.json"
+    if info_path.is_file() and (title is None or target_return is None):
+        info = json.loads(info_path.read_text())
+        title = info["title"] if title is None else title
+        target_return = info["target_return"] if target_return is None else target_return
     import matplotlib
 
     matplotlib.use("Agg")
@@ -175,23 +208,27 @@ def plot_learning_curve(
     ax.plot(steps, mean, color="tab:blue", label="evaluation return")
     ax.fill_between(
         steps,
-        [m - s for m, s in zip(mean, std, strict=False)],
-        [m + s for m, s in zip(mean, std, strict=False)],
+        [m - s for m, s in zip(mean, std, strict=True)],
+        [m + s for m, s in zip(mean, std, strict=True)],
         color="tab:blue",
         alpha=0.2,
         linewidth=0,
     )
+    confirms = [(r["step"], r["confirm_mean"]) for r in rows if "confirm_mean" in r]
+    if confirms:
+        ax.scatter(*zip(*confirms, strict=True), color="tab:green", marker="o", s=18, zorder=3,
+                   label="confirming evaluation")  # fmt: skip
     if target_return is not None:
         ax.axhline(
             target_return, color="tab:red", linestyle="--", label=f"target {target_return:g}"
         )
     ax.set_xlabel("env steps")
     ax.set_ylabel("episode return")
-    ax.set_title(title)
+    ax.set_title(title or "")
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right")
     fig.tight_layout()
-    path = Path(run_dir) / "learning_curve.png"
+    path = run_dir / "learning_curve.png"
     tmp = path.with_name(".learning_curve.tmp.png")
     fig.savefig(tmp)
     plt.close(fig)

@@ -7,8 +7,9 @@
   writes `recorder.csv`, `actor.pt` and the learning curve, and answers with the score.
 - Data moves through shared-memory tensors: a worker allocates its slots once and hands them
   over; afterwards only a small message per rollout travels. Weights move as a `state_dict`
-  copied into shared tensors under a lock, tagged with a version number. Nothing pickles
-  modules.
+  copied into shared tensors under a sequence lock (a version number the learner makes odd while
+  it writes: a reader killed mid-read blocks nobody). Each worker reports through its own pipe,
+  so a worker killed mid-message breaks only its own channel. Nothing pickles modules.
 - Each learner step takes one rollout from every worker, in worker order, and joins them along
   the env axis (the agent sees `num_workers * num_envs` sub-envs). On-policy agents are
   synchronous: a worker starts its next rollout only once the learner has updated on the last
@@ -17,8 +18,8 @@
   soon as one is free, with the newest weights published by then, so the rollouts the learner
   trains on were collected with weights at most one learner step old.
 - Faults: a worker whose env raises reports the error and exits; the learner raises a
-  `WorkerError` naming the worker and the original message within a second, stops every
-  process and keeps the last checkpoint. A worker that dies (e.g. SIGKILL) or delivers no
+  `WorkerError` naming the worker and the original message within a second and stops every
+  process; `train_agent` then writes a checkpoint of the learner's state (see `loop.py`). A worker that dies (e.g. SIGKILL) or delivers no
   rollout within `worker_timeout` seconds (a hung env step) is treated the same way, unless
   `restart_workers` allows restarting it. Children ignore Ctrl-C (the learner stops them)
   and exit on their own when the learner disappears.
@@ -29,25 +30,29 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import queue
 import signal
 import time
 import traceback
 from collections.abc import Callable
+from multiprocessing.connection import Connection
+from multiprocessing.connection import wait as wait_for
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 import torch.multiprocessing as mp
 
-from xiaoyarl.agents import AgentBase
+from xiaoyarl.agents import AgentBase, agent_class
 from xiaoyarl.config import Config
 from xiaoyarl.envs import make_env
 from xiaoyarl.envs.base import EnvSpec
 from xiaoyarl.errors import XiaoyaError
-from xiaoyarl.train.evaluator import Evaluator
-from xiaoyarl.train.run import _Loop, _StopSignals
+from xiaoyarl.train.evaluator import EvalResult, Evaluator
+from xiaoyarl.train.loggers import Loggers
+from xiaoyarl.train.loop import Callback, TrainLoop
+from xiaoyarl.train.progress import Console
 
 POLL = 0.1  # seconds between liveness checks while waiting
 OFF_POLICY_SLOTS = 2  # rollouts a pipelined worker may have in flight
@@ -79,13 +84,13 @@ def _parent_alive(parent: int) -> bool:
 
 
 def _worker_main(
-    wid: int, seed: int, config_dict: dict, device: str, comm: dict, free: mp.Queue
-) -> None:
-    """Explore forever: take a free slot, load the newest weights, fill the slot, report it."""
-    from xiaoyarl.train.run import agent_class  # the learner imported it already
-
+    wid: int, seed: int, config_dict: dict, device: str, comm: dict, free: mp.Queue,
+    messages: Connection,
+) -> None:  # fmt: skip
+    """Explore forever: take a free slot, load the newest weights, fill the slot, report it
+    (through `messages`, this worker's own pipe to the learner)."""
     parent = _child_setup(f"xyrl-worker-{wid}", config_dict["threads"])
-    messages, stop = comm["messages"], comm["stop"]
+    stop = comm["stop"]
     try:
         config = Config.from_dict(config_dict)
         torch.manual_seed(seed)
@@ -103,30 +108,44 @@ def _worker_main(
                     owned.append(free.get(timeout=POLL))
                 except queue.Empty:
                     continue
-            with comm["lock"]:
-                if comm["version"].value != version:
-                    version = comm["version"].value
-                    agent.actor.load_state_dict(comm["weights"])
-                    agent.explored = comm["explored"].value
+            version = _read_weights(comm, agent, version)
             rollout = agent.explore_env(env, config.horizon_len)
             if slots is None:
                 slots = [tuple(t.detach().to("cpu").clone().share_memory_() for t in rollout)
                          for _ in range(comm["num_slots"])]  # fmt: skip
-                messages.put(("slots", wid, slots, type(rollout)))
+                messages.send(("slots", wid, slots, type(rollout)))
             index = owned.pop()
             for dst, src in zip(slots[index], rollout, strict=True):
                 dst.copy_(src)
-            messages.put(("rollout", wid, index))
+            messages.send(("rollout", wid, index))
         env.close()
     except BaseException as e:  # report, then exit non-zero
-        messages.put(("error", wid, f"{type(e).__name__}: {e}", traceback.format_exc()))
+        try:
+            messages.send(("error", wid, f"{type(e).__name__}: {e}", traceback.format_exc()))
+        except OSError:  # the learner is gone
+            pass
         raise SystemExit(1) from None
+
+
+def _read_weights(comm: dict, agent: AgentBase, have: int) -> int:
+    """Load the newest published actor weights unless version `have` is the newest; return the
+    version loaded. Lock-free (a sequence lock: the learner makes the version odd while it
+    writes), so a worker killed mid-read can never block the learner."""
+    while True:
+        version = comm["version"].value
+        if version == have:
+            return have
+        if version % 2:  # being written
+            time.sleep(0.0005)
+            continue
+        agent.actor.load_state_dict(comm["weights"])
+        agent.explored = comm["explored"].value
+        if comm["version"].value == version:  # not overwritten meanwhile
+            return version
 
 
 def _evaluator_main(config_dict: dict, spec: EnvSpec, setup: dict, comm: dict) -> None:
     """Score the newest weights sent; keep recorder, best policy and learning curve."""
-    from xiaoyarl.train.run import agent_class
-
     parent = _child_setup("xyrl-evaluator", config_dict["threads"])
     requests, results, stop = comm["requests"], comm["results"], comm["stop"]
     try:
@@ -135,8 +154,19 @@ def _evaluator_main(config_dict: dict, spec: EnvSpec, setup: dict, comm: dict) -
         env = make_env(config.env_id, config.eval_episodes, device, comm["backend"],
                        setup["eval_seed"], config.vector_mode)  # fmt: skip
         agent = agent_class(config.algo, spec)(spec, config, device, learner=False)
-        evaluator = Evaluator(env, Path(setup["run_dir"]), setup["target"], setup["eval_seed"],
-                              setup["title"], tensorboard=config.tensorboard)  # fmt: skip
+
+        def make_confirm_env():
+            return make_env(config.env_id, config.confirm_episodes, device, comm["backend"],
+                            setup["eval_seed"] + 10_000, config.vector_mode)  # fmt: skip
+
+        evaluator = Evaluator(
+            env,
+            Path(setup["run_dir"]),
+            setup["target"],
+            setup["eval_seed"],
+            setup["title"],
+            make_confirm_env if config.confirm_episodes else None,
+        )
         if setup["state"] is not None:
             evaluator.load_state_dict(setup["state"])
         if setup["resume_step"]:
@@ -160,9 +190,9 @@ def _evaluator_main(config_dict: dict, spec: EnvSpec, setup: dict, comm: dict) -
             if request.get("skip"):
                 break
             agent.actor.load_state_dict(request["weights"])
-            mean, std = evaluator.evaluate(agent.act, agent.policy_state, request["step"],
-                                           request["elapsed"], request["logs"])  # fmt: skip
-            results.put(("eval", request["step"], mean, std, evaluator.state_dict()))
+            result = evaluator.evaluate(agent.act, agent.policy_state, request["step"],
+                                        request["elapsed"], request["logs"])  # fmt: skip
+            results.put(("eval", tuple(result), evaluator.state_dict()))
         evaluator.close()
         env.close()
         results.put(("closed",))
@@ -214,10 +244,8 @@ class ParallelRunner:
         self.worker_device = str(agent.device) if backend == "torch" else "cpu"
         ctx = self.ctx
         self.comm = {
-            "messages": ctx.Queue(),
             "stop": ctx.Event(),
-            "lock": ctx.Lock(),
-            "version": ctx.Value("q", 0, lock=False),
+            "version": ctx.Value("q", 0, lock=False),  # odd while the weights are written
             "explored": ctx.Value("q", 0, lock=False),
             "weights": {
                 k: v.detach().to("cpu").clone().share_memory_()
@@ -232,6 +260,8 @@ class ParallelRunner:
         self.slots: list[list[tuple[torch.Tensor, ...]] | None] = [None] * config.num_workers
         self.pending: list[list[int]] = [[] for _ in range(config.num_workers)]
         self.free: list[mp.Queue | None] = [None] * config.num_workers  # slot indices back
+        # each worker's own pipe to the learner: a worker killed mid-message breaks only its own
+        self.inbox: list[Connection | None] = [None] * config.num_workers
         self.retired: list[mp.Queue] = []  # queues of replaced workers, closed at the end
         self.last_seen = [0.0] * config.num_workers
         self.held: dict[int, int] = {}  # synchronous: worker -> slot read, not yet released
@@ -264,11 +294,16 @@ class ParallelRunner:
             self.retired.append(self.free[wid])
         self.free[wid] = self.ctx.Queue()
         self.held.pop(wid, None)
+        if self.inbox[wid] is not None:
+            self.inbox[wid].close()
+        self.inbox[wid], outbox = self.ctx.Pipe(duplex=False)
         proc = self.ctx.Process(
             target=_worker_main, name=f"xiaoyarl-worker-{wid}", daemon=True,
-            args=(wid, seed, self.config.to_dict(), self.worker_device, self.comm, self.free[wid]),
+            args=(wid, seed, self.config.to_dict(), self.worker_device, self.comm, self.free[wid],
+                  outbox),
         )  # fmt: skip
         proc.start()
+        outbox.close()  # the worker's end: when it dies, reading gives EOF
         self.workers[wid] = proc
         self.last_seen[wid] = time.monotonic()
 
@@ -290,19 +325,23 @@ class ParallelRunner:
             if proc.is_alive():
                 proc.kill()
                 proc.join()
-        queues = [self.comm["messages"], self.comm["requests"], self.comm["results"]]
+        queues = [self.comm["requests"], self.comm["results"]]
         for q in [*queues, *self.retired, *(q for q in self.free if q is not None)]:
             q.cancel_join_thread()
             q.close()
+        for inbox in self.inbox:
+            if inbox is not None:
+                inbox.close()
 
     # --- weights ---
     def publish(self, explored: int) -> None:
-        """Copy the actor's weights into shared memory under a new version."""
-        with self.comm["lock"]:
-            for name, value in self.agent.actor.state_dict().items():
-                self.comm["weights"][name].copy_(value)
-            self.comm["explored"].value = explored
-            self.comm["version"].value += 1
+        """Copy the actor's weights into shared memory under a new (even) version."""
+        version = self.comm["version"]
+        version.value += 1  # odd: readers wait (see `_read_weights`)
+        for name, value in self.agent.actor.state_dict().items():
+            self.comm["weights"][name].copy_(value)
+        self.comm["explored"].value = explored
+        version.value += 1
 
     # --- rollouts ---
     def gather(self) -> tuple:
@@ -330,23 +369,38 @@ class ParallelRunner:
             self.held = {}
 
     def _receive(self) -> None:
-        """Handle one message from a worker or the evaluator, or check that all are alive."""
-        try:
-            message = self.comm["messages"].get(timeout=POLL)
-        except queue.Empty:
-            message = None
+        """Handle the messages of the workers that sent any within POLL seconds (or check that
+        all are alive), and the evaluator's results."""
+        got = self._read_messages(POLL)
         self._drain_results()
-        if message is not None:
-            kind, wid = message[0], message[1]
-            self.last_seen[wid] = time.monotonic()
-            if kind == "slots":
-                self.slots[wid], self.rollout_type = message[2], message[3]
-            elif kind == "rollout":
-                self.pending[wid].append(message[2])
-            elif kind == "error":
-                self._worker_failed(wid, f"raised {message[2]}", message[3])
-            return
-        self._check_alive()
+        for message in got:
+            self._handle(message)
+        if not got:
+            self._check_alive()
+
+    def _read_messages(self, timeout: float) -> list[tuple]:
+        """Every message waiting in the workers' pipes (waiting up to `timeout` for one)."""
+        open_ = [c for c in self.inbox if c is not None]
+        got = []
+        for conn in wait_for(open_, timeout=timeout):
+            try:
+                while conn.poll():
+                    got.append(conn.recv())
+            except (EOFError, OSError):  # the worker is gone: `_check_alive` says how
+                wid = self.inbox.index(conn)
+                conn.close()
+                self.inbox[wid] = None
+        return got
+
+    def _handle(self, message: tuple) -> None:
+        kind, wid = message[0], message[1]
+        self.last_seen[wid] = time.monotonic()
+        if kind == "slots":
+            self.slots[wid], self.rollout_type = message[2], message[3]
+        elif kind == "rollout":
+            self.pending[wid].append(message[2])
+        elif kind == "error":
+            self._worker_failed(wid, f"raised {message[2]}", message[3])
 
     def _check_alive(self) -> None:
         now = time.monotonic()
@@ -377,20 +431,18 @@ class ParallelRunner:
                               f"{self.evaluator.exitcode}{SPAWN_HINT}")  # fmt: skip
 
     def _collect_error_messages(self) -> None:
+        """Handle what dead workers said last (an error message explains a death)."""
         while True:
-            try:
-                message = self.comm["messages"].get(timeout=0.2)
-            except queue.Empty:
+            got = self._read_messages(0.2)
+            if not got:
                 return
-            if message[0] == "error":
-                self._worker_failed(message[1], f"raised {message[2]}", message[3])
-            elif message[0] == "slots":
-                self.slots[message[1]], self.rollout_type = message[2], message[3]
-            elif message[0] == "rollout":
-                self.pending[message[1]].append(message[2])
+            for message in got:
+                self._handle(message)
 
     def _worker_failed(self, wid: int, what: str, trace: str) -> None:
         proc = self.workers[wid]
+        if proc is not None and proc.is_alive():
+            proc.join(timeout=2)  # a worker that reported its error exits by itself
         if proc is not None and proc.is_alive():
             proc.kill()
         if proc is not None:
@@ -406,8 +458,8 @@ class ParallelRunner:
         allowed = (f" after {self.restarts} restart(s)" if self.config.restart_workers else
                    "; --restart-workers K lets the run restart crashed workers")  # fmt: skip
         raise WorkerError(
-            f"worker {wid} {what}{allowed}. Training stopped; the last checkpoint is kept "
-            f"(resume with --resume).{detail if 'raised' not in what else ''}"
+            f"worker {wid} {what}{allowed}. Training stopped."
+            f"{detail if 'raised' not in what else ''}"
         )
 
     # --- evaluation ---
@@ -429,19 +481,20 @@ class ParallelRunner:
             self.eval_results.append(result)
 
     def take_eval_results(self) -> list[tuple]:
+        """The evaluations that came back: (EvalResult, evaluator state) pairs, oldest first."""
         self._drain_results()
         results, self.eval_results = self.eval_results, []
-        return [r for r in results if r[0] == "eval"]
+        return [(EvalResult(*r[1]), r[2]) for r in results if r[0] == "eval"]
 
     def wait_eval(self, step: int) -> list[tuple]:
         """Block until the evaluation of `step` is back; return it and any that came before."""
         got: list[tuple] = []
-        while not any(result[1] == step for result in got):
+        while not any(result.step == step for result, _ in got):
             time.sleep(POLL / 2)
             got += self.take_eval_results()
-            if not any(result[1] == step for result in got) and not self.evaluator.is_alive():
+            if not any(result.step == step for result, _ in got) and not self.evaluator.is_alive():
                 got += self.take_eval_results()
-                if not any(result[1] == step for result in got):
+                if not any(result.step == step for result, _ in got):
                     raise WorkerError("the evaluator process died during the final evaluation")
         return got
 
@@ -451,37 +504,10 @@ def worker_spec(spec: EnvSpec, num_workers: int) -> EnvSpec:
     return dataclasses.replace(spec, num_envs=spec.num_envs * num_workers)
 
 
-def eval_due(total_steps: int, next_eval: int, eval_every: int) -> int:
-    """The next evaluation step after `total_steps` passed `next_eval`."""
-    return next_eval + eval_every * max(1, math.ceil((total_steps - next_eval + 1) / eval_every))
-
-
-class _RemoteEvaluator:
-    """The learner's view of the evaluator process: the state its last answer carried."""
-
-    def __init__(self) -> None:
-        self.best_return = -math.inf
-        self.state: dict | None = None
-
-    def state_dict(self) -> dict | None:
-        return self.state
-
-    def load_state_dict(self, state: dict | None) -> None:
-        self.state = state
-        if state is not None:
-            self.best_return = state["best_return"]
-
-    def truncate_after(self, step: int) -> None:
-        pass  # the evaluator process does it when it starts
-
-    def close(self) -> None:
-        pass
-
-
-class ParallelLoop(_Loop):
-    """The learner's loop: gather a round of rollouts, update, publish weights, ask for
-    evaluations and apply their answers, checkpoint. Shares checkpoints and the summary with the
-    single-process `_Loop`."""
+class ParallelLoop(TrainLoop):
+    """The learner's loop: `TrainLoop` with rollouts gathered from the worker processes, new
+    weights published after each update, and evaluations run by the evaluator process (their
+    results are applied when they come back)."""
 
     def __init__(
         self,
@@ -490,106 +516,77 @@ class ParallelLoop(_Loop):
         backend: str,
         run_dir: Path,
         target: float | None,
-        ckpt_path: Path,
         title: str,
-        say: Callable[[str], None],
+        console: Console,
+        loggers: Loggers,
+        callbacks: list[Callback] | tuple = (),
     ) -> None:
-        super().__init__(config, agent, _WorkerEnvs(agent.spec), _RemoteEvaluator(), target,
-                         ckpt_path, backend, say)  # fmt: skip
+        super().__init__(config, agent, _WorkerEnvs(agent.spec), None, target, run_dir, backend,
+                         console, loggers, callbacks)  # fmt: skip
         one_worker = dataclasses.replace(agent.spec, num_envs=config.num_envs)
         setup = {"device": str(agent.device) if backend == "torch" else "cpu",
                  "eval_seed": config.seed + 10_000, "run_dir": str(run_dir),
                  "target": target, "title": title}  # fmt: skip
-        self.runner = ParallelRunner(config, agent, one_worker, backend, setup, say)
+        self.runner = ParallelRunner(config, agent, one_worker, backend, setup, console.line)
+        self.remote_state: dict | None = None  # the evaluator process's state, as last sent
+        self.received: list[EvalResult] = []
         # one-time costs: until the first round of rollouts is in and learned from
-        self.startup_seconds: float | None = None
-        self.startup_steps = 0  # the env steps of that first round
+        self.first_round_seconds: float | None = None
+        self.first_round_steps = 0
 
-    def run(self) -> dict:
-        cfg, runner = self.config, self.runner
-        stop_reason = "max_steps"
-        start = time.perf_counter() - self.train_seconds
-        with _StopSignals() as signals:
-            try:
-                runner.start(self.total_steps, self.evaluator.state_dict())
-                while self.total_steps < cfg.max_steps:
-                    rollout = runner.gather()
-                    steps = rollout.rewards.numel()
-                    self.total_steps += steps
-                    self.agent.explored += steps
-                    self.logs = self.agent.update_net(rollout)
-                    self.updates += 1
-                    runner.publish(self.agent.explored)
-                    runner.release()
-                    if self.startup_seconds is None:  # processes up, first round learned from
-                        self.startup_seconds = time.perf_counter() - start - self.train_seconds
-                        self.startup_steps = steps
-                    if self._take_evals(start):
-                        stop_reason = "target"
-                        break
-                    if self.total_steps >= self.next_eval:
-                        self.next_eval = eval_due(self.total_steps, self.next_eval,
-                                                  cfg.eval_every)  # fmt: skip
-                        logs = {k: v.item() for k, v in self.logs.items()}
-                        runner.request_eval(self.total_steps, time.perf_counter() - start,
-                                            logs)  # fmt: skip
-                    if self.total_steps >= self.next_checkpoint:
-                        self.next_checkpoint = self.total_steps + cfg.checkpoint_every
-                        self.train_seconds = time.perf_counter() - start
-                        self.save()
-                    if signals.received:
-                        stop_reason = signals.received
-                        break
-                    if self.stop_path.exists():
-                        self.stop_path.unlink(missing_ok=True)
-                        stop_reason = "stop_file"
-                        break
-                if stop_reason == "max_steps":
-                    t0 = time.perf_counter()
-                    logs = {k: v.item() for k, v in self.logs.items()}
-                    runner.request_eval(self.total_steps, t0 - start, logs, final=True)
-                    for result in runner.wait_eval(self.total_steps):
-                        self._apply_eval(result, start)
-                    self.eval_seconds += time.perf_counter() - t0
-                self._take_evals(start)
-                self.train_seconds = time.perf_counter() - start
-                self.save()
-            finally:
-                runner.close()
-        if stop_reason not in ("target", "max_steps"):
-            self.say(f"stopped by {stop_reason} at step {self.total_steps}; checkpoint "
-                     f"written")  # fmt: skip
-        return self._summary(stop_reason)
+    def start_workers(self) -> None:
+        self.runner.start(self.total_steps, self.remote_state)
 
-    def _summary(self, stop_reason: str) -> dict:
-        summary = super()._summary(stop_reason)
-        summary["startup_seconds"] = self.startup_seconds
-        summary["startup_steps"] = self.startup_steps
+    def stop_workers(self) -> None:
+        self.runner.close()
+
+    def collect(self) -> NamedTuple:
+        rollout = self.runner.gather()
+        self.agent.explored += rollout.rewards.numel()
+        return rollout
+
+    def after_update(self) -> None:
+        self.runner.publish(self.agent.explored)
+        self.runner.release()
+        if self.first_round_seconds is None:  # processes up, first round learned from
+            self.first_round_seconds = time.perf_counter() - self.start - self.train_seconds
+            self.first_round_steps = self.total_steps
+
+    def request_evaluation(self, final: bool = False) -> None:
+        logs = {k: v.item() for k, v in self.logs.items()}
+        t0 = time.perf_counter()
+        self.runner.request_eval(self.total_steps, t0 - self.start, logs, final=final)
+        if final:
+            for result, state in self.runner.wait_eval(self.total_steps):
+                self._receive(result, state)
+            self.eval_seconds += time.perf_counter() - t0
+
+    def evaluations(self) -> list[EvalResult]:
+        for result, state in self.runner.take_eval_results():
+            self._receive(result, state)
+        received, self.received = self.received, []
+        return received
+
+    def _receive(self, result: EvalResult, state: dict) -> None:
+        self.remote_state = state
+        self.received.append(result)
+
+    def evaluator_state(self) -> dict | None:
+        return self.remote_state
+
+    def load_evaluator_state(self, state: dict | None) -> None:
+        self.remote_state = state
+        if state is not None:
+            self.best_return = state["best_return"]
+
+    def truncate_records(self, step: int) -> None:
+        self.loggers.truncate_after(step)  # the evaluator process truncates its recorder
+
+    def close_evaluator(self) -> None:
+        pass  # the evaluator process draws the final curve when it is stopped
+
+    def summary(self, stop_reason: str) -> dict:
+        summary = super().summary(stop_reason)
+        summary["first_round_seconds"] = self.first_round_seconds
+        summary["first_round_steps"] = self.first_round_steps
         return summary
-
-    def _take_evals(self, start: float) -> bool:
-        """Apply the evaluations that came back; True once one reached the target."""
-        solved = False
-        for result in self.runner.take_eval_results():
-            solved = self._apply_eval(result, start) or solved
-        return solved
-
-    def _apply_eval(self, result: tuple, start: float) -> bool:
-        _, step, mean, std, state = result
-        self.evaluator.load_state_dict(state)
-        if step < self.last_eval_step:
-            return False
-        self.last_eval = (mean, std)
-        self.last_eval_step = step
-        elapsed = time.perf_counter() - start
-        sps = self.total_steps / max(elapsed - self.eval_seconds, 1e-9)
-        self.say(
-            f"step {step:>11,} | {sps:>9,.0f} sps | eval {mean:9.2f} ± {std:7.2f} | "
-            f"best {self.evaluator.best_return:9.2f} | {elapsed:7.1f} s"
-        )
-        solved = self.target is not None and mean >= self.target
-        if solved and self.steps_to_target is None:
-            self.steps_to_target = step
-            self.seconds_to_target = elapsed
-            self.say(f"target {self.target:g} reached at step {step:,} in {elapsed:.1f} s")
-        return solved

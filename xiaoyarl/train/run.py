@@ -1,34 +1,35 @@
-"""The single-process runner: explore -> update -> evaluate until the target or the step budget."""
+"""`train_agent`: set up a run (config, device, threads, envs, agent, run folder) and train it,
+in this process (`train/loop.py`) or with worker processes (`train/parallel.py`)."""
 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import math
 import re
-import shutil
-import signal
-import threading
-import time
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
 
-from xiaoyarl.agents import ALGORITHMS, AgentBase
-from xiaoyarl.config import Config
+from xiaoyarl.agents import agent_class
+from xiaoyarl.config import Config, ignored_fields
 from xiaoyarl.envs import is_torch_native, make_env
-from xiaoyarl.envs.base import EnvSpec, VecEnv
+from xiaoyarl.envs.base import EnvSpec
 from xiaoyarl.errors import CheckpointError, ConfigError, EnvError
-from xiaoyarl.train.checkpoint import load_plain, save_atomic
+from xiaoyarl.train.checkpoint import load_plain
 from xiaoyarl.train.evaluator import Evaluator
+from xiaoyarl.train.loggers import Loggers, check_logger_packages
+from xiaoyarl.train.loop import CHECKPOINT_FORMAT, Callback, TrainLoop
+from xiaoyarl.train.progress import Console, warn
 
-CHECKPOINT_FORMAT = "xiaoyarl-checkpoint-1"
 # Fields that may change when a run is resumed; every other field must match the checkpoint's.
 RESUMABLE_CHANGES = {
-    "max_steps", "target_return", "eval_every", "eval_episodes", "checkpoint_every", "cwd",
-    "device", "threads", "tensorboard", "vector_mode", "restart_workers", "worker_timeout",
+    "max_steps", "target_return", "stop_at_target", "eval_every", "eval_episodes",
+    "confirm_episodes", "checkpoint_every", "cwd", "device", "threads", "tensorboard", "wandb",
+    "wandb_project", "vector_mode", "restart_workers", "worker_timeout",
 }  # fmt: skip
+
+__all__ = ["Callback", "agent_class", "default_run_dir", "resolve_device", "train_agent"]
 
 
 def resolve_device(name: str) -> torch.device:
@@ -49,23 +50,24 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
+def choose_threads(threads: int | None) -> int:
+    """Torch's CPU threads for this process: `threads`, or 1 when None (automatic).
+
+    One thread is the fastest choice measured for every workload tried on a 2-core machine,
+    alone and beside other processes (see BENCHMARKS.md, "CPU threads"): the networks of RL
+    are small, so a second thread mostly spins, and beside another busy process torch's
+    default of one thread per core makes training several times slower."""
+    return threads if threads else 1
+
+
+def run_title(config: Config, backend: str) -> str:
+    """The title of a run's learning curve."""
+    return f"{config.algo} on {config.env_id} ({backend}, seed {config.seed})"
+
+
 def default_run_dir(config: Config) -> Path:
     env = re.sub(r"[^A-Za-z0-9_.-]+", "_", config.env_id)
     return Path("runs") / f"{env}_{config.algo}_{config.seed}"
-
-
-def agent_class(algo: str, spec: EnvSpec) -> type[AgentBase]:
-    """The agent for `algo` that fits the env's action space, or a ConfigError naming the fits."""
-    continuous, discrete = ALGORITHMS[algo]
-    chosen = discrete if spec.if_discrete else continuous
-    if chosen is None:
-        kind = "discrete" if spec.if_discrete else "continuous"
-        fits = sorted(n for n, pair in ALGORITHMS.items() if pair[int(spec.if_discrete)])
-        raise ConfigError(
-            f"algorithm '{algo}' cannot act in {spec.name}, whose actions are {kind}. "
-            f"Algorithms for {kind} actions: {', '.join(fits)}."
-        )
-    return chosen
 
 
 def check_state(state: torch.Tensor, spec: EnvSpec, where: str) -> None:
@@ -83,55 +85,46 @@ def check_state(state: torch.Tensor, spec: EnvSpec, where: str) -> None:
         )
 
 
-class _StopSignals:
-    """Turns SIGINT / SIGTERM into a flag the loop checks, so it can stop with a checkpoint.
-    A second SIGINT raises KeyboardInterrupt at once."""
-
-    def __init__(self) -> None:
-        self.received: str | None = None
-        self.previous: dict[int, object] = {}
-
-    def __enter__(self) -> _StopSignals:
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self.previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def _handle(self, signum: int, frame: object) -> None:
-        if self.received is not None and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        self.received = signal.Signals(signum).name
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler)
-
-
 def train_agent(
-    config: Config, resume: bool = False, log: Callable[[str], None] | None = print
+    config: Config,
+    resume: bool = False,
+    log: Callable[[str], None] | None = print,
+    callbacks: Sequence[Callback] = (),
 ) -> dict:
-    """Train `config.algo` on `config.env_id`; return the run's summary (see `summary` keys below).
+    """Train `config.algo` on `config.env_id`; return the run's summary (see `TrainLoop.summary`).
 
     Everything that can be rejected (config values, env id, algorithm/env fit, resume state) is
-    checked before the run folder is touched. `log=None` silences progress lines.
+    checked before the run folder is touched. `log` receives progress lines (`print`: the
+    console, with a live progress bar on a terminal; None: silent). `callbacks` are called after
+    each rollout, update and evaluation, and can stop training (see `Callback`).
+
+    A run folder is never deleted: if training fails, what it wrote stays, a checkpoint is
+    written where the state allows it, and a message on standard error says what was kept.
     """
-    say = log or (lambda _msg: None)
+    console = Console(log)
     config.validate()
+    for name in ignored_fields(config):
+        warn(f"{name}={getattr(config, name)!r} is ignored by {config.algo} (see `xiaoyarl list "
+             f"--fields` for the fields each algorithm reads)")  # fmt: skip
     torch_native = is_torch_native(config.env_id, config.backend)
     device = resolve_device(config.device)
     config = config.resolve(torch_native, device.type)
-    if config.threads:
-        torch.set_num_threads(config.threads)
+    threads = choose_threads(config.threads)
+    torch.set_num_threads(threads)
+    check_logger_packages(config)
     backend = "torch" if torch_native else "gymnasium"
-    if config.backend == "envpool":
-        backend = "envpool"
-    if config.backend == "torch" and not torch_native:
-        backend = "torch"  # make_env refuses it with the list of torch-native envs
+    if config.backend in ("envpool", "torch"):
+        backend = config.backend  # make_env refuses a torch backend without a torch-native env
     run_dir = Path(config.cwd) if config.cwd else default_run_dir(config)
     ckpt_path = run_dir / "checkpoint" / "state.pt"
 
     checkpoint = None
     if resume:
+        if not ckpt_path.is_file():
+            raise CheckpointError(
+                f"cannot resume: there is no checkpoint in {run_dir} (looked for {ckpt_path}). "
+                f"Name the run folder to resume with --resume RUN_DIR (or --cwd RUN_DIR)."
+            )
         checkpoint = load_plain(ckpt_path)
         _check_resumable(checkpoint, config, run_dir)
     elif ckpt_path.exists():
@@ -144,8 +137,7 @@ def train_agent(
     parallel = config.runner == "parallel"
     # parallel: the workers step the envs; this one gives the spec and checks a first reset
     env = make_env(config.env_id, config.num_envs, device, backend, config.seed, config.vector_mode)
-    eval_env = None
-    created_dir = False
+    eval_env = loop = None
     try:
         if not parallel:
             eval_env = make_env(config.env_id, config.eval_episodes, device, backend,
@@ -156,56 +148,96 @@ def train_agent(
             agent_spec = dataclasses.replace(spec, num_envs=spec.num_envs * config.num_workers)
         agent = agent_class(config.algo, spec)(agent_spec, config, device)
         target = config.target_return if config.target_return is not None else spec.target_return
-        if config.tensorboard:
-            if importlib.util.find_spec("tensorboard") is None:
-                raise ConfigError(
-                    "tensorboard=true needs the tensorboard package: pip install -e .[tensorboard]"
-                )
         state, _ = env.reset(seed=config.seed)
         check_state(state, spec, "reset")
         if not parallel:
             agent.last_state = state
 
-        created_dir = not run_dir.exists()
         run_dir.mkdir(parents=True, exist_ok=True)
         config.save(run_dir / "config.yaml")
-        title = f"{config.algo} on {config.env_id} ({backend}, seed {config.seed})"
+        title = run_title(config, backend)
+        console.line(_startup_line(config, spec, backend, device, threads, run_dir, target))
+        loggers = Loggers(run_dir, config, title)
+        make_confirm_env = None
+        if config.confirm_episodes:
+
+            def make_confirm_env():  # noqa: E306 - built only when an evaluation needs it
+                return make_env(config.env_id, config.confirm_episodes, device, backend,
+                                config.seed + 20_000, config.vector_mode)  # fmt: skip
+
         if parallel:
             from xiaoyarl.train.parallel import ParallelLoop
 
             env.close()
-            loop = ParallelLoop(config, agent, backend, run_dir, target, ckpt_path, title, say)
+            loop = ParallelLoop(config, agent, backend, run_dir, target, title, console,
+                                loggers, callbacks)  # fmt: skip
         else:
             evaluator = Evaluator(eval_env, run_dir, target, eval_seed=config.seed + 10_000,
-                                  title=title, tensorboard=config.tensorboard)  # fmt: skip
-            loop = _Loop(config, agent, env, evaluator, target, ckpt_path, backend, say)
+                                  title=title, make_confirm_env=make_confirm_env)  # fmt: skip
+            loop = TrainLoop(config, agent, env, evaluator, target, run_dir, backend, console,
+                             loggers, callbacks)  # fmt: skip
         if checkpoint is not None:
             loop.load(checkpoint)
-            say(f"resumed from step {loop.total_steps}")
+            console.line(f"resumed from step {loop.total_steps}")
         else:
             (run_dir / "stop").unlink(missing_ok=True)
-        summary = loop.run()
+        try:
+            summary = loop.run()
+        except BaseException as e:
+            note = loop.save_after_failure(e)
+            if hasattr(e, "add_note"):  # shown after the traceback / error message
+                e.add_note(note)
+            else:
+                _say_error(note)
+            raise
+        finally:
+            loggers.close()
         summary["run_dir"] = str(run_dir)
         return summary
-    except BaseException:
-        if created_dir and not ckpt_path.exists():
-            shutil.rmtree(run_dir, ignore_errors=True)  # leave no half-written run behind
-        raise
     finally:
         env.close()
         if eval_env is not None:
             eval_env.close()
 
 
+def _startup_line(
+    config: Config,
+    spec: EnvSpec,
+    backend: str,
+    device: torch.device,
+    threads: int,
+    run_dir: Path,
+    target: float | None,
+) -> str:
+    envs = f"{spec.num_envs} envs"
+    if config.runner == "parallel":
+        envs = f"{config.num_workers} workers x {spec.num_envs} envs"
+    if target is None:
+        goal = "no target"
+    else:
+        goal = f"target {target:g}" + ("" if config.stop_at_target else " (no early stop)")
+    return (f"{config.algo} on {config.env_id} | backend {backend} | {envs} | {device} | "
+            f"{threads} thread{'s' if threads > 1 else ''} | run folder {run_dir} | budget "
+            f"{config.max_steps:,} steps | {goal}")  # fmt: skip
+
+
+def _say_error(text: str) -> None:
+    try:
+        print(f"xiaoyarl: {text}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
 def _check_resumable(checkpoint: dict, config: Config, run_dir: Path) -> None:
     if checkpoint.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"{run_dir}/checkpoint/state.pt is not a xiaoyarl checkpoint.")
     saved = checkpoint["config"]
+    defaults = Config().to_dict()
     now = config.to_dict()
     diffs = [
-        f"{k}: checkpoint {saved.get(k)!r}, now {now[k]!r}"
+        f"{k}: checkpoint {saved.get(k, defaults[k])!r}, now {now[k]!r}"
         for k in now
-        if k not in RESUMABLE_CHANGES and saved.get(k) != now[k]
+        if k not in RESUMABLE_CHANGES and saved.get(k, defaults[k]) != now[k]
     ]
     if diffs:
         raise CheckpointError(
@@ -213,183 +245,3 @@ def _check_resumable(checkpoint: dict, config: Config, run_dir: Path) -> None:
             f"({'; '.join(diffs)}). Resume with the same settings, e.g. --config "
             f"{run_dir}/config.yaml, or start a new run with another --cwd."
         )
-
-
-class _Loop:
-    """The state of one training run between checkpoints, and the loop that advances it."""
-
-    def __init__(
-        self,
-        config: Config,
-        agent: AgentBase,
-        env: VecEnv,
-        evaluator: Evaluator,
-        target: float | None,
-        ckpt_path: Path,
-        backend: str,
-        say: Callable[[str], None],
-    ) -> None:
-        self.config = config
-        self.agent = agent
-        self.env = env
-        self.evaluator = evaluator
-        self.target = target
-        self.ckpt_path = ckpt_path
-        self.stop_path = ckpt_path.parent.parent / "stop"
-        self.backend = backend
-        self.say = say
-        self.total_steps = 0
-        self.updates = 0
-        self.train_seconds = 0.0  # wall-clock of the whole loop, evaluation included
-        self.eval_seconds = 0.0
-        self.next_eval = config.eval_every
-        self.next_checkpoint = config.checkpoint_every
-        self.steps_to_target: int | None = None
-        self.seconds_to_target: float | None = None
-        self.last_eval: tuple[float, float] | None = None
-        self.last_eval_step = -1
-        self.logs: dict[str, torch.Tensor] = {}
-
-    # --- checkpoints ---
-    def state_dict(self) -> dict:
-        rng = {"torch": torch.get_rng_state()}
-        if self.agent.device.type == "cuda":
-            rng["cuda"] = torch.cuda.get_rng_state(self.agent.device)
-        return {
-            "format": CHECKPOINT_FORMAT,
-            "config": self.config.to_dict(),
-            "agent": self.agent.state_dict(),
-            "env": self.env.state_dict(),
-            "evaluator": self.evaluator.state_dict(),
-            "counters": {
-                "total_steps": self.total_steps,
-                "updates": self.updates,
-                "train_seconds": self.train_seconds,
-                "eval_seconds": self.eval_seconds,
-                "next_eval": self.next_eval,
-                "next_checkpoint": self.next_checkpoint,
-                "steps_to_target": self.steps_to_target,
-                "seconds_to_target": self.seconds_to_target,
-                "last_eval": list(self.last_eval) if self.last_eval else None,
-                "last_eval_step": self.last_eval_step,
-            },
-            "rng": rng,
-        }
-
-    def load(self, checkpoint: dict) -> None:
-        try:
-            self.agent.load_state_dict(checkpoint["agent"])
-            self.env.load_state_dict(checkpoint["env"])
-            self.evaluator.load_state_dict(checkpoint["evaluator"])
-            counters = checkpoint["counters"]
-            for name, value in counters.items():
-                setattr(self, name, value)
-            self.last_eval = tuple(counters["last_eval"]) if counters["last_eval"] else None
-            torch.set_rng_state(checkpoint["rng"]["torch"])
-            if "cuda" in checkpoint["rng"] and self.agent.device.type == "cuda":
-                torch.cuda.set_rng_state(checkpoint["rng"]["cuda"], self.agent.device)
-        except (KeyError, RuntimeError, ValueError, TypeError) as e:
-            raise CheckpointError(
-                f"checkpoint {self.ckpt_path} does not fit this run ({type(e).__name__}: "
-                f"{str(e)[:160]}). Resume with the config it was written with, or start anew."
-            ) from None
-        # Steps beyond the checkpoint were lost with the crash; so are their recorder rows.
-        self.evaluator.truncate_after(self.total_steps)
-        if self.agent.last_state is None:
-            self.agent.last_state, _ = self.env.reset(seed=self.config.seed)
-        # A restored schedule may lie behind a smaller eval_every / checkpoint_every given now.
-        self.next_eval = min(self.next_eval, self.total_steps + self.config.eval_every)
-        self.next_checkpoint = min(
-            self.next_checkpoint, self.total_steps + self.config.checkpoint_every
-        )
-
-    def save(self) -> None:
-        save_atomic(self.state_dict(), self.ckpt_path)
-
-    # --- the loop ---
-    def run(self) -> dict:
-        cfg = self.config
-        steps_per_rollout = cfg.horizon_len * self.env.spec.num_envs
-        stop_reason = "max_steps"
-        start = time.perf_counter() - self.train_seconds
-        with _StopSignals() as signals:
-            while self.total_steps < cfg.max_steps:
-                rollout = self.agent.explore_env(self.env, cfg.horizon_len)
-                self.total_steps += steps_per_rollout
-                self.logs = self.agent.update_net(rollout)
-                self.updates += 1
-
-                if self.total_steps >= self.next_eval:
-                    self.next_eval += cfg.eval_every * max(
-                        1, math.ceil((self.total_steps - self.next_eval + 1) / cfg.eval_every)
-                    )
-                    if self._evaluate(start):
-                        stop_reason = "target"
-                        break
-                if self.total_steps >= self.next_checkpoint:
-                    self.next_checkpoint = self.total_steps + cfg.checkpoint_every
-                    self.train_seconds = time.perf_counter() - start
-                    self.save()
-                if signals.received:
-                    stop_reason = signals.received
-                    break
-                if self.stop_path.exists():
-                    self.stop_path.unlink(missing_ok=True)
-                    stop_reason = "stop_file"
-                    break
-            if self.last_eval_step != self.total_steps and stop_reason == "max_steps":
-                self._evaluate(start)
-            self.train_seconds = time.perf_counter() - start
-            self.save()
-            self.evaluator.close()
-        if stop_reason not in ("target", "max_steps"):
-            self.say(f"stopped by {stop_reason} at step {self.total_steps}; checkpoint written")
-        return self._summary(stop_reason)
-
-    def _evaluate(self, start: float) -> bool:
-        """Evaluate and log a progress line; True when the evaluation reaches the target."""
-        t0 = time.perf_counter()
-        logs = {k: v.item() for k, v in self.logs.items()}
-        mean, std = self.evaluator.evaluate(
-            self.agent.act, self.agent.policy_state, self.total_steps, t0 - start, logs
-        )
-        self.eval_seconds += time.perf_counter() - t0
-        self.last_eval = (mean, std)
-        self.last_eval_step = self.total_steps
-        elapsed = time.perf_counter() - start
-        sps = self.total_steps / max(elapsed - self.eval_seconds, 1e-9)
-        self.say(
-            f"step {self.total_steps:>11,} | {sps:>9,.0f} sps | eval {mean:9.2f} ± {std:7.2f} | "
-            f"best {self.evaluator.best_return:9.2f} | {elapsed:7.1f} s"
-        )
-        solved = self.target is not None and mean >= self.target
-        if solved and self.steps_to_target is None:
-            self.steps_to_target = self.total_steps
-            self.seconds_to_target = elapsed
-            self.say(
-                f"target {self.target:g} reached at step {self.total_steps:,} in {elapsed:.1f} s"
-            )
-        return solved
-
-    def _summary(self, stop_reason: str) -> dict:
-        mean, std = self.last_eval if self.last_eval else (float("nan"), float("nan"))
-        return {
-            "algo": self.config.algo,
-            "env": self.config.env_id,
-            "backend": self.backend,
-            "seed": self.config.seed,
-            "solved": self.steps_to_target is not None,
-            "steps_to_target": self.steps_to_target,
-            "seconds_to_target": self.seconds_to_target,
-            "total_steps": self.total_steps,
-            "train_seconds": self.train_seconds,
-            "eval_seconds": self.eval_seconds,
-            "final_eval_mean": mean,
-            "final_eval_std": std,
-            "best_eval_mean": self.evaluator.best_return,
-            "steps_per_second": self.total_steps
-            / max(self.train_seconds - self.eval_seconds, 1e-9),
-            "target_return": self.target,
-            "stop_reason": stop_reason,
-            "updates": self.updates,
-        }

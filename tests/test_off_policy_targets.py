@@ -1,0 +1,213 @@
+"""Off-policy updates as a whole, against references written the slow, obvious way: the TD target
+`r + gamma * (1 - terminal) * V'`, importance weights in the loss, TD errors reaching the
+priorities, target-network schedules (TD3's delayed targets included), ModSAC's per-call actor
+schedule, the DQN epsilon schedule, DDPG's exploration noise and the observation normaliser."""
+
+import math
+
+import pytest
+import torch
+from test_off_policy import ALGO_OF, batch_for, make_agent
+
+from xiaoyarl.agents import (
+    AgentD3QN,
+    AgentDDPG,
+    AgentDoubleDQN,
+    AgentDQN,
+    AgentModSAC,
+    AgentREDQ,
+    AgentSAC,
+    AgentSACDiscrete,
+    AgentTD3,
+)
+
+Q_LEARNERS = (AgentDQN, AgentDoubleDQN, AgentD3QN)
+
+
+def weighted_batch(agent, size=6):
+    """A batch with terminals on every other transition and uneven importance weights."""
+    return batch_for(agent, size)._replace(weights=torch.linspace(0.2, 2.0, size))
+
+
+def reference_critic_loss(agent, batch, seed):
+    """The critic loss of one update, written out: the TD target r + gamma (1 - d) V(s') (V'
+    from the agent's own next-value function, under the same random draws), each critic's
+    error weighted by the batch's importance weights."""
+    gamma = agent.config.gamma
+    with torch.no_grad():
+        torch.manual_seed(seed)
+        if isinstance(agent, Q_LEARNERS):
+            next_v = agent.next_q(batch.next_states)
+        else:
+            next_v = agent.next_value(batch.next_states)
+        target = torch.tensor([
+            batch.rewards[i].item()
+            + (0.0 if batch.terminals[i] else gamma * next_v[i].item())
+            for i in range(len(batch.rewards))
+        ])  # fmt: skip
+        if isinstance(agent, Q_LEARNERS):
+            q = agent.qnet.q_values(batch.states).gather(1, batch.actions[:, None])[:, 0]
+            losses = [torch.nn.functional.huber_loss(q[i], target[i]) for i in range(len(q))]
+            return sum(w * loss for w, loss in zip(batch.weights, losses, strict=True)) / len(q)
+        q = agent.critic_q(batch.states, batch.actions)  # (num_critics, B)
+        per_critic = [(batch.weights * (target - q[k]) ** 2).mean() for k in range(q.shape[0])]
+        return sum(per_critic)
+
+
+@pytest.mark.parametrize("cls", list(ALGO_OF), ids=list(ALGO_OF.values()))
+def test_critic_loss_uses_the_whole_td_target_and_the_importance_weights(cls):
+    agent, _ = make_agent(cls, policy_noise_std=0.0)
+    batch = weighted_batch(agent)
+    want = reference_critic_loss(agent, batch, seed=11)
+    torch.manual_seed(11)
+    logs, td_errors = agent.update_step(batch)
+    torch.testing.assert_close(logs["critic_loss"], want.float(), rtol=1e-5, atol=1e-6)
+    assert td_errors.shape == (6,)
+
+
+def test_gradient_step_sets_each_priority_to_its_td_error():
+    agent, env = make_agent(AgentDQN, per=True, batch_size=16, learning_starts=0)
+    twin, _ = make_agent(AgentDQN, per=True, batch_size=16, learning_starts=0)
+    for _ in range(3):
+        rollout = agent.explore_env(env, 8)
+        agent.buffer.add(rollout)
+        twin.buffer.add(rollout)
+    batch = agent.buffer.sample(16)
+    _, td_errors = twin.update_step(batch)  # the same networks and batch: the same TD errors
+    agent.gradient_step(batch)
+    buf = agent.buffer
+    leaf = buf.sum_tree[buf.tree_size + batch.indices]
+    last = {int(i): k for k, i in enumerate(batch.indices)}  # duplicates: the last one wins
+    want = torch.tensor([(abs(td_errors[last[int(i)]].item()) + buf.eps) ** buf.alpha
+                         for i in batch.indices], dtype=leaf.dtype)  # fmt: skip
+    torch.testing.assert_close(leaf, want, rtol=1e-5, atol=1e-7)
+
+
+def test_soft_target_update_every_step_is_a_lerp_by_tau():
+    agent, _ = make_agent(AgentSAC, soft_update_tau=0.1)
+    before = [p.clone() for p in agent.critic_target.parameters()]
+    agent.updates = 0
+    agent.update_step(batch_for(agent))
+    for old, new, online in zip(before, agent.critic_target.parameters(),
+                                agent.critic.parameters(), strict=True):  # fmt: skip
+        torch.testing.assert_close(new, old + 0.1 * (online - old))
+
+
+def test_periodic_target_update_copies_every_k_steps():
+    agent, _ = make_agent(AgentDQN, soft_update_tau=1.0, target_update_every=3)
+    copied = []
+    for step in range(6):
+        agent.updates = step
+        agent.update_step(batch_for(agent))
+        same = all(
+            torch.equal(a, b)
+            for a, b in zip(agent.qnet_target.parameters(), agent.qnet.parameters(), strict=True)
+        )
+        copied.append(same)  # fmt: skip
+    assert copied == [True, False, False, True, False, False]
+
+
+def changed(before: list[torch.Tensor], net: torch.nn.Module) -> bool:
+    return any(not torch.equal(a, b) for a, b in zip(before, net.parameters(), strict=True))
+
+
+def test_td3_updates_both_targets_only_on_the_delayed_steps():
+    agent, _ = make_agent(AgentTD3, policy_delay=2)
+    moved = []
+    for step in range(4):
+        agent.updates = step
+        critic_t = [p.clone() for p in agent.critic_target.parameters()]
+        actor_t = [p.clone() for p in agent.actor_target.parameters()]
+        agent.update_step(batch_for(agent))
+        moved.append((changed(critic_t, agent.critic_target), changed(actor_t, agent.actor_target)))
+    assert moved == [(True, True), (False, False), (True, True), (False, False)]
+
+
+def test_ddpg_and_sac_update_the_target_critics_every_step():
+    for cls in (AgentDDPG, AgentSAC, AgentREDQ):
+        agent, _ = make_agent(cls)
+        for step in range(3):
+            agent.updates = step
+            before = [p.clone() for p in agent.critic_target.parameters()]
+            agent.update_step(batch_for(agent))
+            assert changed(before, agent.critic_target), (cls, step)
+
+
+def test_dqn_epsilon_decays_linearly_then_stays_and_drives_exploration():
+    agent, _ = make_agent(AgentDQN, explore_rate=0.1, explore_decay_steps=1000)
+    for explored, want in ((0, 1.0), (250, 0.775), (500, 0.55), (1000, 0.1), (5000, 0.1)):
+        agent.explored = explored
+        assert math.isclose(agent.epsilon(), want, rel_tol=1e-9)
+    agent.explored = 500
+    state = torch.randn(20_000, 4)
+    greedy = agent.qnet(state)
+    differ = (agent.explore_action(state) != greedy).float().mean().item()
+    assert abs(differ - 0.55 / 2) < 0.015  # a random action differs from the greedy half the time
+
+
+def test_ddpg_exploration_noise_has_the_configured_std_and_stays_in_bounds():
+    agent, _ = make_agent(AgentDDPG, explore_noise_std=0.2)
+    state = torch.randn(20_000, 3)
+    with torch.no_grad():
+        agent.actor.net[-1].weight.zero_()
+        agent.actor.net[-1].bias.zero_()  # the actor says 0: noise alone is left
+    action = agent.explore_action(state)
+    assert abs(action.std().item() - 0.2) < 0.01 and abs(action.mean().item()) < 0.01
+    agent.config.explore_noise_std = 5.0
+    assert agent.explore_action(state).abs().max() <= 1.0
+
+
+def test_modsac_restarts_its_actor_schedule_with_every_update_call():
+    """After a calm phase (low critic loss, the actor steps every time) the loss rises: the
+    actor must keep stepping on about half of the critic steps, not stall for thousands."""
+    agent, env = make_agent(AgentModSAC, learning_starts=0, batch_size=8)
+    rollout = agent.explore_env(env, 4)  # 16 gradient steps per update call
+    loss = {"value": 0.01}
+    actor_steps = []
+
+    def gradient_step(batch):
+        actor_steps.append(agent.should_update_actor(torch.tensor(loss["value"])))
+        return {}
+
+    agent.gradient_step = gradient_step
+    agent.buffer.add(rollout)
+    agent.buffer.add = lambda rollout: None  # one rollout, replayed: the schedule is tested here
+    for _ in range(125):  # 2,000 calm critic steps
+        agent.update_net(rollout)
+    calm = sum(actor_steps)
+    loss["value"] = 3.0
+    actor_steps.clear()
+    for _ in range(250):  # 4,000 critic steps with a high loss
+        agent.update_net(rollout)
+    assert calm >= 1_700  # the reliability starts low (loss average 1.0) and rises
+    assert 1_900 <= sum(actor_steps) <= 2_700  # about 1 / (2 - r) with r falling to ~0
+
+
+@pytest.mark.parametrize("cls", [AgentDQN, AgentSAC, AgentTD3, AgentSACDiscrete])
+def test_off_policy_state_norm_is_updated_shared_with_targets_and_checkpointed(cls):
+    agent, env = make_agent(cls, state_norm=True, learning_starts=0)
+    rollouts = [agent.explore_env(env, 8) for _ in range(3)]
+    for rollout in rollouts:
+        agent.update_net(rollout)
+    states = torch.cat([r.states.flatten(0, 1) for r in rollouts])
+    torch.testing.assert_close(agent.state_norm.mean, states.mean(0), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(agent.state_norm.var, states.var(0, unbiased=False),
+                               rtol=1e-3, atol=1e-5)  # fmt: skip
+    for name, net in agent.nets.items():
+        if hasattr(net, "norm"):
+            assert net.norm is agent.state_norm, name  # targets see states as the online nets
+    state = agent.state_dict()
+    fresh, _ = make_agent(cls, state_norm=True)
+    fresh.load_state_dict(state)
+    torch.testing.assert_close(fresh.state_norm.mean, agent.state_norm.mean)
+    assert agent.policy_state()["actor"]["norm.mean"].abs().sum() > 0  # actor.pt carries it
+
+
+def test_state_norm_clamp_is_an_option():
+    from xiaoyarl.nets import RunningNorm
+
+    norm = RunningNorm(2, enabled=True, clip=10.0)
+    big = torch.tensor([[30.0, -40.0]])
+    assert norm(big).abs().max() == 10.0
+    torch.testing.assert_close(RunningNorm(2, enabled=True, clip=None)(big), big)
+    assert torch.equal(RunningNorm(2, enabled=False)(big), big)
