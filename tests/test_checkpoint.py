@@ -185,7 +185,7 @@ def _train_in_process(cwd, algo, env_id, max_steps, resume=False, **fields):
     from xiaoyarl import Config, train_agent
 
     config = Config(algo=algo, env_id=env_id, cwd=str(cwd), max_steps=max_steps, threads=1,
-                    eval_every=256, eval_episodes=2, checkpoint_every=100_000, **fields)  # fmt: skip
+                    eval_every=256, eval_episodes=2, checkpoint_every=10**6, **fields)  # fmt: skip
     return train_agent(config, resume=resume, log=None)
 
 

@@ -19,10 +19,11 @@
   trains on were collected with weights at most one learner step old.
 - Faults: a worker whose env raises reports the error and exits; the learner raises a
   `WorkerError` naming the worker and the original message within a second and stops every
-  process; `train_agent` then writes a checkpoint of the learner's state (see `loop.py`). A worker that dies (e.g. SIGKILL) or delivers no
-  rollout within `worker_timeout` seconds (a hung env step) is treated the same way, unless
-  `restart_workers` allows restarting it. Children ignore Ctrl-C (the learner stops them)
-  and exit on their own when the learner disappears.
+  process; `train_agent` then writes a checkpoint of the learner's state (see `loop.py`). A
+  worker that dies (e.g. SIGKILL) or delivers no rollout within `worker_timeout` seconds (a
+  hung env step) is treated the same way, unless `restart_workers` allows restarting it.
+  Children ignore Ctrl-C (the learner stops them) and exit on their own when the learner
+  disappears.
 - Resuming restores the learner's full state (networks, optimizers, buffer, counters); the
   workers' envs start new episodes, seeded from the step count.
 """
