@@ -235,8 +235,11 @@ def test_resume_on_the_gymnasium_backend_restores_the_agent_and_starts_new_episo
     summary = _train_in_process(tmp_path / "r", "ppo", "CartPole-v1", 512, resume=True, **fields)
     assert summary["total_steps"] == 512 and summary["updates"] == 4
     again = load_plain(tmp_path / "r" / "checkpoint" / "state.pt")
-    assert_same({k: v for k, v in saved["agent"].items() if k != "last_state"},
-                {k: v for k, v in again["agent"].items() if k != "last_state"}, "agent")
+    assert_same(
+        {k: v for k, v in saved["agent"].items() if k != "last_state"},
+        {k: v for k, v in again["agent"].items() if k != "last_state"},
+        "agent",
+    )
     assert_same(saved["rng"], again["rng"], "rng")
     with make_env("CartPole-v1", 4, backend="gymnasium") as env:  # new episodes, run's seed
         fresh, _ = env.reset(seed=0 + 512)

@@ -340,8 +340,15 @@ def test_callbacks_see_rollouts_updates_and_evaluations_and_can_stop(tmp_path):
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("algo", "env_id"), [("ppo", "CartPole-v1"), ("ppo", "Pendulum-v1"),
-                                              ("dqn", "CartPole-v1"), ("td3", "Pendulum-v1")])
+@pytest.mark.parametrize(
+    ("algo", "env_id"),
+    [
+        ("ppo", "CartPole-v1"),
+        ("ppo", "Pendulum-v1"),
+        ("dqn", "CartPole-v1"),
+        ("td3", "Pendulum-v1"),
+    ],
+)
 def test_predict_takes_one_or_many_observations_deterministic_or_not(tmp_path, algo, env_id):
     config = Config(algo=algo, env_id=env_id, num_envs=4, max_steps=256, eval_every=128,
                     eval_episodes=2, learning_starts=64, batch_size=32, net_dims=[16],
