@@ -1,11 +1,10 @@
 """How many torch CPU threads a training process should use: measured, alone and beside others.
 
 Every row trains one workload for a fixed budget through the command line, in a fresh process,
-with `--threads N` (or torch's own default, "torch default"), while 0, 1 or 2 other
-CPU-bound processes run beside it. A neighbour is either a busy Python loop (any CPU-bound
-program) or a second identical training (what a user running two seeds at once does). The
-figure is the wall-clock seconds of the training process, start-up included, and the CPU
-seconds it used.
+with `--threads N` (or torch's own default, "torch default"), while nothing, a busy Python loop
+(any CPU-bound program) or a second identical training (what a user running two seeds at
+once does) runs beside it. The figure is the wall-clock seconds of the training process,
+start-up included, and the CPU seconds it used.
 
     python benchmarks/threads.py                               # every workload and setting
     python benchmarks/threads.py --workloads ppo-small --threads 1 0 --neighbours none busy
@@ -40,7 +39,7 @@ WORKLOADS = {
     "sac": ("sac", "Pendulum-v1", [], 3_000),  # [256, 256] nets, batch 256, 1 step per env step
     "dqn": ("dqn", "CartPole-v1", ["--backend", "gymnasium"], 4_000),
 }
-NEIGHBOURS = ("none", "busy", "busy2", "twin")
+NEIGHBOURS = ("none", "busy", "twin")
 BUSY = "import time\nend = time.time() + 3600\nwhile time.time() < end:\n    pass\n"
 
 
@@ -54,8 +53,9 @@ def command(workload: str, threads: int, cwd: Path) -> list[str]:
     return args
 
 
-def run_once(workload: str, threads: int, neighbour: str, root: Path) -> dict:
-    """Wall and CPU seconds of one training while `neighbour` runs beside it."""
+def run_once(workload: str, threads: int, neighbour: str, root: Path, timeout: float) -> dict:
+    """Wall and CPU seconds of one training while `neighbour` runs beside it (a run still going
+    after `timeout` seconds is stopped and reported as taking at least that long)."""
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     others: list[subprocess.Popen] = []
     if neighbour in ("busy", "busy2"):
@@ -69,8 +69,11 @@ def run_once(workload: str, threads: int, neighbour: str, root: Path) -> dict:
         cwd = root / f"run_{time.time_ns()}"
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        proc = subprocess.run(command(workload, threads, cwd), env=env, capture_output=True,
-                              text=True)  # fmt: skip
+        try:
+            proc = subprocess.run(command(workload, threads, cwd), env=env, capture_output=True,
+                                  text=True, timeout=timeout)  # fmt: skip
+        except subprocess.TimeoutExpired:
+            return {"wall": timeout, "cpu": float("nan"), "stopped": True}
         wall = time.perf_counter() - t0
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if proc.returncode != 0:
@@ -80,7 +83,7 @@ def run_once(workload: str, threads: int, neighbour: str, root: Path) -> dict:
             other.kill()
             other.wait()
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"wall": wall, "cpu": cpu}
+    return {"wall": wall, "cpu": cpu, "stopped": False}
 
 
 def main() -> None:
@@ -90,6 +93,8 @@ def main() -> None:
                         help="thread counts to try; 0 = torch's default")  # fmt: skip
     parser.add_argument("--neighbours", nargs="+", choices=NEIGHBOURS, default=list(NEIGHBOURS))
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=300.0,
+                        help="seconds after which a run is stopped (reported as '>= T')")  # fmt: skip
     parser.add_argument("--json", help="write the raw results here")
     args = parser.parse_args()
     rows = []
@@ -97,11 +102,12 @@ def main() -> None:
         for workload in args.workloads:
             for neighbour in args.neighbours:
                 for threads in args.threads:
-                    runs = [run_once(workload, threads, neighbour, Path(tmp))
+                    runs = [run_once(workload, threads, neighbour, Path(tmp), args.timeout)
                             for _ in range(args.repeats)]  # fmt: skip
                     row = {"workload": workload, "neighbour": neighbour, "threads": threads,
                            "wall": statistics.median(r["wall"] for r in runs),
-                           "cpu": statistics.median(r["cpu"] for r in runs)}  # fmt: skip
+                           "cpu": statistics.median(r["cpu"] for r in runs),
+                           "stopped": any(r["stopped"] for r in runs)}  # fmt: skip
                     rows.append(row)
                     print(json.dumps(row), flush=True)
     print(f"\n{machine()}, {time.strftime('%Y-%m-%d')}, median of {args.repeats} runs\n")
@@ -109,8 +115,8 @@ def main() -> None:
     print("| --- | --- | ---: | ---: | ---: |")
     for r in rows:
         threads = r["threads"] or "torch default"
-        print(f"| {r['workload']} | {r['neighbour']} | {threads} | {r['wall']:.1f} | "
-              f"{r['cpu']:.1f} |")  # fmt: skip
+        wall = f">= {r['wall']:.0f}" if r["stopped"] else f"{r['wall']:.1f}"
+        print(f"| {r['workload']} | {r['neighbour']} | {threads} | {wall} | {r['cpu']:.1f} |")
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": machine(), "rows": rows}, indent=2))
 

@@ -125,6 +125,7 @@ class TrainLoop:
         self.recent_return: float | None = None
         self.sps_mark = (time.perf_counter(), 0)  # (time, step) of the last progress update
         self.sps = 0.0
+        self._results: list[EvalResult] = []  # evaluations not yet reported
 
     # --- checkpoints ---------------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -224,7 +225,7 @@ class TrainLoop:
 
     def evaluations(self) -> list[EvalResult]:
         """The evaluations finished since the last call, oldest first."""
-        results, self._results = getattr(self, "_results", []), []
+        results, self._results = self._results, []
         return results
 
     def evaluator_state(self) -> dict | None:
