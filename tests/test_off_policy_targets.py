@@ -211,3 +211,33 @@ def test_state_norm_clamp_is_an_option():
     assert norm(big).abs().max() == 10.0
     torch.testing.assert_close(RunningNorm(2, enabled=True, clip=None)(big), big)
     assert torch.equal(RunningNorm(2, enabled=False)(big), big)
+
+
+def test_lean_adam_step_and_gradient_clipping_equal_torchs_own():
+    """`adam_step` and `clip_grad_norm` (the agents' optimizer path) give bit for bit the
+    parameters and optimizer state of `clip_grad_norm_` + `Adam.step`."""
+    import copy
+
+    from torch import nn
+
+    from xiaoyarl.agents.base import adam_step, clip_grad_norm
+
+    torch.manual_seed(0)
+    ours = nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 2))
+    theirs = copy.deepcopy(ours)
+    opt_ours = torch.optim.Adam(ours.parameters(), lr=1e-3, eps=1e-5, fused=True)
+    opt_theirs = torch.optim.Adam(theirs.parameters(), lr=1e-3, eps=1e-5, fused=True)
+    for _ in range(30):
+        x = torch.randn(16, 4) * 5
+        for net, opt in ((ours, opt_ours), (theirs, opt_theirs)):
+            opt.zero_grad(set_to_none=True)
+            net(x).square().sum().backward()
+        clip_grad_norm(list(ours.parameters()), 0.5)
+        adam_step(opt_ours)
+        nn.utils.clip_grad_norm_(theirs.parameters(), 0.5, foreach=True)
+        opt_theirs.step()
+    for a, b in zip(ours.parameters(), theirs.parameters(), strict=True):
+        assert torch.equal(a, b)
+    for key, state in opt_theirs.state_dict()["state"].items():
+        for name in ("step", "exp_avg", "exp_avg_sq"):
+            assert torch.equal(opt_ours.state_dict()["state"][key][name], state[name])

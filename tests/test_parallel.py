@@ -151,6 +151,10 @@ def test_worker_exception_reaches_the_user_naming_worker_and_message(tmp_path, t
     assert "worker 0" in done.stderr or "worker 1" in done.stderr
     assert "simulator exploded at step 40" in done.stderr
     assert seconds < 30  # including start-up of three processes
+    run = tmp_path / "run"  # kept, with a checkpoint of the learner's state before the crash
+    assert f"Kept in {run}: config.yaml" in done.stderr and "checkpoint/ (step" in done.stderr
+    step = load_plain(run / "checkpoint" / "state.pt")["counters"]["total_steps"]
+    assert step > 0 and f"continue with --resume {run}" in done.stderr
 
 
 def test_crashed_worker_is_restarted_up_to_the_limit_then_fails(tmp_path, tagged):

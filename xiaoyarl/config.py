@@ -65,7 +65,8 @@ class Config:
     wandb_project: str = "xiaoyarl"  # the W&B project runs are logged to
 
     # --- networks and optimisation ---
-    net_dims: list[int] | None = None  # hidden widths; None: [64, 64] on-policy, [256, 256] off
+    net_dims: list[int] | None = None  # hidden widths; None: [64, 64] on-policy and DQN family,
+    # [256, 256] other off-policy
     learning_rate: float | None = None  # None: see `_auto_defaults`
     clip_grad_norm: float = 0.5  # max global gradient norm per network
     gamma: float = 0.99  # discount factor
@@ -321,11 +322,28 @@ def _auto_defaults(config: Config, torch_native: bool, device_type: str = "cpu")
     Off-policy: a few sub-envs, one gradient step of 256 transitions per env step (REDQ: 4, its
     update-to-data ratio G; the paper uses 20, which is slow on a CPU), no normalisation, and
     evaluations every 2,000 env steps, since these algorithms learn within tens of thousands.
+    Q-learning (DQN, Double DQN, D3QN) takes less gradient work, as its usual settings do: one
+    step of 64 transitions per 2 env steps on [64, 64] networks (Stable-Baselines3's DQN
+    network) at lr 1e-3; its cheap gradient steps leave acting a large share of the time, so
+    gymnasium envs get 4 sub-envs (2 steps each per rollout) instead of 1 (measured in
+    BENCHMARKS.md: 4 sub-envs also cost SAC and TD3 more env steps on Pendulum, so they keep 1).
     """
-    from xiaoyarl.agents import ALGORITHMS
+    from xiaoyarl.agents import ALGORITHMS, AgentDQN
 
     continuous, discrete = ALGORITHMS[config.algo]
     off_policy = (continuous or discrete).if_off_policy
+    if off_policy and discrete is not None and issubclass(discrete, AgentDQN):
+        return {
+            "num_envs": config.num_envs or (16 if torch_native else 4),
+            "horizon_len": 1 if torch_native else 2,
+            "batch_size": 64,
+            "repeat_times": 0.5,
+            "learning_rate": 1e-3,
+            "net_dims": [64, 64],
+            "state_norm": False,
+            "reward_norm": False,
+            "eval_every": 2_000,
+        }
     if off_policy:
         return {
             "num_envs": config.num_envs or (16 if torch_native else 1),

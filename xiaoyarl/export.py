@@ -24,6 +24,7 @@ from torch import nn
 
 from xiaoyarl.errors import ConfigError, XiaoyaError
 from xiaoyarl.policy import Policy, load_policy
+from xiaoyarl.train.checkpoint import atomic_output
 
 # Default file name of each format, in the run folder; none collides with `actor.pt`.
 FORMATS = {"onnx": "policy.onnx", "torchscript": "policy.torchscript.pt"}
@@ -65,16 +66,11 @@ def export_policy(run_dir: str | Path, out: str | Path | None = None, fmt: str =
     model = DeployedPolicy(policy).eval()
     example = torch.zeros(2, policy.state_dim)  # batch 2: a batch of 1 would be specialised
     out = Path(out) if out is not None else run_dir / FORMATS[fmt]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    partial = out.with_name(f".{out.stem}.partial{out.suffix}")  # never a half-written model
-    try:
+    with atomic_output(out) as partial:
         if fmt == "onnx":
             _export_onnx(model, example, partial)
         else:
             _export_torchscript(model, example, partial)
-        partial.replace(out)
-    finally:
-        partial.unlink(missing_ok=True)
     return out
 
 

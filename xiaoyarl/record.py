@@ -23,6 +23,7 @@ from gymnasium import spaces
 from xiaoyarl.config import Config
 from xiaoyarl.errors import CheckpointError, ConfigError, EnvError, XiaoyaError
 from xiaoyarl.policy import Policy, load_policy
+from xiaoyarl.train.checkpoint import atomic_output
 
 # A frame of a classic-control env is ~0.7 MB of RGB; 10,000 of them are minutes of video.
 MAX_FRAMES = 10_000
@@ -69,16 +70,11 @@ def record_video(
             )
         fps = fps or env.metadata.get("render_fps") or 30
         frames = _play(env, env_id, policy, episodes, seed)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        partial = out.with_name(f".{out.stem}.partial{out.suffix}")  # never a half-written video
-        try:
+        with atomic_output(out) as partial:
             if out.suffix.lower() == ".gif":
                 _write_gif(frames, partial, fps)
             else:
                 _write_mp4(frames, partial, fps)
-            partial.replace(out)
-        finally:
-            partial.unlink(missing_ok=True)
     finally:
         env.close()
     return out

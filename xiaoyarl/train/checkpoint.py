@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -21,6 +23,20 @@ def save_atomic(obj: dict, path: str | Path) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+@contextmanager
+def atomic_output(path: str | Path) -> Iterator[Path]:
+    """A temporary path beside `path` for a writer (a model exporter, a video writer); renamed
+    over `path` when the block succeeds, removed when it fails: never a half-written file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.stem}.partial{path.suffix}")
+    try:
+        yield partial
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def load_plain(path: str | Path, what: str = "checkpoint") -> dict:
