@@ -213,31 +213,37 @@ def test_state_norm_clamp_is_an_option():
     assert torch.equal(RunningNorm(2, enabled=False)(big), big)
 
 
-def test_lean_adam_step_and_gradient_clipping_equal_torchs_own():
-    """`adam_step` and `clip_grad_norm` (the agents' optimizer path) give bit for bit the
-    parameters and optimizer state of `clip_grad_norm_` + `Adam.step`."""
+def test_lean_adam_and_gradient_clipping_equal_torchs_own():
+    """`xiaoyarl.optim.Adam` and `clip_grad_norm` (the agents' optimizer path on a CPU) give
+    bit for bit the parameters and optimizer state of `clip_grad_norm_` + fused `torch.optim.
+    Adam`, and their state dicts load into each other."""
     import copy
 
     from torch import nn
 
-    from xiaoyarl.agents.base import adam_step, clip_grad_norm
+    from xiaoyarl.optim import Adam, clip_grad_norm
 
     torch.manual_seed(0)
     ours = nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 2))
     theirs = copy.deepcopy(ours)
-    opt_ours = torch.optim.Adam(ours.parameters(), lr=1e-3, eps=1e-5, fused=True)
+    opt_ours = Adam(ours.parameters(), lr=1e-3, eps=1e-5)
     opt_theirs = torch.optim.Adam(theirs.parameters(), lr=1e-3, eps=1e-5, fused=True)
-    for _ in range(30):
+    for i in range(30):
         x = torch.randn(16, 4) * 5
         for net, opt in ((ours, opt_ours), (theirs, opt_theirs)):
             opt.zero_grad(set_to_none=True)
             net(x).square().sum().backward()
         clip_grad_norm(list(ours.parameters()), 0.5)
-        adam_step(opt_ours)
+        opt_ours.step()
         nn.utils.clip_grad_norm_(theirs.parameters(), 0.5, foreach=True)
         opt_theirs.step()
+        if i == 10:  # a checkpoint round trip in both directions, mid-training
+            opt_ours.load_state_dict(copy.deepcopy(opt_theirs.state_dict()))
+            opt_theirs.load_state_dict(copy.deepcopy(opt_ours.state_dict()))
     for a, b in zip(ours.parameters(), theirs.parameters(), strict=True):
         assert torch.equal(a, b)
-    for key, state in opt_theirs.state_dict()["state"].items():
+    mine, torchs = opt_ours.state_dict(), opt_theirs.state_dict()
+    assert mine["param_groups"][0].keys() == torchs["param_groups"][0].keys()
+    for key, state in torchs["state"].items():
         for name in ("step", "exp_avg", "exp_avg_sq"):
-            assert torch.equal(opt_ours.state_dict()["state"][key][name], state[name])
+            assert torch.equal(mine["state"][key][name], state[name])

@@ -14,6 +14,7 @@ from xiaoyarl.config import Config
 from xiaoyarl.envs.base import EnvSpec, VecEnv
 from xiaoyarl.errors import ConfigError
 from xiaoyarl.nets import RunningNorm
+from xiaoyarl.optim import Adam, clip_grad_norm
 from xiaoyarl.train.buffer import Batch, PrioritizedReplayBuffer, ReplayBuffer, Transitions
 from xiaoyarl.train.graphs import GraphedStep
 
@@ -204,11 +205,14 @@ class AgentBase:
                     torch._foreach_lerp_(*self._target_params[key], self.config.soft_update_tau)
 
     # --- shared mechanics ---
-    def make_optimizer(self, net: nn.Module) -> torch.optim.Optimizer | None:
-        """Adam with the fused kernel (one pass over all parameters) where torch has one; None
-        for an acting-only copy (creating the first optimizer of a process costs seconds)."""
+    def make_optimizer(self, net: nn.Module) -> torch.optim.Optimizer | Adam | None:
+        """Adam with the fused kernel (one pass over all parameters): on a CPU xiaoyarl's lean
+        `Adam` (`xiaoyarl/optim.py`: the same arithmetic and state), elsewhere
+        `torch.optim.Adam` (capturable for CUDA graphs); None for an acting-only copy."""
         if not self.learner:
             return None
+        if self.device.type == "cpu" and _FUSED_ADAM:
+            return Adam(net.parameters(), lr=self.config.learning_rate, eps=1e-5)
         return torch.optim.Adam(
             net.parameters(), lr=self.config.learning_rate, eps=1e-5, fused=_FUSED_ADAM or None,
             capturable=self.use_cuda_graph,
@@ -231,7 +235,7 @@ class AgentBase:
         loss.backward()
         for optimizer, _ in pairs:
             clip_grad_norm(optimizer.param_groups[0]["params"], self.config.clip_grad_norm)
-            adam_step(optimizer)
+            optimizer.step()
 
     @torch.no_grad()
     def act(self, state: torch.Tensor) -> torch.Tensor:
@@ -294,51 +298,9 @@ OFF_POLICY_FIELDS = frozenset({
 # update-to-data ratio of 20 still fits.
 MAX_GRAPHS = 32
 
-# Fused Adam runs on CPU from torch 2.4 and on CUDA; older torch falls back to the default.
+# Fused Adam runs on CPU from torch 2.4 and on CUDA; older torch falls back to the default
+# torch.optim.Adam.
 _FUSED_ADAM = tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 4)
-
-
-def clip_grad_norm(params: list[nn.Parameter], max_norm: float) -> None:
-    """`nn.utils.clip_grad_norm_(params, max_norm)`, the same arithmetic (the global 2-norm of
-    the per-tensor norms; gradients scaled by min(1, max_norm / (norm + 1e-6))), without its
-    per-call grouping of tensors by device: four kernels. Parameters without a gradient, or
-    on several devices, go through torch's own function."""
-    grads = [p.grad for p in params]
-    if any(g is None for g in grads) or len({g.device for g in grads}) > 1:
-        nn.utils.clip_grad_norm_(params, max_norm)
-        return
-    total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
-    torch._foreach_mul_(grads, (max_norm / (total + 1e-6)).clamp(max=1.0))
-
-
-def adam_step(optimizer: torch.optim.Optimizer) -> None:
-    """`optimizer.step()`. For the fused Adam that `make_optimizer` builds, once its state
-    exists and when it is not capturable (CUDA graphs), the fused kernel is called directly:
-    the same two calls `Adam.step` makes (step counts + 1, then the fused update), without
-    ~150 us of per-call bookkeeping, a large share of a small network's gradient step on a
-    CPU. Anything else takes the ordinary `step()`."""
-    group = optimizer.param_groups[0]
-    params = group["params"]
-    state = optimizer.state
-    lean = (
-        isinstance(optimizer, torch.optim.Adam) and len(optimizer.param_groups) == 1
-        and group.get("fused") and not group["capturable"] and not group["amsgrad"]
-        and not group["maximize"] and group["weight_decay"] == 0
-        and not group.get("decoupled_weight_decay") and len(state) == len(params)
-    )  # fmt: skip
-    grads = [p.grad for p in params] if lean else []
-    if not lean or any(g is None for g in grads):
-        optimizer.step()
-        return
-    steps = [state[p]["step"] for p in params]
-    beta1, beta2 = group["betas"]
-    torch._foreach_add_(steps, 1)
-    torch._fused_adam_(
-        params, grads, [state[p]["exp_avg"] for p in params],
-        [state[p]["exp_avg_sq"] for p in params], [], steps, amsgrad=False, lr=group["lr"],
-        beta1=beta1, beta2=beta2, weight_decay=0.0, eps=group["eps"], maximize=False,
-        grad_scale=None, found_inf=None,
-    )  # fmt: skip
 
 
 def _free_memory(device: torch.device) -> int | None:
