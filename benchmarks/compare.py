@@ -242,9 +242,7 @@ def run_sb3(task: Task, seed: int, threads: int | None, root: Path) -> dict:
     return result
 
 
-def child(
-    lib: str, task_name: str, seed: int, threads: int | None, budget: int, out: Path
-) -> None:
+def child(lib: str, task_name: str, seed: int, threads: int | None, budget: int, out: Path) -> None:
     """Entry point of a training process: train, then write the result as JSON to `out`."""
     import torch
 
@@ -262,9 +260,7 @@ def child(
     out.write_text(json.dumps(result))
 
 
-def train(
-    lib: str, task_name: str, seed: int, threads: int | None, budget: int, tmp: Path
-) -> dict:
+def train(lib: str, task_name: str, seed: int, threads: int | None, budget: int, tmp: Path) -> dict:
     """Run one training in a fresh process; add its peak resident memory (MiB)."""
     out = tmp / f"{lib}_{task_name}_{seed}.json"
     command = [sys.executable, __file__, "--child", lib, task_name, str(seed), str(out),

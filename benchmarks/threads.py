@@ -94,7 +94,7 @@ def main() -> None:
     parser.add_argument("--neighbours", nargs="+", choices=NEIGHBOURS, default=list(NEIGHBOURS))
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=300.0,
-                        help="seconds after which a run is stopped (reported as '>= T')")  # fmt: skip
+                        help="seconds after which a run is stopped ('>= T')")  # fmt: skip
     parser.add_argument("--json", help="write the raw results here")
     args = parser.parse_args()
     rows = []

@@ -60,3 +60,21 @@ def test_solves_on_every_seed(tmp_path, case, seed):
     assert summary["solved"], summary
     assert summary["final_eval_mean"] >= target
     assert summary["steps_to_target"] <= budget
+
+
+LEARNERS = ("--learners", "2")
+DISTRIBUTED_CASES = {  # id: (algo, env, target, env-step budget), with 2 gloo learner ranks
+    "ppo-cartpole-2-learners": ("ppo", "CartPole-v1", 475, 2_000_000),
+    "ppo-pendulum-2-learners": ("ppo", "Pendulum-v1", -200, 8_000_000),
+    "sac-pendulum-2-learners": ("sac", "Pendulum-v1", -200, 60_000),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(DISTRIBUTED_CASES))
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_two_learners_solve_on_every_seed(tmp_path, case, seed):
+    algo, env, target, budget = DISTRIBUTED_CASES[case]
+    summary = train(tmp_path, algo, env, seed, *LEARNERS, max_steps=budget)
+    assert summary["world_size"] == 2 and summary["solved"], summary
+    assert summary["final_eval_mean"] >= target

@@ -1,4 +1,4 @@
-"""The `xiaoyarl` command line: train, eval, plot, list, record, export, check-env."""
+"""The `xiaoyarl` command line: train, eval, plot, list, record, export, check-env, fuse."""
 
 from __future__ import annotations
 
@@ -49,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--num-workers", type=int, metavar="W", help="parallel: worker processes")
     train.add_argument("--restart-workers", type=int, metavar="K",
                        help="parallel: restart crashed workers up to K times")  # fmt: skip
+    train.add_argument("--learners", type=int, metavar="K",
+                       help="K data-parallel learner processes on this machine (torch's "
+                            "launcher; for several machines use torchrun)")  # fmt: skip
     train.add_argument("--seed", type=int, metavar="S")
     train.add_argument("--device", metavar="auto|cpu|cuda|cuda:N")
     train.add_argument("--threads", type=int, metavar="N",
@@ -102,6 +105,12 @@ def _parser() -> argparse.ArgumentParser:
     chk.add_argument("--seed", type=int, default=0)
     chk.add_argument("--steps", type=int, metavar="N", help="steps to run (default max_step + 5)")
 
+    fuse = sub.add_parser("fuse", help="average the agents of several runs into a new run")
+    fuse.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    fuse.add_argument("--out", required=True, metavar="RUN_DIR", help="the new run folder")
+    fuse.add_argument("--weights", type=float, nargs="+", metavar="W",
+                      help="one weight per run (default: equal)")  # fmt: skip
+
     ls = sub.add_parser("list", help="algorithms and built-in envs")
     ls.add_argument("--fields", action="store_true", help="also list every Config field")
     return parser
@@ -126,7 +135,13 @@ def _int_like(text: str) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from xiaoyarl.train import distributed
     from xiaoyarl.train.run import default_run_dir, train_agent
+
+    if args.learners is not None and args.learners < 1:
+        raise ConfigError(f"--learners {args.learners}: give a positive number of learners.")
+    if (args.learners or 1) > 1 and distributed.rank_from_environment() is None:
+        return distributed.launch_local(args.argv, args.learners)  # each rank runs this command
 
     if isinstance(args.target_return, float):  # a number: stop there (what --set may change)
         args.set[:0] = [f"target_return={args.target_return!r}", "stop_at_target=true"]
@@ -146,6 +161,8 @@ def _train(args: argparse.Namespace) -> int:
             _apply_train_args(saved, args)
             config = saved
     summary = train_agent(config, resume=bool(args.resume), log=None if args.quiet else print)
+    if summary["rank"] != 0:  # several learners: rank 0 reports for all
+        return 0
     if args.summary_json:
         path = Path(args.summary_json)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -245,6 +262,15 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fuse(args: argparse.Namespace) -> int:
+    from xiaoyarl.train.fusion import fuse_runs
+
+    out = fuse_runs(args.run_dirs, args.out, args.weights)
+    print(f"fused {len(args.run_dirs)} runs into {out} (evaluate it with `xiaoyarl eval {out}`, "
+          f"continue training with `--resume {out}`)")  # fmt: skip
+    return 0
+
+
 def _check_env(args: argparse.Namespace) -> int:
     """Print the checker's report; exit 1 when it found errors."""
     from xiaoyarl.envs.check import check_env, format_report
@@ -275,9 +301,12 @@ def _list_fields() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
+    args.argv = argv
     handler = {"train": _train, "eval": _eval, "plot": _plot, "list": _list, "record": _record,
-               "export": _export, "check-env": _check_env}[args.command]  # fmt: skip
+               "export": _export, "check-env": _check_env,
+               "fuse": _fuse}[args.command]  # fmt: skip
     try:
         return handler(args)
     except XiaoyaError as e:

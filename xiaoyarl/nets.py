@@ -7,6 +7,7 @@ Every network takes raw observations and normalizes them itself through a shared
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -23,6 +24,23 @@ def sample_categorical(logprobs: torch.Tensor) -> torch.Tensor:
     u = torch.rand(logprobs.shape[:-1] + (1,), device=logprobs.device)
     action = (logprobs.exp().cumsum(-1) < u).sum(-1)
     return action.clamp_(max=logprobs.shape[-1] - 1)  # cumsum may round to just below 1
+
+
+# This process's (rank, number of ranks) in data-parallel training (`train/distributed.py`).
+DATA_SHARD = [0, 1]
+
+
+def batch_randn_like(x: torch.Tensor) -> torch.Tensor:
+    """`torch.randn_like(x)` for a batch `x` `(batch, ...)`. In data-parallel training the noise
+    is drawn for all ranks' batches together (ranks share the update's random state) and each
+    rank keeps its own rows, so K ranks draw exactly the noise one process would draw for the
+    union of their batches."""
+    rank, world = DATA_SHARD
+    if world == 1:
+        return torch.randn_like(x)
+    rows = x.shape[0]
+    noise = torch.randn((world * rows, *x.shape[1:]), dtype=x.dtype, device=x.device)
+    return noise[rank * rows : (rank + 1) * rows]
 
 
 def pick(values: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
@@ -56,12 +74,16 @@ class RunningNorm(nn.Module):
     """Observation normalizer: running mean and variance over everything seen, merged batch by
     batch (Chan et al.'s parallel update), applied as `clamp((x - mean) / std, -clip, clip)`
     (`clip=None`: no clamp).
-    When disabled it is the identity, but keeps the same buffers so checkpoints look alike."""
+    When disabled it is the identity, but keeps the same buffers so checkpoints look alike.
+    In data-parallel training `moments` is set to a function that returns the mean, variance
+    and size of the batches of all ranks together, so every rank merges the same statistics."""
 
     def __init__(self, dim: int, enabled: bool = True, clip: float | None = 10.0) -> None:
         super().__init__()
         self.enabled = enabled
         self.clip = clip
+        self.moments: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor, float]] | None
+        self.moments = None
         self.register_buffer("mean", torch.zeros(dim))
         self.register_buffer("var", torch.ones(dim))
         self.register_buffer("count", torch.tensor(1e-4, dtype=torch.float64))
@@ -71,9 +93,12 @@ class RunningNorm(nn.Module):
         """Merge a batch `(batch, dim)` into the running statistics."""
         if not self.enabled:
             return
-        batch_mean = x.mean(0)
-        batch_var = x.var(0, unbiased=False)
-        n = float(x.shape[0])  # a kernel argument, not a host-to-device copy (CUDA graphs)
+        if self.moments is None:
+            batch_mean = x.mean(0)
+            batch_var = x.var(0, unbiased=False)
+            n = float(x.shape[0])  # a kernel argument, not a host-to-device copy (CUDA graphs)
+        else:
+            batch_mean, batch_var, n = self.moments(x)
         total = self.count + n
         delta = batch_mean - self.mean
         w = torch.div(n, total).to(x.dtype)
@@ -314,7 +339,7 @@ class ActorSAC(nn.Module):
         """Reparameterised sample `(batch, A)` and its log-probability `(batch,)`."""
         mean, log_std = self.net(self.norm(state)).chunk(2, -1)
         log_std = log_std.clamp(-20, 2)
-        noise = torch.randn_like(mean)
+        noise = batch_randn_like(mean)
         u = torch.addcmul(mean, log_std.exp(), noise)
         action = u.tanh()
         # log N(u) - sum log(1 - tanh(u)^2), the latter written stably as

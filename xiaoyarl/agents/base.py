@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import torch
 from torch import nn
@@ -17,6 +17,9 @@ from xiaoyarl.nets import RunningNorm
 from xiaoyarl.optim import Adam, clip_grad_norm
 from xiaoyarl.train.buffer import Batch, PrioritizedReplayBuffer, ReplayBuffer, Transitions
 from xiaoyarl.train.graphs import GraphedStep
+
+if TYPE_CHECKING:
+    from xiaoyarl.train.distributed import DataParallel
 
 
 class AgentBase:
@@ -70,6 +73,8 @@ class AgentBase:
         )  # fmt: skip
         self.graphed: GraphedStep | None = None
         self._target_params: dict[tuple[int, int], tuple[list, list]] = {}  # update_targets
+        # set by `attach_data_parallel` when several ranks share this agent's update
+        self.data_parallel: DataParallel | None = None
 
     # --- what an algorithm implements ---
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
@@ -151,7 +156,11 @@ class AgentBase:
 
     def run_update(self, update: Callable[[NamedTuple], Any], inputs: NamedTuple) -> Any:
         """`update(inputs)`, replayed as a CUDA graph where `use_cuda_graph` (one graph per
-        phase of `graph_period`, by the update counter)."""
+        phase of `graph_period`, by the update counter). In data-parallel training every rank
+        draws the update's random numbers from one shared random state."""
+        if self.data_parallel is not None:
+            with self.data_parallel.shared_random():
+                return update(inputs)
         if not self.use_cuda_graph:
             return update(inputs)
         self.graphed = self.graphed or GraphedStep(update, self.graph_period())
@@ -233,9 +242,26 @@ class AgentBase:
         for optimizer, _ in pairs:
             optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        if self.data_parallel is not None:  # every rank steps with the average gradient
+            params = [p for optimizer, _ in pairs for p in optimizer.param_groups[0]["params"]]
+            self.data_parallel.average_gradients(params)
         for optimizer, _ in pairs:
             clip_grad_norm(optimizer.param_groups[0]["params"], self.config.clip_grad_norm)
             optimizer.step()
+
+    def attach_data_parallel(self, data_parallel: DataParallel) -> None:
+        """Share this agent's updates with the other ranks of `data_parallel`: gradients are
+        averaged, normaliser statistics and other batch statistics taken over every rank's
+        data, and the update's randomness drawn alike (`train/distributed.py`). CUDA graphs
+        are not used then."""
+        self.data_parallel = data_parallel
+        self.use_cuda_graph = False
+        self.graphed = None
+        for net in self.nets.values():
+            for module in net.modules():
+                if isinstance(module, RunningNorm):
+                    module.moments = data_parallel.moments
+        self.state_norm.moments = data_parallel.moments
 
     @torch.no_grad()
     def act(self, state: torch.Tensor) -> torch.Tensor:
@@ -265,6 +291,20 @@ class AgentBase:
         self.explored = state["counters"]["explored"]
         self.updates = state["counters"]["updates"]
         if self.buffer is not None:
+            self.buffer.load_state_dict(state["buffer"])
+
+    def sub_env_state(self) -> dict:
+        """The part of the training state that belongs to this agent's own sub-envs: where
+        exploring resumes and the replay buffer (several learners keep it per rank)."""
+        return {
+            "last_state": self.last_state,
+            "buffer": self.buffer.state_dict() if self.buffer is not None else None,
+        }
+
+    def load_sub_env_state(self, state: dict) -> None:
+        last = state["last_state"]
+        self.last_state = None if last is None else last.to(self.device)
+        if self.buffer is not None and state["buffer"] is not None:
             self.buffer.load_state_dict(state["buffer"])
 
     def policy_state(self) -> dict:

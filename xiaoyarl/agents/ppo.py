@@ -114,6 +114,14 @@ class AgentPPO(AgentBase):
         self.last_state = state
         return Rollout(states, actions, logprobs, rewards, terminals, truncates, next_states)
 
+    def sub_env_state(self) -> dict:
+        # differs: each sub-env's running discounted return (reward scaling) is its own
+        return {**super().sub_env_state(), "returns": self.reward_scaler.returns.clone()}
+
+    def load_sub_env_state(self, state: dict) -> None:
+        super().load_sub_env_state(state)
+        self.reward_scaler.returns.copy_(state["returns"])
+
     def actor_objective(
         self, ratio: torch.Tensor, advantage: torch.Tensor, logprob: torch.Tensor
     ) -> torch.Tensor:
@@ -130,9 +138,18 @@ class AgentPPO(AgentBase):
 
     def ppo_update(self, rollout: Rollout) -> dict[str, torch.Tensor]:
         """GAE on the rollout, then `repeat_times` epochs of mini-batch steps on the clipped
-        objective and the value loss; returns the mean of each loss over the steps."""
+        objective and the value loss; returns the mean of each loss over the steps.
+
+        In data-parallel training (K ranks, `train/distributed.py`) this computes the update
+        of one process on the union of the ranks' rollouts (env axis: rank 0's sub-envs, then
+        rank 1's, ...), with `batch_size` transitions per rank per mini-batch: the advantage
+        statistics are those of the union, each mini-batch is drawn from the union with one
+        permutation shared by the ranks, and each rank's loss is its part of the mini-batch
+        mean, so that the averaged gradient is the union's."""
         cfg = self.config
         horizon_len, num_envs = rollout.rewards.shape
+        dp = self.data_parallel
+        world = 1 if dp is None else dp.world_size
         with torch.no_grad():
             dones = rollout.terminals | rollout.truncates
             rewards = self.reward_scaler(rollout.rewards, dones)
@@ -149,26 +166,34 @@ class AgentPPO(AgentBase):
             )
             returns = (advantages + values).flatten()
             advantages = advantages.flatten()
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+            mean, std = (
+                (advantages.mean(), advantages.std()) if dp is None else dp.mean_std(advantages)
+            )
+            advantages = (advantages - mean) / (std + 1e-8)
         states = rollout.states.flatten(0, 1)
         actions = rollout.actions.flatten(0, 1)
         old_logprobs = rollout.logprobs.flatten()
 
-        size = horizon_len * num_envs
-        batch_size = min(cfg.batch_size, size)
-        num_updates = max(1, int(cfg.repeat_times * size / batch_size))
-        num_perms = -(-num_updates * batch_size // size)
+        size = horizon_len * num_envs * world  # transitions in the (union of the) rollouts
+        batch_size = min(cfg.batch_size, size // world)  # per rank
+        num_updates = max(1, int(cfg.repeat_times * size / (batch_size * world)))
+        num_perms = -(-num_updates * batch_size * world // size)
         order = torch.cat([torch.randperm(size, device=self.device) for _ in range(num_perms)])
+
+        def batch_mean(x: torch.Tensor) -> torch.Tensor:
+            return x.mean() if dp is None else x.sum() / batch_size  # this rank's share
 
         logs = torch.zeros(5, device=self.device)
         for i in range(num_updates):
-            idx = order[i * batch_size : (i + 1) * batch_size]
+            idx = order[i * batch_size * world : (i + 1) * batch_size * world]
+            if dp is not None:  # this rank's transitions of the mini-batch, as local indices
+                idx = dp.local_part(idx, num_envs)
             logprob, entropy = self.actor.get_logprob_entropy(states[idx], actions[idx])
             log_ratio = logprob - old_logprobs[idx]
             ratio = log_ratio.exp()
-            objective = self.actor_objective(ratio, advantages[idx], logprob).mean()
-            actor_loss = -(objective + cfg.lambda_entropy * entropy.mean())
-            critic_loss = 0.5 * (self.critic(states[idx]) - returns[idx]).square().mean()
+            objective = batch_mean(self.actor_objective(ratio, advantages[idx], logprob))
+            actor_loss = -(objective + cfg.lambda_entropy * batch_mean(entropy))
+            critic_loss = 0.5 * batch_mean((self.critic(states[idx]) - returns[idx]).square())
             self.optimizer_steps(
                 actor_loss + critic_loss,
                 (self.optimizers["actor"], self.actor),
@@ -181,7 +206,7 @@ class AgentPPO(AgentBase):
                     [
                         actor_loss.detach(),
                         critic_loss.detach(),
-                        entropy.mean().detach(),
+                        batch_mean(entropy).detach(),
                         approx_kl,
                         clipped,
                     ]

@@ -7,6 +7,7 @@ import math
 import torch
 
 from xiaoyarl.agents.ddpg import AgentDDPG
+from xiaoyarl.nets import batch_randn_like
 
 
 class AgentTD3(AgentDDPG):
@@ -21,7 +22,7 @@ class AgentTD3(AgentDDPG):
         # differs: clipped Gaussian noise smooths the target policy
         cfg = self.config
         action = self.actor_target(next_states)
-        noise = (torch.randn_like(action) * cfg.policy_noise_std).clamp(
+        noise = (batch_randn_like(action) * cfg.policy_noise_std).clamp(
             -cfg.policy_noise_clip, cfg.policy_noise_clip
         )
         return (action + noise).clamp(-1.0, 1.0)

@@ -136,16 +136,17 @@ class Loggers:
     Biases (`run_dir/wandb`; offline with WANDB_MODE=offline). A resumed run appends to the same
     TensorBoard folder and W&B run."""
 
-    def __init__(self, run_dir: Path, config: Config, title: str) -> None:
+    def __init__(self, run_dir: Path, config: Config, title: str, enabled: bool = True) -> None:
         self.run_dir = run_dir
+        self.enabled = enabled  # several learners: only rank 0 records
         self.episodes_path = run_dir / "episodes.csv"
         self.tensorboard = None
         self.wandb = None
-        if config.tensorboard:
+        if config.tensorboard and enabled:
             from torch.utils.tensorboard import SummaryWriter
 
             self.tensorboard = SummaryWriter(str(run_dir / "tensorboard"))
-        if config.wandb:
+        if config.wandb and enabled:
             import wandb
 
             id_path = run_dir / "wandb" / "run_id"
@@ -168,12 +169,15 @@ class Loggers:
 
     def episodes(self, step: int, elapsed: float, stats: dict[str, float]) -> None:
         """A row of `episodes.csv`, and the same numbers as `train/...` scalars."""
+        if not self.enabled:
+            return
         append_csv_row(self.episodes_path, {"step": step, "time": round(elapsed, 3), **stats},
                        EPISODE_FIELDS)  # fmt: skip
         self.scalars(step, stats, prefix="train/")
 
     def truncate_after(self, step: int) -> None:
-        truncate_csv_after(self.episodes_path, step)
+        if self.enabled:
+            truncate_csv_after(self.episodes_path, step)
 
     def close(self) -> None:
         if self.tensorboard is not None:

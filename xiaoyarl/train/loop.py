@@ -210,6 +210,14 @@ class TrainLoop:
         """One rollout (time-major) of `horizon_len` steps of every sub-env."""
         return self.agent.explore_env(self.env, self.config.horizon_len)
 
+    def count_steps(self, rollout: NamedTuple) -> int:
+        """The env steps a rollout adds to the run's total (several learners: all ranks')."""
+        return rollout.rewards.numel()
+
+    def agree_on_stop(self, stop_reason: str) -> str:
+        """The stop reason every process of the run acts on (several learners must agree)."""
+        return stop_reason
+
     def after_update(self) -> None:
         """Right after each update (the parallel runner publishes the new weights)."""
 
@@ -232,8 +240,9 @@ class TrainLoop:
         return self.evaluator.state_dict()
 
     def load_evaluator_state(self, state: dict | None) -> None:
-        self.evaluator.load_state_dict(state)
-        self.best_return = self.evaluator.best_return
+        if state is not None:  # None: a run that starts its evaluations anew (a fusion)
+            self.evaluator.load_state_dict(state)
+            self.best_return = self.evaluator.best_return
 
     def truncate_records(self, step: int) -> None:
         self.evaluator.truncate_after(step)
@@ -256,7 +265,7 @@ class TrainLoop:
                     self.phase = "collect"  # until the update starts: dropped on a failure
                     self.explored_before = self.agent.explored
                     rollout = self.collect()
-                    steps = rollout.rewards.numel()
+                    steps = self.count_steps(rollout)
                     if self._call("on_rollout", rollout):
                         stop_reason = "callback"
                     self.phase = "update"
@@ -283,6 +292,7 @@ class TrainLoop:
                     elif self.stop_path.exists():
                         self.stop_path.unlink(missing_ok=True)
                         stop_reason = "stop_file"
+                    stop_reason = self.agree_on_stop(stop_reason)
                     if stop_reason != "max_steps":
                         break
                 if stop_reason == "max_steps" and self._last_eval_step() != self.total_steps:

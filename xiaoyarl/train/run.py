@@ -16,6 +16,7 @@ from xiaoyarl.config import Config, ignored_fields
 from xiaoyarl.envs import is_torch_native, make_env
 from xiaoyarl.envs.base import EnvSpec
 from xiaoyarl.errors import CheckpointError, ConfigError, EnvError
+from xiaoyarl.train import distributed
 from xiaoyarl.train.checkpoint import load_plain
 from xiaoyarl.train.evaluator import Evaluator
 from xiaoyarl.train.loggers import Loggers, check_logger_packages
@@ -101,13 +102,23 @@ def train_agent(
     A run folder is never deleted: if training fails, what it wrote stays, a checkpoint is
     written where the state allows it, and a message on standard error says what was kept.
     """
-    console = Console(log)
+    ranks = distributed.rank_from_environment()  # (rank, world, local rank) under torchrun
+    main = ranks is None or ranks[0] == 0
+    console = Console(log if main else None)
     config.validate()
-    for name in ignored_fields(config):
+    for name in ignored_fields(config) if main else ():
         warn(f"{name}={getattr(config, name)!r} is ignored by {config.algo} (see `xiaoyarl list "
              f"--fields` for the fields each algorithm reads)")  # fmt: skip
     torch_native = is_torch_native(config.env_id, config.backend)
     device = resolve_device(config.device)
+    if ranks is not None:
+        if config.runner == "parallel":
+            raise ConfigError(
+                "several learners (torchrun, --learners) and runner=parallel cannot be combined: "
+                "each learner rank steps its own envs; use runner=single."
+            )
+        if device.type == "cuda":
+            device = torch.device("cuda", ranks[2])  # one GPU per rank of this machine
     config = config.resolve(torch_native, device.type)
     threads = choose_threads(config.threads)
     torch.set_num_threads(threads)
@@ -117,6 +128,8 @@ def train_agent(
         backend = config.backend  # make_env refuses a torch backend without a torch-native env
     run_dir = Path(config.cwd) if config.cwd else default_run_dir(config)
     ckpt_path = run_dir / "checkpoint" / "state.pt"
+    if ranks is not None and distributed.restarted_by_launcher() and ckpt_path.is_file():
+        resume = True  # torchrun --max-restarts brought the job back: from the last checkpoint
 
     checkpoint = None
     if resume:
@@ -132,14 +145,39 @@ def train_agent(
             f"run folder {run_dir} already holds a run with a checkpoint. Pass --resume to "
             f"continue it, choose another folder with --cwd, or delete {run_dir}."
         )
+    data_parallel = None
+    if ranks is not None:
+        data_parallel = distributed.start(device, ranks[0], ranks[1], config.seed)
+    try:
+        return _run(config, device, backend, run_dir, checkpoint, console, callbacks,
+                    data_parallel, threads)  # fmt: skip
+    finally:
+        if data_parallel is not None:
+            distributed.stop()
 
-    torch.manual_seed(config.seed)
+
+def _run(
+    config: Config,
+    device: torch.device,
+    backend: str,
+    run_dir: Path,
+    checkpoint: dict | None,
+    console: Console,
+    callbacks: Sequence[Callback],
+    data_parallel: distributed.DataParallel | None,
+    threads: int,
+) -> dict:
+    """Build the envs, the agent and the loop of a checked config, and run it."""
+    rank = data_parallel.rank if data_parallel is not None else 0
+    main = rank == 0
+    seed = config.seed + 1000 * rank  # several learners: each rank's envs and exploration
+    torch.manual_seed(config.seed)  # the agent's initial weights: alike on every rank
     parallel = config.runner == "parallel"
     # parallel: the workers step the envs; this one gives the spec and checks a first reset
-    env = make_env(config.env_id, config.num_envs, device, backend, config.seed, config.vector_mode)
+    env = make_env(config.env_id, config.num_envs, device, backend, seed, config.vector_mode)
     eval_env = loop = None
     try:
-        if not parallel:
+        if not parallel and main:
             eval_env = make_env(config.env_id, config.eval_episodes, device, backend,
                                 config.seed + 10_000, config.vector_mode)  # fmt: skip
         spec = env.spec
@@ -147,17 +185,23 @@ def train_agent(
         if parallel:  # the learner sees the workers' sub-envs side by side
             agent_spec = dataclasses.replace(spec, num_envs=spec.num_envs * config.num_workers)
         agent = agent_class(config.algo, spec)(agent_spec, config, device)
+        if data_parallel is not None:
+            data_parallel.broadcast_agent(agent)
+            agent.attach_data_parallel(data_parallel)
+            torch.manual_seed(seed)
         target = config.target_return if config.target_return is not None else spec.target_return
-        state, _ = env.reset(seed=config.seed)
+        state, _ = env.reset(seed=seed)
         check_state(state, spec, "reset")
         if not parallel:
             agent.last_state = state
 
         run_dir.mkdir(parents=True, exist_ok=True)
-        config.save(run_dir / "config.yaml")
         title = run_title(config, backend)
-        console.line(_startup_line(config, spec, backend, device, threads, run_dir, target))
-        loggers = Loggers(run_dir, config, title)
+        if main:
+            config.save(run_dir / "config.yaml")
+            console.line(_startup_line(config, spec, backend, device, threads, run_dir, target,
+                                       data_parallel))  # fmt: skip
+        loggers = Loggers(run_dir, config, title, enabled=main)
         make_confirm_env = None
         if config.confirm_episodes:
 
@@ -165,21 +209,26 @@ def train_agent(
                 return make_env(config.env_id, config.confirm_episodes, device, backend,
                                 config.seed + 20_000, config.vector_mode)  # fmt: skip
 
+        evaluator = None
+        if main and not parallel:
+            evaluator = Evaluator(eval_env, run_dir, target, eval_seed=config.seed + 10_000,
+                                  title=title, make_confirm_env=make_confirm_env)  # fmt: skip
+        common = (config, agent, env, evaluator, target, run_dir, backend, console, loggers,
+                  callbacks)  # fmt: skip
         if parallel:
             from xiaoyarl.train.parallel import ParallelLoop
 
             env.close()
             loop = ParallelLoop(config, agent, backend, run_dir, target, title, console,
                                 loggers, callbacks)  # fmt: skip
+        elif data_parallel is not None:
+            loop = distributed.DistributedLoop(*common, data_parallel=data_parallel)
         else:
-            evaluator = Evaluator(eval_env, run_dir, target, eval_seed=config.seed + 10_000,
-                                  title=title, make_confirm_env=make_confirm_env)  # fmt: skip
-            loop = TrainLoop(config, agent, env, evaluator, target, run_dir, backend, console,
-                             loggers, callbacks)  # fmt: skip
+            loop = TrainLoop(*common)
         if checkpoint is not None:
             loop.load(checkpoint)
             console.line(f"resumed from step {loop.total_steps}")
-        else:
+        elif main:
             (run_dir / "stop").unlink(missing_ok=True)
         try:
             summary = loop.run()
@@ -193,6 +242,7 @@ def train_agent(
         finally:
             loggers.close()
         summary["run_dir"] = str(run_dir)
+        summary["rank"] = rank
         return summary
     finally:
         env.close()
@@ -208,10 +258,13 @@ def _startup_line(
     threads: int,
     run_dir: Path,
     target: float | None,
+    data_parallel: distributed.DataParallel | None = None,
 ) -> str:
     envs = f"{spec.num_envs} envs"
     if config.runner == "parallel":
         envs = f"{config.num_workers} workers x {spec.num_envs} envs"
+    if data_parallel is not None:
+        envs = f"{data_parallel.world_size} learners x {spec.num_envs} envs"
     if target is None:
         goal = "no target"
     else:
