@@ -35,6 +35,7 @@ BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
             "--device cpu --threads 1 --rows ppo:CartPole-v1:64 sac:Pendulum-v1:4 --rollouts 2",
             "| sac | Pendulum-v1 | 4 |",
         ),
+        ("trading.py", "--quick", "| random walk |"),
         (
             "learning.py",
             "--algos dqn sac --seeds 0 --max-steps 300 --set learning_starts=100",

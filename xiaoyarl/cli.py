@@ -1,4 +1,5 @@
-"""The `xiaoyarl` command line: train, eval, plot, list, record, export, check-env, fuse."""
+"""The `xiaoyarl` command line: train, eval, plot, list, record, export, check-env, fuse,
+backtest."""
 
 from __future__ import annotations
 
@@ -104,6 +105,12 @@ def _parser() -> argparse.ArgumentParser:
     chk.add_argument("--num-envs", type=int, default=4, metavar="N")
     chk.add_argument("--seed", type=int, default=0)
     chk.add_argument("--steps", type=int, metavar="N", help="steps to run (default max_step + 5)")
+
+    bt = sub.add_parser("backtest", help="backtest a StockTrading-v0 run on its held-out period")
+    bt.add_argument("run_dir")
+    bt.add_argument("--data", metavar="FILE", help="another market panel (CSV or Parquet)")
+    bt.add_argument("--start", metavar="DATE", help="first day (default: the backtest period's)")
+    bt.add_argument("--end", metavar="DATE", help="last day (default: the data's last)")
 
     fuse = sub.add_parser("fuse", help="average the agents of several runs into a new run")
     fuse.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
@@ -223,7 +230,8 @@ def _plot_info_of_old_run(config: Config) -> tuple[str, float | None]:
     title = run_title(config, "gymnasium" if backend == "auto" else backend)
     target = config.target_return
     if target is None:
-        with make_env(config.env_id, 1, "cpu", config.backend) as env:
+        with make_env(config.env_id, 1, "cpu", config.backend,
+                      env_kwargs=config.env_kwargs) as env:  # fmt: skip
             target = env.spec.target_return
     return title, target
 
@@ -240,7 +248,8 @@ def _list(args: argparse.Namespace) -> int:
     print("built-in torch-native envs (any gymnasium id also works):")
     for name, cls in TORCH_ENVS.items():
         kind = "discrete" if cls.if_discrete else "continuous"
-        print(f"  {name:26s} {kind:10s} max_step {cls.max_step:4d}  target {cls.target_return:g}")
+        target = "none" if cls.target_return is None else f"{cls.target_return:g}"
+        print(f"  {name:26s} {kind:10s} max_step {cls.max_step:4d}  target {target}")
     if args.fields:
         _list_fields()
     return 0
@@ -259,6 +268,13 @@ def _export(args: argparse.Namespace) -> int:
     from xiaoyarl.export import export_policy
 
     print(export_policy(args.run_dir, args.out, fmt=args.format))
+    return 0
+
+
+def _backtest(args: argparse.Namespace) -> int:
+    from xiaoyarl.finance.backtest import backtest, format_report
+
+    print(format_report(backtest(args.run_dir, args.data, args.start, args.end)))
     return 0
 
 
@@ -306,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = argv
     handler = {"train": _train, "eval": _eval, "plot": _plot, "list": _list, "record": _record,
                "export": _export, "check-env": _check_env,
-               "fuse": _fuse}[args.command]  # fmt: skip
+               "fuse": _fuse, "backtest": _backtest}[args.command]  # fmt: skip
     try:
         return handler(args)
     except XiaoyaError as e:

@@ -35,6 +35,8 @@ class Config:
     env_id: str = "CartPole-v1"  # built-in torch env, gymnasium id, or "my_module:MyEnv-v0"
     backend: str = "auto"  # auto (torch-native when one exists) | torch | gymnasium | envpool
     vector_mode: str = "sync"  # gymnasium backend: sync (one process) | async (a process per env)
+    env_kwargs: dict | None = None  # keyword arguments of the env (e.g. StockTrading-v0's market;
+    # gymnasium.make's kwargs), as a mapping: --set env_kwargs={market: synthetic}
     num_envs: int | None = None  # None: torch-native 16 on CPU / 1024 on GPU; gymnasium 8
     seed: int = 0  # derives every generator of the run (torch, envs, evaluation envs)
     device: str = "auto"  # auto (cuda when available) | cpu | cuda | cuda:N
@@ -427,6 +429,10 @@ def _convert(name: str, value: object, kind: object, source: str) -> object:
             return float(value)
         if base is str:
             return str(value)
+        if base is dict:
+            if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+                return value
+            raise ValueError
         if typing.get_origin(base) is list:
             if isinstance(value, str):
                 value = [v for v in re.split(r"[,\s]+", value.strip("[]() ")) if v]
@@ -444,6 +450,8 @@ def _convert(name: str, value: object, kind: object, source: str) -> object:
 def _describe(kind: object) -> str:
     if typing.get_origin(kind) is list:
         return "list of integers such as [64, 64]"
+    if kind is dict:
+        return "mapping of names to values such as {market: synthetic, seed: 3}"
     return {bool: "boolean (true/false)", int: "integer", float: "number", str: "string"}.get(
         kind, str(kind)
     )

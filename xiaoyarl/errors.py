@@ -15,3 +15,8 @@ class EnvError(XiaoyaError):
 
 class CheckpointError(XiaoyaError):
     """A run folder or checkpoint is missing, corrupted or does not match the config."""
+
+
+class MarketDataError(ConfigError):
+    """A market data file (or panel) is missing, malformed or fails validation: the message
+    names the file, the first offending row or date, and how to fix it."""

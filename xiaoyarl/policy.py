@@ -112,7 +112,8 @@ def evaluate(run_dir: str | Path, episodes: int = 10, seed: int = 12_345) -> dic
     if not config_path.is_file():
         raise CheckpointError(f"{run_dir} has no config.yaml: it is not a xiaoyarl run folder.")
     config = Config.load(config_path)
-    with make_env(config.env_id, episodes, "cpu", config.backend, seed) as env:
+    with make_env(config.env_id, episodes, "cpu", config.backend, seed,
+                  env_kwargs=config.env_kwargs) as env:  # fmt: skip
         returns = run_episodes(env, policy.act_normalized, seed=seed)
     return {
         "mean": returns.mean().item(),

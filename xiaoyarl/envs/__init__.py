@@ -5,8 +5,12 @@ from __future__ import annotations
 import torch
 
 from xiaoyarl.envs.base import DEFAULT_TARGET_RETURNS, EnvSpec, TorchVecEnv, VecEnv
-from xiaoyarl.envs.classic import TORCH_ENVS
+from xiaoyarl.envs.classic import TORCH_ENVS as CLASSIC_ENVS
+from xiaoyarl.envs.stock import StockTradingEnv
 from xiaoyarl.errors import EnvError
+
+# Torch-native envs by id: classic control, and the stock-trading MDP (`envs/stock.py`).
+TORCH_ENVS: dict[str, type[VecEnv]] = {**CLASSIC_ENVS, "StockTrading-v0": StockTradingEnv}
 
 BACKENDS = ("auto", "torch", "gymnasium", "envpool")
 
@@ -23,6 +27,7 @@ def make_env(
     backend: str = "auto",
     seed: int | None = None,
     vector_mode: str = "sync",
+    env_kwargs: dict | None = None,
 ) -> VecEnv:
     """A vectorized env of `num_envs` sub-envs on `device`.
 
@@ -31,11 +36,13 @@ def make_env(
     the form "my_module:MyEnv-v0" import `my_module` first, so it can register its envs);
     "envpool" takes EnvPool's C++ version of the task (optional extra).
     vector_mode: how gymnasium sub-envs run, "sync" (in this process) or "async" (one process each).
+    env_kwargs: keyword arguments of the env: the torch-native env's constructor (e.g. the
+    market of "StockTrading-v0"), or `gymnasium.make`'s.
     """
     if backend not in BACKENDS:
         raise EnvError(f"unknown env backend '{backend}'; choose one of {', '.join(BACKENDS)}.")
     if is_torch_native(env_id, backend):
-        return TORCH_ENVS[env_id](num_envs, device=device, seed=seed)
+        return TORCH_ENVS[env_id](num_envs, device=device, seed=seed, **(env_kwargs or {}))
     if backend == "torch":
         raise EnvError(
             f"there is no torch-native env named '{env_id}'. Torch-native envs: "
@@ -44,14 +51,18 @@ def make_env(
     if backend == "envpool":
         from xiaoyarl.envs.envpool import EnvPoolVecEnv
 
+        if env_kwargs:
+            raise EnvError("env_kwargs are not passed to EnvPool envs; use backend gymnasium.")
         return EnvPoolVecEnv(env_id, num_envs, device=device, seed=seed)
     from xiaoyarl.envs.gym import GymVecEnv
 
-    return GymVecEnv(env_id, num_envs, device=device, seed=seed, vector_mode=vector_mode)
+    return GymVecEnv(env_id, num_envs, device=device, seed=seed, vector_mode=vector_mode,
+                     env_kwargs=env_kwargs)  # fmt: skip
 
 
 __all__ = [
     "BACKENDS",
+    "CLASSIC_ENVS",
     "DEFAULT_TARGET_RETURNS",
     "EnvSpec",
     "TORCH_ENVS",

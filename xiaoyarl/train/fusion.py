@@ -120,7 +120,7 @@ def fuse_runs(
     fused["config"] = config.to_dict()
 
     # the fused policy, for `load_policy` and `xiaoyarl eval`, through the agent itself
-    with make_env(config.env_id, 1, "cpu", config.backend) as env:
+    with make_env(config.env_id, 1, "cpu", config.backend, env_kwargs=config.env_kwargs) as env:
         spec = env.spec.__class__(**{**env.spec.__dict__, "num_envs": config.num_envs})
     agent = agent_class(config.algo, spec)(spec, config, torch.device("cpu"), learner=False)
     for name, net in agent.nets.items():

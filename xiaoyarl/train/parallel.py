@@ -96,7 +96,7 @@ def _worker_main(
         config = Config.from_dict(config_dict)
         torch.manual_seed(seed)
         env = make_env(config.env_id, config.num_envs, device, comm["backend"], seed,
-                       config.vector_mode)  # fmt: skip
+                       config.vector_mode, config.env_kwargs)  # fmt: skip
         agent = agent_class(config.algo, env.spec)(env.spec, config, torch.device(device),
                                                    learner=False)  # fmt: skip
         agent.last_state, _ = env.reset(seed=seed)
@@ -153,12 +153,13 @@ def _evaluator_main(config_dict: dict, spec: EnvSpec, setup: dict, comm: dict) -
         config = Config.from_dict(config_dict)
         device = torch.device(setup["device"])
         env = make_env(config.env_id, config.eval_episodes, device, comm["backend"],
-                       setup["eval_seed"], config.vector_mode)  # fmt: skip
+                       setup["eval_seed"], config.vector_mode, config.env_kwargs)  # fmt: skip
         agent = agent_class(config.algo, spec)(spec, config, device, learner=False)
 
         def make_confirm_env():
             return make_env(config.env_id, config.confirm_episodes, device, comm["backend"],
-                            setup["eval_seed"] + 10_000, config.vector_mode)  # fmt: skip
+                            setup["eval_seed"] + 10_000, config.vector_mode,
+                            config.env_kwargs)  # fmt: skip
 
         evaluator = Evaluator(
             env,

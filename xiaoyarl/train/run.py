@@ -174,12 +174,14 @@ def _run(
     torch.manual_seed(config.seed)  # the agent's initial weights: alike on every rank
     parallel = config.runner == "parallel"
     # parallel: the workers step the envs; this one gives the spec and checks a first reset
-    env = make_env(config.env_id, config.num_envs, device, backend, seed, config.vector_mode)
+    env = make_env(config.env_id, config.num_envs, device, backend, seed, config.vector_mode,
+                   config.env_kwargs)  # fmt: skip
     eval_env = loop = None
     try:
         if not parallel and main:
             eval_env = make_env(config.env_id, config.eval_episodes, device, backend,
-                                config.seed + 10_000, config.vector_mode)  # fmt: skip
+                                config.seed + 10_000, config.vector_mode,
+                                config.env_kwargs)  # fmt: skip
         spec = env.spec
         agent_spec = spec
         if parallel:  # the learner sees the workers' sub-envs side by side
@@ -207,7 +209,8 @@ def _run(
 
             def make_confirm_env():  # noqa: E306 - built only when an evaluation needs it
                 return make_env(config.env_id, config.confirm_episodes, device, backend,
-                                config.seed + 20_000, config.vector_mode)  # fmt: skip
+                                config.seed + 20_000, config.vector_mode,
+                                config.env_kwargs)  # fmt: skip
 
         evaluator = None
         if main and not parallel:
