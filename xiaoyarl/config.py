@@ -104,7 +104,7 @@ class Config:
     policy_noise_clip: float = 0.5  # ... clipped to +-this
     policy_delay: int = 2  # TD3: critic updates per actor update
     alpha_init: float = 1.0  # SAC: initial entropy temperature (learned)
-    num_critics: int | None = None  # None: 1 DDPG, 2 TD3/SAC, 10 REDQ
+    num_critics: int | None = None  # None: 1 DDPG/MADDPG, 2 TD3/SAC/MATD3, 10 REDQ
     redq_subset: int = 2  # REDQ: M critics in the target's minimum
 
     @classmethod
@@ -356,7 +356,7 @@ def _auto_defaults(config: Config, torch_native: bool, device_type: str = "cpu")
             "net_dims": [256, 256],
             "state_norm": False,
             "reward_norm": False,
-            "num_critics": {"ddpg": 1, "redq": 10}.get(config.algo, 2),
+            "num_critics": {"ddpg": 1, "maddpg": 1, "redq": 10}.get(config.algo, 2),
             "eval_every": 2_000,
         }
     num_envs = config.num_envs or ((1024 if device_type == "cuda" else 16) if torch_native else 8)

@@ -178,29 +178,40 @@ class ActorPPO(nn.Module):
 
 
 class ActorDiscretePPO(nn.Module):
-    """Categorical policy for discrete actions: an MLP gives the logits."""
+    """Categorical policy for discrete actions: an MLP gives the logits. `avail` `(batch, A)`
+    bool, where given, masks out unavailable actions (probability 0)."""
 
     def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm):
         super().__init__()
         self.norm = norm
         self.net = build_mlp([state_dim, *net_dims, action_dim], out_gain=0.01)
 
-    def forward(self, state: torch.Tensor) -> torch.Tensor:
-        """Greedy action `(batch,)` int64 for evaluation."""
-        return self.net(self.norm(state)).argmax(-1)
+    def logprobs(self, state: torch.Tensor, avail: torch.Tensor | None = None) -> torch.Tensor:
+        logits = self.net(self.norm(state))
+        if avail is not None:
+            logits = logits.masked_fill(~avail, -torch.inf)
+        return logits.log_softmax(-1)
 
-    def get_action(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, state: torch.Tensor, avail: torch.Tensor | None = None) -> torch.Tensor:
+        """Greedy action `(batch,)` int64 for evaluation."""
+        return self.logprobs(state, avail).argmax(-1)
+
+    def get_action(
+        self, state: torch.Tensor, avail: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Sampled action `(batch,)` int64 and its log-probability `(batch,)`."""
-        logprobs = self.net(self.norm(state)).log_softmax(-1)
+        logprobs = self.logprobs(state, avail)
         action = sample_categorical(logprobs)
         return action, pick(logprobs, action)
 
     def get_logprob_entropy(
-        self, state: torch.Tensor, action: torch.Tensor
+        self, state: torch.Tensor, action: torch.Tensor, avail: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        logprobs = self.net(self.norm(state)).log_softmax(-1)
-        entropy = -(logprobs.exp() * logprobs).sum(-1)
-        return pick(logprobs, action), entropy
+        logprobs = self.logprobs(state, avail)
+        plogp = logprobs.exp() * logprobs
+        if avail is not None:  # 0 * -inf: an unavailable action adds nothing
+            plogp = torch.where(avail, plogp, 0.0)
+        return pick(logprobs, action), -plogp.sum(-1)
 
     @staticmethod
     def convert_action_for_env(action: torch.Tensor) -> torch.Tensor:
@@ -369,8 +380,37 @@ class ActorDiscreteSAC(nn.Module):
         return sample_categorical(self.net(self.norm(state)).log_softmax(-1))
 
 
+class ActorGumbel(nn.Module):
+    """Policy for discrete actions: logits `(batch, O) -> (batch, U)`; `forward` gives the most
+    probable action (int64), `relaxed` a Gumbel-softmax one-hot sample whose gradient is the
+    softmax's (straight-through)."""
+
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm):
+        super().__init__()
+        self.norm = norm
+        self.net = build_mlp([state_dim, *net_dims, action_dim], nn.ReLU, out_gain=0.01)
+
+    def logits(self, state: torch.Tensor) -> torch.Tensor:
+        return self.net(self.norm(state))
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        return self.logits(state).argmax(-1)
+
+    def relaxed(self, state: torch.Tensor) -> torch.Tensor:
+        return F.gumbel_softmax(self.logits(state), hard=True)
+
+
 # Actor classes by name, so a saved policy (`actor.pt`) can be rebuilt without pickling modules.
 ACTORS: dict[str, type[nn.Module]] = {
     cls.__name__: cls
-    for cls in (ActorPPO, ActorDiscretePPO, QNet, QNetDuel, Actor, ActorSAC, ActorDiscreteSAC)
+    for cls in (
+        ActorPPO,
+        ActorDiscretePPO,
+        QNet,
+        QNetDuel,
+        Actor,
+        ActorSAC,
+        ActorDiscreteSAC,
+        ActorGumbel,
+    )  # fmt: skip
 }

@@ -9,7 +9,7 @@ import torch
 
 from xiaoyarl.config import Config
 from xiaoyarl.errors import CheckpointError
-from xiaoyarl.nets import ACTORS, QNet, RunningNorm
+from xiaoyarl.nets import ACTORS, ActorDiscretePPO, QNet, RunningNorm
 from xiaoyarl.train.checkpoint import load_plain
 
 
@@ -91,20 +91,97 @@ class Policy:
         return self.predict(obs, deterministic=True)
 
 
+class MultiAgentPolicy(Policy):
+    """A trained multi-agent policy (one network shared by the agents, each observation with
+    its agent id). `predict(obs, deterministic=True, avail=None)` takes the agents'
+    observations of one env `(A, O)` or of a batch of envs `(batch, A, O)`, numpy or torch, and
+    optional action masks `(..., A, U)`, and returns their actions `(A,)` / `(batch, A)` (or with
+    a last axis `U` of values within the action bounds, for continuous actions)."""
+
+    def __init__(self, meta: dict, device: str | torch.device = "cpu") -> None:
+        super().__init__(meta, device)
+        self.num_agents, self.obs_dim = meta["num_agents"], meta["obs_dim"]
+
+    def _joint(self, obs: torch.Tensor, avail: torch.Tensor | None, sample: bool) -> torch.Tensor:
+        """Actions as agents see them `(E, A[, U])` for a torch batch `(E, A, O)` on the device."""
+        from xiaoyarl.agents.multi.common import with_agent_ids
+
+        x = with_agent_ids(obs).flatten(0, 1)
+        masks = None if avail is None else avail.flatten(0, 1)
+        actor = self.actor
+        if isinstance(actor, QNet):
+            q = actor.q_values(x)
+            if masks is not None:
+                q = q.masked_fill(~masks, -torch.inf)
+            action = q.argmax(-1)
+            if sample:  # epsilon-greedy among the available actions
+                weights = torch.ones_like(q) if masks is None else masks.float()
+                random = torch.multinomial(weights, 1).squeeze(1)
+                epsilon = self.meta.get("explore_rate", Config.explore_rate)
+                action = torch.where(torch.rand(action.shape, device=self.device) < epsilon,
+                                     random, action)  # fmt: skip
+        elif hasattr(actor, "logits"):  # Gumbel-softmax actor (MADDPG / MATD3, discrete)
+            logits = actor.logits(x)
+            if masks is not None:
+                logits = logits.masked_fill(~masks, -torch.inf)
+            if sample:
+                action = torch.multinomial(logits.softmax(-1), 1).squeeze(1)
+            else:
+                action = logits.argmax(-1)
+        elif isinstance(actor, ActorDiscretePPO):
+            action = actor.get_action(x, masks)[0] if sample else actor(x, masks)
+        else:
+            action = self.sample_normalized(x) if sample else actor(x)
+        return action.view(*obs.shape[:2], *action.shape[1:])
+
+    @torch.no_grad()
+    def act_normalized(self, obs: torch.Tensor, avail: torch.Tensor | None = None):
+        return self._joint(obs, avail, sample=False)
+
+    def predict(
+        self,
+        obs: np.ndarray | torch.Tensor,
+        deterministic: bool = True,
+        avail: np.ndarray | torch.Tensor | None = None,
+    ) -> np.ndarray | torch.Tensor:
+        is_numpy = not isinstance(obs, torch.Tensor)
+        x = torch.as_tensor(np.asarray(obs) if is_numpy else obs, dtype=torch.float32)
+        single = x.dim() == 2
+        if x.shape[-2:] != (self.num_agents, self.obs_dim) or x.dim() > 3:
+            raise ValueError(
+                f"policy expects observations of shape (batch, {self.num_agents}, "
+                f"{self.obs_dim}) or ({self.num_agents}, {self.obs_dim}), got {tuple(x.shape)}."
+            )
+        x = x.to(self.device).reshape(-1, self.num_agents, self.obs_dim)
+        masks = None
+        if avail is not None:
+            masks = torch.as_tensor(np.asarray(avail)).to(self.device, torch.bool)
+            masks = masks.reshape(x.shape[0], self.num_agents, -1)
+        with torch.no_grad():
+            action = self._joint(x, masks, sample=not deterministic)
+        if not self.if_discrete:
+            action = self.low + (action + 1.0) * 0.5 * (self.high - self.low)
+        if single:
+            action = action[0]
+        return action.cpu().numpy() if is_numpy else action
+
+
 def load_policy(run_dir: str | Path, device: str | torch.device = "cpu") -> Policy:
-    """The best policy a run saved (`run_dir/actor.pt`), ready for inference."""
+    """The best policy a run saved (`run_dir/actor.pt`), ready for inference (a
+    `MultiAgentPolicy` for a multi-agent run)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise CheckpointError(f"run folder {run_dir} does not exist.")
-    return Policy(load_plain(run_dir / "actor.pt", what="policy file"), device)
+    meta = load_plain(run_dir / "actor.pt", what="policy file")
+    return (MultiAgentPolicy if "num_agents" in meta else Policy)(meta, device)
 
 
 def evaluate(run_dir: str | Path, episodes: int = 10, seed: int = 12_345) -> dict:
     """Score a run's best policy on `episodes` fresh episodes of its env (same backend).
 
     Returns {"mean", "std", "returns"}; episodes run as parallel sub-envs."""
-    from xiaoyarl.envs import make_env
     from xiaoyarl.train.evaluator import run_episodes
+    from xiaoyarl.train.run import build_env
 
     run_dir = Path(run_dir)
     policy = load_policy(run_dir)
@@ -112,8 +189,7 @@ def evaluate(run_dir: str | Path, episodes: int = 10, seed: int = 12_345) -> dic
     if not config_path.is_file():
         raise CheckpointError(f"{run_dir} has no config.yaml: it is not a xiaoyarl run folder.")
     config = Config.load(config_path)
-    with make_env(config.env_id, episodes, "cpu", config.backend, seed,
-                  env_kwargs=config.env_kwargs) as env:  # fmt: skip
+    with build_env(config, episodes, torch.device("cpu"), config.backend, seed) as env:
         returns = run_episodes(env, policy.act_normalized, seed=seed)
     return {
         "mean": returns.mean().item(),

@@ -37,6 +37,7 @@ class AgentBase:
 
     if_off_policy: ClassVar[bool]
     if_discrete: ClassVar[bool]
+    if_multi_agent: ClassVar[bool] = False  # acts in multi-agent envs (`agents/multi/`)
     # The algorithm-specific Config fields this agent reads (others of that kind it ignores, and
     # setting them gets a warning); general fields (gamma, net_dims, ...) are not listed.
     config_fields: ClassVar[frozenset[str]] = frozenset()
@@ -132,7 +133,7 @@ class AgentBase:
         """Store the rollout, update the observation normaliser (when enabled) with its states,
         then take `repeat_times` gradient steps per new env step."""
         self.buffer.add(rollout)
-        self.state_norm.update(rollout.states.flatten(0, 1))
+        self.update_normalizers(rollout)
         if self.explored < self.config.learning_starts or self.buffer.num_sampleable == 0:
             return {}
         num_updates = max(1, round(self.config.repeat_times * rollout.rewards.numel()))
@@ -144,6 +145,15 @@ class AgentBase:
                 totals[name] = totals.get(name, 0) + value
                 counts[name] = counts.get(name, 0) + 1
         return {name: value / counts[name] for name, value in totals.items()}
+
+    def update_normalizers(self, rollout: NamedTuple) -> None:
+        """Off-policy: merge a rollout's states into the observation normaliser (if enabled)."""
+        self.state_norm.update(rollout.states.flatten(0, 1))
+
+    def observe(self, state: torch.Tensor, info: dict) -> torch.Tensor:
+        """What exploring resumes from (`last_state`) after a reset that returned `state` and
+        `info`: the state itself (multi-agent agents also keep the global state and masks)."""
+        return state
 
     def gradient_step(self, batch: Batch) -> dict[str, torch.Tensor]:
         """`update_step` on `batch` (replayed as a CUDA graph where enabled), then count it and
@@ -166,10 +176,16 @@ class AgentBase:
         self.graphed = self.graphed or GraphedStep(update, self.graph_period())
         return self.graphed(inputs, self.updates % self.graphed.period)
 
+    def buffer_sizes(self) -> tuple:
+        """The replay buffer's shape: capacity, sub-envs, state width, action width, whether
+        actions are discrete indices, the time limit (see `ReplayBuffer`)."""
+        cfg, spec = self.config, self.spec
+        return (cfg.buffer_size, spec.num_envs, spec.state_dim, spec.action_dim,
+                spec.if_discrete, spec.max_step)  # fmt: skip
+
     def _make_buffer(self) -> ReplayBuffer:
         cfg, spec = self.config, self.spec
-        sizes = (cfg.buffer_size, spec.num_envs, spec.state_dim, spec.action_dim,
-                 spec.if_discrete, spec.max_step)  # fmt: skip
+        sizes = self.buffer_sizes()
         buffer_class = PrioritizedReplayBuffer if cfg.per else ReplayBuffer
         need = buffer_class.bytes_needed(*sizes)
         free = _free_memory(self.device)
@@ -210,8 +226,10 @@ class AgentBase:
                 if key not in self._target_params:
                     self._target_params[key] = (list(target.parameters()),
                                                 list(online.parameters()))  # fmt: skip
-                with torch.no_grad():
-                    torch._foreach_lerp_(*self._target_params[key], self.config.soft_update_tau)
+                if self._target_params[key][0]:  # (VDN's sum has nothing to update)
+                    with torch.no_grad():
+                        torch._foreach_lerp_(*self._target_params[key],
+                                             self.config.soft_update_tau)  # fmt: skip
 
     # --- shared mechanics ---
     def make_optimizer(self, net: nn.Module) -> torch.optim.Optimizer | Adam | None:

@@ -71,7 +71,7 @@ class AgentPPO(AgentBase):
         self.actor = self.actor_class(
             spec.state_dim, spec.action_dim, config.net_dims, self.state_norm
         ).to(device)
-        self.critic = CriticV(spec.state_dim, config.net_dims, self.state_norm).to(device)
+        self.critic = self.make_critic().to(device)
         self.reward_scaler = RewardScaler(spec.num_envs, config.gamma, config.reward_norm)
         self.reward_scaler.to(device)
         self.nets = {"actor": self.actor, "critic": self.critic, "reward": self.reward_scaler}
@@ -114,6 +114,37 @@ class AgentPPO(AgentBase):
         self.last_state = state
         return Rollout(states, actions, logprobs, rewards, terminals, truncates, next_states)
 
+    def make_critic(self) -> torch.nn.Module:
+        """V(s) on the actor's (normalised) states."""
+        return CriticV(self.spec.state_dim, self.config.net_dims, self.state_norm)
+
+    # --- what a multi-agent PPO (MAPPO) changes in the update ---
+    def critic_inputs(self, rollout: Rollout) -> tuple[torch.Tensor, torch.Tensor]:
+        """What the critic sees at each step and at the state each step reached `(T, N, S)`:
+        the actor's states."""
+        return rollout.states, rollout.next_states
+
+    def values(self, critic_states: torch.Tensor) -> torch.Tensor:
+        """V of a batch of critic inputs `(B, S) -> (B,)`, in return units."""
+        return self.critic(critic_states)
+
+    def value_loss(self, critic_states: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
+        """Squared error of V against the returns, per sample `(B,)`."""
+        return (self.critic(critic_states) - returns).square()
+
+    def logprob_entropy(
+        self, rollout: Rollout, states: torch.Tensor, actions: torch.Tensor, idx: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probability and entropy `(B,)` of the actions of the mini-batch `idx`."""
+        return self.actor.get_logprob_entropy(states[idx], actions[idx])
+
+    def observe_returns(self, returns: torch.Tensor) -> None:
+        """Before the mini-batches: the returns `(T * N,)` the critic is about to fit."""
+
+    def update_state_norms(self, rollout: Rollout, critic_states: torch.Tensor) -> None:
+        """After the update: merge the rollout's states into the (shared) normaliser."""
+        self.state_norm.update(rollout.states.flatten(0, 1))
+
     def sub_env_state(self) -> dict:
         # differs: each sub-env's running discounted return (reward scaling) is its own
         return {**super().sub_env_state(), "returns": self.reward_scaler.returns.clone()}
@@ -153,8 +184,9 @@ class AgentPPO(AgentBase):
         with torch.no_grad():
             dones = rollout.terminals | rollout.truncates
             rewards = self.reward_scaler(rollout.rewards, dones)
-            values = self.critic(rollout.states.flatten(0, 1)).view(horizon_len, num_envs)
-            next_values = self.critic(rollout.next_states.flatten(0, 1)).view(horizon_len, num_envs)
+            critic_now, critic_next = self.critic_inputs(rollout)
+            values = self.values(critic_now.flatten(0, 1)).view(horizon_len, num_envs)
+            next_values = self.values(critic_next.flatten(0, 1)).view(horizon_len, num_envs)
             advantages = compute_gae(
                 rewards,
                 values,
@@ -171,8 +203,10 @@ class AgentPPO(AgentBase):
             )
             advantages = (advantages - mean) / (std + 1e-8)
         states = rollout.states.flatten(0, 1)
+        critic_states = critic_now.flatten(0, 1)
         actions = rollout.actions.flatten(0, 1)
         old_logprobs = rollout.logprobs.flatten()
+        self.observe_returns(returns)
 
         size = horizon_len * num_envs * world  # transitions in the (union of the) rollouts
         batch_size = min(cfg.batch_size, size // world)  # per rank
@@ -188,12 +222,12 @@ class AgentPPO(AgentBase):
             idx = order[i * batch_size * world : (i + 1) * batch_size * world]
             if dp is not None:  # this rank's transitions of the mini-batch, as local indices
                 idx = dp.local_part(idx, num_envs)
-            logprob, entropy = self.actor.get_logprob_entropy(states[idx], actions[idx])
+            logprob, entropy = self.logprob_entropy(rollout, states, actions, idx)
             log_ratio = logprob - old_logprobs[idx]
             ratio = log_ratio.exp()
             objective = batch_mean(self.actor_objective(ratio, advantages[idx], logprob))
             actor_loss = -(objective + cfg.lambda_entropy * batch_mean(entropy))
-            critic_loss = 0.5 * batch_mean((self.critic(states[idx]) - returns[idx]).square())
+            critic_loss = 0.5 * batch_mean(self.value_loss(critic_states[idx], returns[idx]))
             self.optimizer_steps(
                 actor_loss + critic_loss,
                 (self.optimizers["actor"], self.actor),
@@ -211,7 +245,7 @@ class AgentPPO(AgentBase):
                         clipped,
                     ]
                 )
-        self.state_norm.update(states)  # after the update, so old and new log-probs agree
+        self.update_state_norms(rollout, critic_states)  # after: old and new log-probs agree
         logs /= num_updates
         names = ("actor_loss", "critic_loss", "entropy", "approx_kl", "clip_fraction")
         return dict(zip(names, logs.unbind(), strict=True))

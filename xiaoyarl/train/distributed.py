@@ -277,20 +277,24 @@ class DistributedLoop(TrainLoop):
             # no shard of this step (another number of ranks, or a crash between the writes):
             # this rank's envs start new episodes; its replay buffer (and running returns)
             # start as a copy of rank 0's
-            self.agent.last_state, _ = self.env.reset(seed=self.config.seed + self.total_steps
-                                                      + 1000 * self.dp.rank)  # fmt: skip
+            self.reset_envs()
             self.episodes.reset()
             return
         self.agent.load_sub_env_state(shard["agent"])
         if shard["env"]:
             self.env.load_state_dict(shard["env"])
         else:
-            self.agent.last_state, _ = self.env.reset(seed=self.config.seed + self.total_steps
-                                                      + 1000 * self.dp.rank)  # fmt: skip
+            self.reset_envs()
         self.episodes.load_state_dict(shard["episodes"])
         torch.set_rng_state(shard["rng"])
         if shard["cuda_rng"] is not None and self.agent.device.type == "cuda":
             torch.cuda.set_rng_state(shard["cuda_rng"], self.agent.device)
+
+    def reset_envs(self) -> None:
+        """This rank's envs start new episodes (seeded by step and rank)."""
+        seed = self.config.seed + self.total_steps + 1000 * self.dp.rank
+        state, info = self.env.reset(seed=seed)
+        self.agent.last_state = self.agent.observe(state, info)
 
     def save_after_failure(self, error: BaseException) -> str:
         if self.main:

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import torch
 
 from xiaoyarl.envs.base import VecEnv
+from xiaoyarl.envs.multi.base import MultiAgentEnvSpec, MultiAgentVecEnv, team_reward
 from xiaoyarl.train.checkpoint import save_atomic
 from xiaoyarl.train.loggers import append_csv_row, truncate_csv_after
 
@@ -42,19 +43,25 @@ class EvalResult(NamedTuple):
 
 @torch.no_grad()
 def run_episodes(
-    env: VecEnv, policy: Callable[[torch.Tensor], torch.Tensor], seed: int | None = None
+    env: VecEnv | MultiAgentVecEnv, policy: Callable[..., torch.Tensor], seed: int | None = None
 ) -> torch.Tensor:
     """Return of the first episode of every sub-env `(num_envs,)`, acting with `policy`.
 
     All sub-envs run in parallel; the loop ends when each has finished one episode (at the
     latest after `spec.max_step` steps). Finished sub-envs keep stepping but no longer count.
+    In a multi-agent env the policy is called with the observations `(num_envs, A, O)` and the
+    action masks (or None), and the return is the team's (`team_reward`).
     """
-    state, _ = env.reset(seed=seed)
+    state, info = env.reset(seed=seed)
+    multi = isinstance(env.spec, MultiAgentEnvSpec)
     n = env.spec.num_envs
     returns = torch.zeros(n, device=env.device)
     running = torch.ones(n, dtype=torch.bool, device=env.device)
     for t in range(env.spec.max_step):
-        state, reward, terminal, truncate, _ = env.step(policy(state))
+        action = policy(state, info.get("avail_actions")) if multi else policy(state)
+        state, reward, terminal, truncate, info = env.step(action)
+        if multi:
+            reward = team_reward(env.spec, reward)
         returns += reward * running
         running &= ~(terminal | truncate)
         if t % 16 == 15 and not running.any():  # check (a host sync) only now and then

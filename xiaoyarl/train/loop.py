@@ -104,7 +104,7 @@ class TrainLoop:
         self.console = console
         self.loggers = loggers
         self.callbacks = list(callbacks)
-        self.episodes = EpisodeStats(agent.spec.num_envs, agent.device)
+        self.episodes = EpisodeStats(env.spec.num_envs, agent.device)
         self.total_steps = 0
         self.updates = 0
         self.train_seconds = 0.0  # wall-clock of the whole loop, evaluation included
@@ -187,7 +187,8 @@ class TrainLoop:
         # Steps beyond the checkpoint were lost with the crash; so are their rows.
         self.truncate_records(self.total_steps)
         if self.agent.last_state is None:  # the envs start new episodes
-            self.agent.last_state, _ = self.env.reset(seed=self.config.seed + self.total_steps)
+            state, info = self.env.reset(seed=self.config.seed + self.total_steps)
+            self.agent.last_state = self.agent.observe(state, info)
             self.episodes.reset()
         # A restored schedule may lie behind a smaller eval_every / checkpoint_every given now.
         self.next_eval = min(self.next_eval, self.total_steps + self.config.eval_every)

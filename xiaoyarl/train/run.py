@@ -14,7 +14,14 @@ import torch
 from xiaoyarl.agents import agent_class
 from xiaoyarl.config import Config, ignored_fields
 from xiaoyarl.envs import is_torch_native, make_env
-from xiaoyarl.envs.base import EnvSpec
+from xiaoyarl.envs.base import EnvSpec, VecEnv
+from xiaoyarl.envs.multi import (
+    MULTI_AGENT_ENVS,
+    MultiAgentEnvSpec,
+    MultiAgentVecEnv,
+    is_multi_agent,
+    make_multi_agent_env,
+)
 from xiaoyarl.errors import CheckpointError, ConfigError, EnvError
 from xiaoyarl.train import distributed
 from xiaoyarl.train.checkpoint import load_plain
@@ -71,9 +78,21 @@ def default_run_dir(config: Config) -> Path:
     return Path("runs") / f"{env}_{config.algo}_{config.seed}"
 
 
-def check_state(state: torch.Tensor, spec: EnvSpec, where: str) -> None:
+def build_env(
+    config: Config, num_envs: int, device: torch.device, backend: str, seed: int
+) -> VecEnv | MultiAgentVecEnv:
+    """The run's env (or evaluation env) of `num_envs` sub-envs: single- or multi-agent."""
+    if is_multi_agent(config.env_id):
+        return make_multi_agent_env(config.env_id, num_envs, device, seed, config.env_kwargs)
+    return make_env(config.env_id, num_envs, device, backend, seed, config.vector_mode,
+                    config.env_kwargs)  # fmt: skip
+
+
+def check_state(state: torch.Tensor, spec: EnvSpec | MultiAgentEnvSpec, where: str) -> None:
     """Reject an observation batch with the wrong shape or non-finite values, naming the env."""
     expected = (spec.num_envs, spec.state_dim)
+    if isinstance(spec, MultiAgentEnvSpec):
+        expected = (spec.num_envs, spec.num_agents, spec.obs_dim)
     if tuple(state.shape) != expected:
         raise EnvError(
             f"env {spec.name} returned observations of shape {tuple(state.shape)} on {where}, "
@@ -109,8 +128,16 @@ def train_agent(
     for name in ignored_fields(config) if main else ():
         warn(f"{name}={getattr(config, name)!r} is ignored by {config.algo} (see `xiaoyarl list "
              f"--fields` for the fields each algorithm reads)")  # fmt: skip
-    torch_native = is_torch_native(config.env_id, config.backend)
+    multi_agent = is_multi_agent(config.env_id)
+    torch_native = is_torch_native(config.env_id, config.backend) or (
+        config.env_id in MULTI_AGENT_ENVS
+    )
     device = resolve_device(config.device)
+    if multi_agent and (ranks is not None or config.runner == "parallel"):
+        raise ConfigError(
+            f"{config.env_id} is a multi-agent env: it trains in one process for now (runner "
+            f"single, no torchrun / --learners)."
+        )
     if ranks is not None:
         if config.runner == "parallel":
             raise ConfigError(
@@ -126,6 +153,8 @@ def train_agent(
     backend = "torch" if torch_native else "gymnasium"
     if config.backend in ("envpool", "torch"):
         backend = config.backend  # make_env refuses a torch backend without a torch-native env
+    if multi_agent and not torch_native:
+        backend = "pettingzoo"
     run_dir = Path(config.cwd) if config.cwd else default_run_dir(config)
     ckpt_path = run_dir / "checkpoint" / "state.pt"
     if ranks is not None and distributed.restarted_by_launcher() and ckpt_path.is_file():
@@ -174,14 +203,12 @@ def _run(
     torch.manual_seed(config.seed)  # the agent's initial weights: alike on every rank
     parallel = config.runner == "parallel"
     # parallel: the workers step the envs; this one gives the spec and checks a first reset
-    env = make_env(config.env_id, config.num_envs, device, backend, seed, config.vector_mode,
-                   config.env_kwargs)  # fmt: skip
+    env = build_env(config, config.num_envs, device, backend, seed)
     eval_env = loop = None
     try:
         if not parallel and main:
-            eval_env = make_env(config.env_id, config.eval_episodes, device, backend,
-                                config.seed + 10_000, config.vector_mode,
-                                config.env_kwargs)  # fmt: skip
+            eval_env = build_env(config, config.eval_episodes, device, backend,
+                                 config.seed + 10_000)  # fmt: skip
         spec = env.spec
         agent_spec = spec
         if parallel:  # the learner sees the workers' sub-envs side by side
@@ -192,10 +219,10 @@ def _run(
             agent.attach_data_parallel(data_parallel)
             torch.manual_seed(seed)
         target = config.target_return if config.target_return is not None else spec.target_return
-        state, _ = env.reset(seed=seed)
+        state, info = env.reset(seed=seed)
         check_state(state, spec, "reset")
         if not parallel:
-            agent.last_state = state
+            agent.last_state = agent.observe(state, info)
 
         run_dir.mkdir(parents=True, exist_ok=True)
         title = run_title(config, backend)
@@ -208,9 +235,8 @@ def _run(
         if config.confirm_episodes:
 
             def make_confirm_env():  # noqa: E306 - built only when an evaluation needs it
-                return make_env(config.env_id, config.confirm_episodes, device, backend,
-                                config.seed + 20_000, config.vector_mode,
-                                config.env_kwargs)  # fmt: skip
+                return build_env(config, config.confirm_episodes, device, backend,
+                                 config.seed + 20_000)  # fmt: skip
 
         evaluator = None
         if main and not parallel:

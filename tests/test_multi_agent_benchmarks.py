@@ -1,0 +1,28 @@
+"""The multi-agent benchmark scripts run (on a tiny budget); their numbers are not checked."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "expect"),
+    [
+        ("multi_agent_baselines.py", "--episodes 20", "| SpreadContinuous-v0 |"),
+        ("multi_agent_throughput.py", "--quick", "| xiaoyarl SpreadDiscrete-v0 | cpu | 256 |"),
+    ],
+)
+def test_multi_agent_benchmark_runs(tmp_path, script, args, expect):
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), "--json", str(tmp_path / "out.json"), *args.split()],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert expect in done.stdout
+    assert (tmp_path / "out.json").stat().st_size > 0

@@ -1,0 +1,164 @@
+"""Centralized critics: MADDPG and MATD3.
+
+MADDPG: Lowe et al., "Multi-Agent Actor-Critic for Mixed Cooperative-Competitive Environments",
+NeurIPS 2017. MATD3: Ackermann et al., "Reducing Overestimation Bias in Multi-Agent Domains
+Using Double Centralized Critics", 2019.
+
+Decentralized actors (one network shared by the agents, each observation with its agent id)
+and a centralized critic Q_i(s, a_1..a_A) of agent i's return, on the global state and every
+agent's action (one network with the agent id, too). Agent i's critic learns
+r_i + gamma (1 - terminal) Q_i'(s', a'_1..a'_A) with every a'_j from the target actor; agent
+i's actor ascends Q_i(s, a_1..mu(o_i)..a_A), the other agents' actions as stored. Everything
+else is the single-agent algorithm's own: `AgentMADDPG` takes DDPG's target networks and
+exploration noise, `AgentMATD3` TD3's clipped double Q (two critics), target policy smoothing
+and delayed actor and target updates, through the very hooks TD3 overrides in DDPG.
+Discrete actions go through the Gumbel-softmax (a straight-through one-hot sample) as in the
+MADDPG paper; the critic sees one-hot actions.
+Shapes: B = batch, A = agents, O = observation, S = global state, U = action size.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from xiaoyarl.agents.ddpg import AgentDDPG
+from xiaoyarl.agents.multi.common import Joint, MultiAgentOffPolicy, with_agent_ids
+from xiaoyarl.agents.multi.value_decomposition import masked
+from xiaoyarl.agents.td3 import AgentTD3
+from xiaoyarl.nets import ActorGumbel, CriticEnsemble, RunningNorm, sample_categorical
+from xiaoyarl.train.buffer import Batch
+
+
+class CentralizedCritic(MultiAgentOffPolicy):
+    """Mix-in that turns DDPG (or TD3) into its multi-agent version (see the module)."""
+
+    def make_critic(self, norm: RunningNorm) -> nn.Module:
+        # differs: the critic sees the global state, the agent's id and every agent's action
+        spec, cfg = self.multi_spec, self.config
+        state_in = spec.state_dim + spec.num_agents
+        self.critic_norm = RunningNorm(state_in, cfg.state_norm, cfg.state_norm_clip)
+        self.critic_norm.to(self.device)
+        return CriticEnsemble(state_in, spec.num_agents * spec.action_dim, cfg.net_dims,
+                              self.critic_norm, cfg.num_critics)  # fmt: skip
+
+    def update_normalizers(self, rollout) -> None:
+        super().update_normalizers(rollout)
+        state = self.layout.unpack(rollout.states.flatten(0, 1)).state
+        self.critic_norm.update(self.critic_states(state))
+
+    def critic_states(self, state: torch.Tensor) -> torch.Tensor:
+        """Each agent's critic input: the global state with its id, `(B, S) -> (B * A, S + A)`."""
+        a = self.multi_spec.num_agents
+        return with_agent_ids(state.unsqueeze(1).expand(-1, a, -1)).flatten(0, 1)
+
+    def joint_features(self, actions: torch.Tensor) -> torch.Tensor:
+        """Joint actions as the critic sees them `(B, A, U)`: continuous values, or one-hots."""
+        if self.multi_spec.if_discrete:
+            return F.one_hot(actions, self.multi_spec.action_dim).float()
+        return actions
+
+    def for_every_agent(self, joint: torch.Tensor) -> torch.Tensor:
+        """The joint action once per agent (each agent's critic sees all): `(B, A, U) ->
+        (B * A, A * U)`."""
+        a = self.multi_spec.num_agents
+        return joint.flatten(1).repeat_interleave(a, dim=0)
+
+    # --- acting ---
+    def greedy_joint_action(self, obs: torch.Tensor, avail: torch.Tensor | None) -> torch.Tensor:
+        if self.multi_spec.if_discrete:
+            return masked(self.actor.logits(with_agent_ids(obs)), avail).argmax(-1)
+        return self.actor(with_agent_ids(obs))
+
+    def explore_joint_action(self, joint: Joint) -> torch.Tensor:
+        obs = with_agent_ids(joint.obs)
+        if self.multi_spec.if_discrete:  # a sample of the policy's distribution
+            logits = masked(self.actor.logits(obs), joint.avail)
+            return sample_categorical(logits.log_softmax(-1))
+        shape = obs.shape[:2]  # DDPG's (or TD3's) own exploration noise
+        return self.explore_action(obs.flatten(0, 1)).view(*shape, -1)
+
+    def target_joint(self, joint: Joint) -> torch.Tensor:
+        """Every agent's target action a'_j `(B, A, U)` in the next states."""
+        obs = with_agent_ids(joint.obs)
+        if self.multi_spec.if_discrete:
+            logits = masked(self.actor_target.logits(obs), joint.avail)
+            return F.one_hot(logits.argmax(-1), self.multi_spec.action_dim).float()
+        b, a = obs.shape[:2]  # DDPG's target action (TD3: with clipped smoothing noise)
+        return self.target_action(obs.flatten(0, 1)).view(b, a, -1)
+
+    def policy_joint(self, obs: torch.Tensor) -> torch.Tensor:
+        """Every agent's action from the actor, differentiable `(B, A, U)`."""
+        obs = with_agent_ids(obs)
+        if self.multi_spec.if_discrete:
+            return self.actor.relaxed(obs)
+        return self.actor(obs)
+
+    # --- learning ---
+    def update_step(self, batch: Batch) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        spec = self.multi_spec
+        b, a = batch.rewards.shape[0], spec.num_agents
+        joint = self.layout.unpack(batch.states)
+        actions, rewards = self.layout.unpack_step(batch.actions)  # (B, A[, U]), (B, A)
+        taken = self.joint_features(actions)  # (B, A, U)
+        states = self.critic_states(joint.state)  # (B * A, S + A)
+        with torch.no_grad():
+            after = self.layout.unpack(batch.next_states)
+            q_next = self.critic_target(
+                self.critic_states(after.state), self.for_every_agent(self.target_joint(after))
+            )
+            v_next = self.reduce_target_q(q_next).view(b, a)  # TD3: the minimum of two
+            not_terminal = (~batch.terminals).float().unsqueeze(1)
+            target = rewards + self.config.gamma * not_terminal * v_next  # (B, A)
+        q = self.critic_q(states, self.for_every_agent(taken)).view(-1, b, a)  # (critics, B, A)
+        td_errors = target - q
+        weights = batch.weights.view(1, b, 1)
+        critic_loss = (weights * td_errors.square()).mean((-2, -1)).sum()
+        self.optimizer_step(self.optimizers["critic"], self.critic, critic_loss)
+        logs = {"critic_loss": critic_loss.detach(), "q_value": q.detach().mean()}
+        actor_updated = self.should_update_actor(critic_loss.detach())
+        if actor_updated:
+            logs.update(self.update_joint_actor(joint.obs, taken, states))
+            self.update_targets((self.actor_target, self.actor))
+        if self.critic_target_due(actor_updated):
+            self.update_targets((self.critic_target, self.critic))
+        return logs, td_errors.detach().mean((0, 2))
+
+    def update_joint_actor(
+        self, obs: torch.Tensor, taken: torch.Tensor, states: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        """Ascend each agent's Q_i(s, a_1..mu(o_i)..a_A) (the first critic), the other agents'
+        actions as stored."""
+        a = self.multi_spec.num_agents
+        own = torch.eye(a, device=self.device).view(1, a, a, 1)  # agent i's own slot
+        mine = self.policy_joint(obs).unsqueeze(1)  # (B, 1, A, U)
+        mixed = taken.unsqueeze(1) * (1 - own) + mine * own  # (B, A agents, A slots, U)
+        q = self.critic_q_for_actor(states, mixed.flatten(2).flatten(0, 1))[0]
+        actor_loss = -q.mean()
+        self.optimizer_step(self.optimizers["actor"], self.actor, actor_loss)
+        return {"actor_loss": actor_loss.detach()}
+
+
+class AgentMADDPG(CentralizedCritic, AgentDDPG):
+    """MADDPG with continuous actions: DDPG with a centralized critic."""
+
+
+class AgentMADDPGDiscrete(AgentMADDPG):
+    """MADDPG with discrete actions: a Gumbel-softmax actor."""
+
+    if_discrete = True
+    actor_class = ActorGumbel  # differs: logits, relaxed one-hot samples
+
+
+class AgentMATD3(CentralizedCritic, AgentTD3):
+    """MATD3 with continuous actions: TD3 (clipped double Q, target smoothing, delayed actor
+    and target updates) with centralized critics."""
+
+
+class AgentMATD3Discrete(AgentMATD3):
+    """MATD3 with discrete actions: a Gumbel-softmax actor (target actions are one-hots of the
+    target actor's best action: smoothing noise does not apply to one-hots)."""
+
+    if_discrete = True
+    actor_class = ActorGumbel  # differs: logits, relaxed one-hot samples

@@ -1,0 +1,135 @@
+"""Value decomposition: VDN and QMIX.
+
+VDN: Sunehag et al., "Value-Decomposition Networks For Cooperative Multi-Agent Learning", 2017.
+QMIX: Rashid et al., "QMIX: Monotonic Value Function Factorisation for Deep Multi-Agent
+Reinforcement Learning", ICML 2018.
+
+One Q-network shared by all agents (each observation with its agent id) gives every agent's
+Q(o_i, .); a mixer turns the Q-values of the actions taken into the team's Q_tot, trained with
+DQN's machinery (replay, epsilon-greedy, target networks, Huber loss, prioritized replay) on
+the team reward: Q_tot(s, a) -> r + gamma (1 - terminal) Q_tot'(s', a*), with double Q (the
+online network picks each agent's a* among its available actions, the target networks score
+it). Shapes: B = batch, A = agents, O = observation, S = global state, U = actions.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from xiaoyarl.agents.dqn import AgentDQN
+from xiaoyarl.agents.multi.common import Joint, MultiAgentOffPolicy, with_agent_ids
+from xiaoyarl.nets import RunningNorm, build_mlp
+from xiaoyarl.train.buffer import Batch
+
+
+class VDNMixer(nn.Module):
+    """Q_tot = sum of the agents' Q-values: `(B, A), (B, S) -> (B,)`."""
+
+    def forward(self, q: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        return q.sum(-1)
+
+
+class QMixer(nn.Module):
+    """QMIX's mixing network: Q_tot = elu(q W1 + b1) W2 + b2, whose weights and biases are
+    produced from the global state by hypernetworks; W1 and W2 are taken in absolute value, so
+    Q_tot is monotonic (non-decreasing) in every agent's Q. `(B, A), (B, S) -> (B,)`."""
+
+    def __init__(
+        self, num_agents: int, state_dim: int, norm: RunningNorm, embed: int = 32, hyper: int = 64
+    ) -> None:
+        super().__init__()
+        self.norm = norm
+        self.num_agents, self.embed = num_agents, embed
+        self.hyper_w1 = build_mlp([state_dim, hyper, num_agents * embed], nn.ReLU)
+        self.hyper_b1 = build_mlp([state_dim, embed])
+        self.hyper_w2 = build_mlp([state_dim, hyper, embed], nn.ReLU)
+        self.hyper_b2 = build_mlp([state_dim, embed, 1], nn.ReLU)  # V(s), as in the paper
+
+    def forward(self, q: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        s = self.norm(state)
+        batch = q.shape[0]
+        w1 = self.hyper_w1(s).abs().view(batch, self.num_agents, self.embed)
+        hidden = F.elu(q.unsqueeze(1) @ w1 + self.hyper_b1(s).unsqueeze(1))  # (B, 1, embed)
+        w2 = self.hyper_w2(s).abs().view(batch, self.embed, 1)
+        return (hidden @ w2).view(batch) + self.hyper_b2(s).view(batch)
+
+
+def masked(q: torch.Tensor, avail: torch.Tensor | None) -> torch.Tensor:
+    """Q-values `(..., U)` with unavailable actions at -inf (never picked by an argmax)."""
+    return q if avail is None else q.masked_fill(~avail, -torch.inf)
+
+
+class AgentVDN(MultiAgentOffPolicy, AgentDQN):
+    """VDN: DQN on the team reward with Q_tot the sum of the agents' Q-values."""
+
+    mixer_class: type[nn.Module] = VDNMixer
+
+    def __init__(self, spec, config, device, learner: bool = True) -> None:
+        super().__init__(spec, config, device, learner)
+        self.mixer = self.make_mixer().to(device)
+        self.mixer_target = self.make_target(self.mixer)
+        self.nets.update(mixer=self.mixer, mixer_target=self.mixer_target)
+        if any(True for _ in self.mixer.parameters()):
+            self.optimizers["mixer"] = self.make_optimizer(self.mixer)
+
+    def make_mixer(self) -> nn.Module:
+        return self.mixer_class()
+
+    # --- acting ---
+    def agent_q(self, net: nn.Module, obs: torch.Tensor) -> torch.Tensor:
+        """Every agent's Q(o_i, .) `(B, A, U)` from observations `(B, A, O)`."""
+        return net.q_values(with_agent_ids(obs))
+
+    def greedy_joint_action(self, obs: torch.Tensor, avail: torch.Tensor | None) -> torch.Tensor:
+        return masked(self.agent_q(self.qnet, obs), avail).argmax(-1)
+
+    def explore_joint_action(self, joint: Joint) -> torch.Tensor:
+        # differs from DQN: per agent, a random available action with probability epsilon
+        greedy = self.greedy_joint_action(joint.obs, joint.avail)
+        random = self.random_joint_action(joint)
+        explore = torch.rand(greedy.shape, device=self.device) < self.epsilon()
+        return torch.where(explore, random, greedy)
+
+    # --- learning ---
+    def next_team_value(self, joint: Joint) -> torch.Tensor:
+        """Q_tot'(s', a*) `(B,)`: double Q, each agent's a* the online network's best
+        available action, scored by the target networks."""
+        best = masked(self.agent_q(self.qnet, joint.obs), joint.avail).argmax(-1, keepdim=True)
+        q = self.agent_q(self.qnet_target, joint.obs).gather(-1, best).squeeze(-1)  # (B, A)
+        return self.mixer_target(q, joint.state)
+
+    def update_step(self, batch: Batch) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        joint = self.layout.unpack(batch.states)
+        actions, _ = self.layout.unpack_step(batch.actions)  # (B, A)
+        with torch.no_grad():
+            not_terminal = (~batch.terminals).float()
+            next_value = self.next_team_value(self.layout.unpack(batch.next_states))
+            target = batch.rewards + self.config.gamma * not_terminal * next_value
+        q = self.agent_q(self.qnet, joint.obs).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+        q_tot = self.mixer(q, joint.state)
+        loss = (batch.weights * F.huber_loss(q_tot, target, reduction="none")).mean()
+        pairs = [(self.optimizers["qnet"], self.qnet)]
+        if "mixer" in self.optimizers:
+            pairs.append((self.optimizers["mixer"], self.mixer))
+        self.optimizer_steps(loss, *pairs)
+        self.update_targets((self.qnet_target, self.qnet), (self.mixer_target, self.mixer))
+        logs = {"critic_loss": loss.detach(), "q_value": q_tot.detach().mean()}
+        return logs, (target - q_tot).detach()
+
+
+class AgentQMIX(AgentVDN):
+    """QMIX: VDN with the sum replaced by a monotonic mixing network of the global state."""
+
+    mixer_class = QMixer
+
+    def make_mixer(self) -> nn.Module:
+        # differs: hypernetworks of the global state (with their own normaliser)
+        spec = self.multi_spec
+        norm = RunningNorm(spec.state_dim, self.config.state_norm, self.config.state_norm_clip)
+        return QMixer(spec.num_agents, spec.state_dim, norm.to(self.device))
+
+    def update_normalizers(self, rollout) -> None:
+        super().update_normalizers(rollout)
+        self.mixer.norm.update(self.layout.unpack(rollout.states.flatten(0, 1)).state)

@@ -1,0 +1,333 @@
+"""The multi-agent vectorized-environment contract (`MultiAgentVecEnv`, `MultiAgentEnvSpec`).
+
+It mirrors the single-agent `VecEnv` (`envs/base.py`) with an agent axis after the env axis.
+An env holds `num_envs` sub-environments of `num_agents` agents each and speaks torch tensors
+on its device (A = num_agents, D = obs_dim):
+
+- `reset(seed) -> (obs, info)`: `obs (num_envs, A, D)` float32; `info["state"]
+  (num_envs, state_dim)` float32 is the global state a centralized critic or mixer sees;
+  `info["avail_actions"] (num_envs, A, n_actions)` bool is present when
+  `spec.has_action_mask` (discrete envs whose actions are sometimes unavailable).
+- `step(actions) -> (obs, rewards, terminated, truncated, info)`: discrete actions are int64
+  `(num_envs, A)`; continuous actions are float `(num_envs, A, action_dim)` in `[-1, 1]`, clipped
+  to it and rescaled linearly by the env to its own bounds. `rewards (num_envs, A)` float32;
+  `terminated`, `truncated` `(num_envs,)` bool (one episode per sub-env, shared by its agents;
+  never both: an episode that terminates on its last allowed step is terminated, so agents
+  bootstrap only on truncation).
+- Sub-environments reset themselves when `terminated | truncated`. `info["final_obs"]
+  (num_envs, A, D)` and `info["final_state"] (num_envs, state_dim)` hold what each sub-env
+  reached in this step *before* any auto-reset (equal to `obs` / `info["state"]` where the
+  episode goes on); `info["state"]` and `info["avail_actions"]` describe the returned
+  (post-reset) observations, i.e. the next decision.
+- Invalid actions (wrong shape or dtype, an index out of range, an unavailable action chosen)
+  raise `EnvError`.
+
+Team return: the return of an episode for the team is the sum over agents of their rewards,
+except in shared-reward envs (`spec.shared_reward`), where every agent gets the same reward and
+the team return is that one reward; `team_reward` applies the convention per step.
+
+`TorchMultiAgentVecEnv` is the base of torch-native simulators: like `TorchVecEnv` it does the
+time limit, auto-reset, `final_obs`/`final_state`, seeding and `state_dict` for subclasses
+that implement `_sample_initial`, `_dynamics`, `_observe` and `_global_state`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from xiaoyarl.errors import EnvError
+
+
+@dataclass(frozen=True)
+class MultiAgentEnvSpec:
+    """What multi-agent algorithms need to know about a vectorized multi-agent env.
+
+    `obs_dim` is the width of every agent's observation (adapters pad narrower ones with zeros);
+    `state_dim` the width of the global state. `action_dim` is the number of discrete actions
+    when `if_discrete`, else the length of each agent's continuous action vector;
+    `action_low/high` are the env's own bounds (continuous only; agents act in `[-1, 1]`).
+    `target_return` is the team return that counts as solved, or None. `shared_reward`: every
+    agent gets the same reward each step. `has_action_mask`: `info["avail_actions"]` is given.
+    """
+
+    name: str
+    num_envs: int
+    num_agents: int
+    obs_dim: int
+    state_dim: int
+    action_dim: int
+    if_discrete: bool
+    max_step: int
+    target_return: float | None
+    shared_reward: bool
+    action_low: tuple[float, ...] | None = None
+    action_high: tuple[float, ...] | None = None
+    agent_names: tuple[str, ...] = ()
+    has_action_mask: bool = False
+
+
+def team_reward(spec: MultiAgentEnvSpec, rewards: torch.Tensor) -> torch.Tensor:
+    """The team's reward `(num_envs,)` of per-agent rewards `(num_envs, num_agents)`: their
+    sum, or the common reward (agent 0's) in a shared-reward env. Summed over an episode it
+    gives the team return that `spec.target_return` is measured in."""
+    return rewards[:, 0] if spec.shared_reward else rewards.sum(dim=1)
+
+
+class MultiAgentVecEnv:
+    """Base class of every multi-agent vectorized env: see the module docstring."""
+
+    spec: MultiAgentEnvSpec
+    device: torch.device
+
+    def reset(self, seed: int | None = None) -> tuple[torch.Tensor, dict]:
+        raise NotImplementedError
+
+    def step(
+        self, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what the env holds (a no-op for torch-native envs)."""
+
+    def state_dict(self) -> dict:
+        """Simulator state needed to continue bit-exactly after a resume ({} if not restorable)."""
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what `state_dict` returned; adapters that cannot restore ignore it."""
+
+    def __enter__(self) -> MultiAgentVecEnv:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- shared checks -------------------------------------------------------------------------
+    def _check_action_layout(self, actions: torch.Tensor) -> None:
+        """Raise `EnvError` unless `actions` has the contract's shape and dtype (no host sync)."""
+        spec = self.spec
+        if not isinstance(actions, torch.Tensor):
+            raise EnvError(
+                f"{spec.name}: step() expects a torch.Tensor of actions, got "
+                f"{type(actions).__name__}."
+            )
+        if spec.if_discrete:
+            expected, kind = (spec.num_envs, spec.num_agents), "int64 action indices"
+            dtype_ok = actions.dtype == torch.int64
+        else:
+            expected = (spec.num_envs, spec.num_agents, spec.action_dim)
+            kind = "floats in [-1, 1]"
+            dtype_ok = actions.is_floating_point()
+        if tuple(actions.shape) != expected:
+            raise EnvError(
+                f"{spec.name}: step() expects actions of shape {expected} ((num_envs, "
+                f"num_agents{'' if spec.if_discrete else ', action_dim'}) {kind}), got "
+                f"{tuple(actions.shape)}."
+            )
+        if not dtype_ok:
+            raise EnvError(
+                f"{spec.name}: step() expects {kind}, got dtype {actions.dtype}"
+                + (" (convert with .long())." if spec.if_discrete else ".")
+            )
+
+    def _check_action_values(
+        self, actions: torch.Tensor, avail_actions: torch.Tensor | None
+    ) -> None:
+        """Raise `EnvError` on a discrete index out of range or an unavailable action chosen.
+
+        Reads the actions on the host (a sync on an accelerator)."""
+        spec = self.spec
+        if not spec.if_discrete:
+            return
+        bad = (actions < 0) | (actions >= spec.action_dim)  # (num_envs, A)
+        if bad.any():
+            i, j = (int(x) for x in bad.nonzero()[0])
+            raise EnvError(
+                f"{spec.name}: sub-env {i}, agent {j} ({self._agent_name(j)}) chose action "
+                f"{int(actions[i, j])}, outside 0..{spec.action_dim - 1}."
+            )
+        if avail_actions is None:
+            return
+        chosen = avail_actions.gather(2, actions.unsqueeze(2)).squeeze(2)  # (num_envs, A)
+        if not chosen.all():
+            i, j = (int(x) for x in (~chosen).nonzero()[0])
+            allowed = avail_actions[i, j].nonzero().squeeze(1).tolist()
+            raise EnvError(
+                f"{spec.name}: sub-env {i}, agent {j} ({self._agent_name(j)}) chose action "
+                f"{int(actions[i, j])}, which is unavailable (masked out); available actions: "
+                f"{allowed}. Sample from info['avail_actions'] of the previous reset()/step()."
+            )
+
+    def _agent_name(self, j: int) -> str:
+        names = self.spec.agent_names
+        return names[j] if j < len(names) else f"agent_{j}"
+
+
+class TorchMultiAgentVecEnv(MultiAgentVecEnv):
+    """A batched multi-agent simulator in torch: all sub-envs step with tensor ops on one device.
+
+    A subclass sets, before calling `super().__init__`, the attributes `name`, `num_agents`,
+    `obs_dim`, `state_dim`, `sim_dim`, `action_dim`, `if_discrete`, `max_step`,
+    `target_return`, `shared_reward`, `agent_names` (and `action_low/high` when continuous),
+    and implements `_sample_initial`, `_dynamics`, `_observe` and `_global_state` (and
+    `_avail_actions` when some actions are sometimes unavailable). This class does the rest:
+    action checks, the time limit, auto-reset (on a CPU fresh states are drawn for finished
+    sub-envs only; on an accelerator for all and selected with `torch.where`, so a step does
+    not sync with the host), `final_obs`/`final_state`, seeding and `state_dict`.
+
+    `check_actions`: also check action values (index range, masks). That reads the actions on
+    the host, a sync per step on an accelerator; turn it off there once a policy is trusted.
+    """
+
+    name: str
+    num_agents: int
+    obs_dim: int
+    state_dim: int
+    sim_dim: int
+    action_dim: int
+    if_discrete: bool
+    max_step: int
+    target_return: float | None
+    shared_reward: bool
+    agent_names: tuple[str, ...]
+    action_low: tuple[float, ...] | None = None
+    action_high: tuple[float, ...] | None = None
+    has_action_mask: bool = False
+
+    def __init__(
+        self,
+        num_envs: int,
+        device: str | torch.device = "cpu",
+        seed: int | None = None,
+        check_actions: bool = True,
+    ) -> None:
+        if not isinstance(num_envs, int) or num_envs < 1:
+            raise EnvError(f"num_envs must be a positive integer, got {num_envs!r}.")
+        self.num_envs = num_envs
+        self.device = torch.device(device)
+        self.check_actions = check_actions
+        self.spec = MultiAgentEnvSpec(
+            name=self.name,
+            num_envs=num_envs,
+            num_agents=self.num_agents,
+            obs_dim=self.obs_dim,
+            state_dim=self.state_dim,
+            action_dim=self.action_dim,
+            if_discrete=self.if_discrete,
+            max_step=self.max_step,
+            target_return=self.target_return,
+            shared_reward=self.shared_reward,
+            action_low=self.action_low,
+            action_high=self.action_high,
+            agent_names=tuple(self.agent_names),
+            has_action_mask=self.has_action_mask,
+        )
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(0 if seed is None else seed)
+        self.sim_state = self._sample_initial(num_envs)  # (num_envs, sim_dim)
+        self.elapsed = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
+        self._avail: torch.Tensor | None = None  # masks of the last returned observations
+
+    # --- what a simulator implements -----------------------------------------------------------
+    def _sample_initial(self, n: int) -> torch.Tensor:
+        """Draw `n` initial simulator states `(n, sim_dim)` from `self.generator`."""
+        raise NotImplementedError
+
+    def _dynamics(
+        self, sim_state: torch.Tensor, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One transition of all sub-envs: `(next_sim_state (n, sim_dim), rewards (n, A),
+        terminated (n,))`. `self.elapsed` still counts the steps before this one."""
+        raise NotImplementedError
+
+    def _observe(self, sim_state: torch.Tensor) -> torch.Tensor:
+        """Observations `(n, A, obs_dim)` float32: a new tensor, never a view of `sim_state`."""
+        raise NotImplementedError
+
+    def _global_state(self, sim_state: torch.Tensor) -> torch.Tensor:
+        """Global state `(n, state_dim)` float32: a new tensor, never a view of `sim_state`."""
+        raise NotImplementedError
+
+    def _avail_actions(self, sim_state: torch.Tensor) -> torch.Tensor | None:
+        """Available actions `(n, A, action_dim)` bool, or None when all always are."""
+        return None
+
+    # --- the contract --------------------------------------------------------------------------
+    def _info(self, sim_state: torch.Tensor, state: torch.Tensor | None = None) -> dict:
+        """`{"state"}` (given, or computed) and `"avail_actions"` when the env has masks."""
+        info = {"state": self._global_state(sim_state) if state is None else state}
+        self._avail = self._avail_actions(sim_state)
+        if self._avail is not None:
+            info["avail_actions"] = self._avail
+        return info
+
+    def reset(self, seed: int | None = None) -> tuple[torch.Tensor, dict]:
+        if seed is not None:
+            self.generator.manual_seed(seed)
+        self.sim_state = self._sample_initial(self.num_envs)
+        self.elapsed.zero_()
+        return self._observe(self.sim_state), self._info(self.sim_state)
+
+    def step(
+        self, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict]:
+        self._check_action_layout(actions)
+        if self.check_actions:
+            self._check_action_values(actions, self._avail)
+        sim_state, rewards, terminated = self._dynamics(self.sim_state, actions)
+        self.elapsed += 1
+        truncated = (self.elapsed >= self.max_step) & ~terminated  # termination takes precedence
+        final_obs = self._observe(sim_state)
+        final_state = self._global_state(sim_state)
+
+        done = terminated | truncated
+        if self.device.type == "cpu":
+            # only the finished sub-envs draw fresh states (cheaper on a CPU)
+            index = done.nonzero().squeeze(1)
+            if index.numel():
+                sim_state.index_copy_(0, index, self._sample_initial(index.numel()))
+                self.elapsed.index_fill_(0, index, 0)
+            self.sim_state = sim_state
+            reset_any = index.numel() > 0
+        else:  # on an accelerator a data-dependent size would sync with the host
+            fresh = self._sample_initial(self.num_envs)
+            self.sim_state = torch.where(done.unsqueeze(1), fresh, sim_state)
+            self.elapsed.masked_fill_(done, 0)
+            reset_any = True
+        if reset_any:
+            obs = self._observe(self.sim_state)
+            info = self._info(self.sim_state)
+        else:  # most steps end no episode: the returned obs are final_obs (as copies)
+            obs = final_obs.clone()
+            info = self._info(self.sim_state, state=final_state.clone())
+        info["final_obs"] = final_obs
+        info["final_state"] = final_state
+        return obs, rewards, terminated, truncated, info
+
+    def set_sim_state(self, sim_state: torch.Tensor, elapsed: torch.Tensor | None = None) -> None:
+        """Put every sub-env into a given simulator state (tests, demonstrations, curricula)."""
+        if tuple(sim_state.shape) != (self.num_envs, self.sim_dim):
+            raise EnvError(
+                f"{self.name}: sim_state must have shape ({self.num_envs}, {self.sim_dim}), "
+                f"got {tuple(sim_state.shape)}."
+            )
+        self.sim_state = sim_state.to(self.device, torch.float32).clone()
+        if elapsed is not None:
+            self.elapsed = elapsed.to(self.device, torch.int64).clone()
+        self._avail = self._avail_actions(self.sim_state)
+
+    def state_dict(self) -> dict:
+        return {
+            "sim_state": self.sim_state.clone(),
+            "elapsed": self.elapsed.clone(),
+            "generator": self.generator.get_state(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.sim_state = state["sim_state"].to(self.device).clone()
+        self.elapsed = state["elapsed"].to(self.device).clone()
+        self.generator.set_state(state["generator"])
+        self._avail = self._avail_actions(self.sim_state)
