@@ -16,7 +16,8 @@ difference from a paired moving-block bootstrap of the daily returns (blocks of 
 2,000 resamples): an edge is claimed only where the whole interval lies above 0.
 
 Usage: python benchmarks/trading.py [--seeds 0 1 2] [--max-steps 500000] [--threads 1]
-       [--json out.json] [--quick]   (--quick: a smoke test of ~10 s, numbers meaningless)
+       [--markets planted random] [--plots DIR] [--json out.json]
+       [--quick]   (--quick: a smoke test of ~10 s, numbers meaningless)
 
 Runtime: PPO's defaults (16 sub-envs x 64 steps per rollout, [64, 64] networks) ran about
 4,000 env steps/s on 2 busy AMD EPYC cores with 1 thread, so 6 runs of 500,000 steps take about
@@ -76,8 +77,9 @@ def bootstrap_sharpe_difference(
 
 
 def train_and_backtest(
-    market: str, env_kwargs: dict, seed: int, max_steps: int, threads: int, root: Path
-) -> dict:
+    market: str, env_kwargs: dict, seed: int, max_steps: int, threads: int, root: Path,
+    plots: Path | None = None,
+) -> dict:  # fmt: skip
     run_dir = root / f"{market.split()[0]}_{seed}"
     config = Config(
         algo="ppo", env_id=ENV_ID, seed=seed, threads=threads, max_steps=max_steps,
@@ -87,6 +89,10 @@ def train_and_backtest(
     summary = train_agent(config, log=None)
     seconds = time.perf_counter() - start
     result = backtest(run_dir)
+    if plots is not None:  # the backtest's account values and drawdowns
+        plots.mkdir(parents=True, exist_ok=True)
+        name = f"trading_{market.split()[0]}_seed{seed}.png"
+        (plots / name).write_bytes((run_dir / "backtest.png").read_bytes())
     agent = np.asarray(result["series"]["agent"])
     index = np.asarray(result["series"]["equal_weight"])
     difference, low, high = bootstrap_sharpe_difference(agent, index, seed)
@@ -128,6 +134,9 @@ def main() -> None:
     parser.add_argument("--throughput-seconds", type=float, default=3.0)
     parser.add_argument("--json", help="write the raw results here")
     parser.add_argument("--quick", action="store_true", help="smoke test: tiny budget")
+    parser.add_argument("--markets", nargs="+", choices=[m.split()[0] for m in MARKETS],
+                        help="only these markets (default: all)")  # fmt: skip
+    parser.add_argument("--plots", help="copy each run's backtest plot into this folder")
     args = parser.parse_args()
     if args.quick:
         args.seeds, args.max_steps, args.throughput_seconds = [0], 2048, 0.1
@@ -145,9 +154,17 @@ def main() -> None:
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         for market, env_kwargs in MARKETS.items():
+            if args.markets and market.split()[0] not in args.markets:
+                continue
             for seed in args.seeds:
                 run = train_and_backtest(
-                    market, env_kwargs, seed, args.max_steps, args.threads, Path(tmp)
+                    market,
+                    env_kwargs,
+                    seed,
+                    args.max_steps,
+                    args.threads,
+                    Path(tmp),
+                    Path(args.plots) if args.plots else None,
                 )
                 runs.append(run)
                 low, high = run["sharpe_difference_95"]
@@ -163,6 +180,8 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for market in MARKETS:
         rows = [r for r in runs if r["market"] == market]
+        if not rows:
+            continue
         agent = statistics.mean(r["agent"]["sharpe"] or 0.0 for r in rows)
         index = statistics.mean(r["equal_weight"]["sharpe"] or 0.0 for r in rows)
         intervals = ", ".join(

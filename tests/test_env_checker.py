@@ -11,8 +11,9 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from xiaoyarl.envs import TORCH_ENVS
 from xiaoyarl.envs.check import Problem, check_env, format_report
-from xiaoyarl.envs.classic import TORCH_ENVS, CartPoleEnv, PendulumEnv
+from xiaoyarl.envs.classic import CartPoleEnv, PendulumEnv
 from xiaoyarl.errors import ConfigError
 
 NS = "xiaoyarl_check_test"  # namespace of the broken gymnasium envs registered below

@@ -26,6 +26,10 @@ def sample_categorical(logprobs: torch.Tensor) -> torch.Tensor:
     return action.clamp_(max=logprobs.shape[-1] - 1)  # cumsum may round to just below 1
 
 
+# The logit of an unavailable action (probability exp(-1e9) = 0): finite, unlike -inf, so
+# that the gradients through a masked softmax stay finite.
+MASKED_LOGIT = -1e9
+
 # This process's (rank, number of ranks) in data-parallel training (`train/distributed.py`).
 DATA_SHARD = [0, 1]
 
@@ -188,8 +192,8 @@ class ActorDiscretePPO(nn.Module):
 
     def logprobs(self, state: torch.Tensor, avail: torch.Tensor | None = None) -> torch.Tensor:
         logits = self.net(self.norm(state))
-        if avail is not None:
-            logits = logits.masked_fill(~avail, -torch.inf)
+        if avail is not None:  # a finite floor, not -inf: its gradients stay finite
+            logits = logits.masked_fill(~avail, MASKED_LOGIT)
         return logits.log_softmax(-1)
 
     def forward(self, state: torch.Tensor, avail: torch.Tensor | None = None) -> torch.Tensor:
@@ -208,9 +212,7 @@ class ActorDiscretePPO(nn.Module):
         self, state: torch.Tensor, action: torch.Tensor, avail: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         logprobs = self.logprobs(state, avail)
-        plogp = logprobs.exp() * logprobs
-        if avail is not None:  # 0 * -inf: an unavailable action adds nothing
-            plogp = torch.where(avail, plogp, 0.0)
+        plogp = logprobs.exp() * logprobs  # an unavailable action's is exp(-1e9) * -1e9 = 0
         return pick(logprobs, action), -plogp.sum(-1)
 
     @staticmethod
