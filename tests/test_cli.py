@@ -119,7 +119,9 @@ def test_quiet_and_target_return_from_the_command_line(tmp_path):
 def test_list_shows_algorithms_envs_and_fields():
     result = cli("list", "--fields")
     assert result.returncode == 0
-    for word in ("ppo", "a2c", "CartPole-v1", "Pendulum-v1", "Acrobot-v1", "gamma", "horizon_len"):
+    words = ("ppo", "a2c", "qmix", "mappo", "CartPole-v1", "Pendulum-v1", "Acrobot-v1",
+             "SpreadDiscrete-v0", "TwoStepGame-v0", "gamma", "horizon_len")  # fmt: skip
+    for word in words:
         assert word in result.stdout
 
 

@@ -240,16 +240,22 @@ def _list(args: argparse.Namespace) -> int:
 
     from xiaoyarl.agents import ALGORITHMS
     from xiaoyarl.envs import TORCH_ENVS
+    from xiaoyarl.envs.multi import MULTI_AGENT_ENVS
 
     print("algorithms (continuous / discrete variants):")
     for name, (cont, disc) in ALGORITHMS.items():
         kinds = [k for k, c in (("continuous", cont), ("discrete", disc)) if c is not None]
         print(f"  {name:14s} {' / '.join(kinds)}")
-    print("built-in torch-native envs (any gymnasium id also works):")
-    for name, cls in TORCH_ENVS.items():
-        kind = "discrete" if cls.if_discrete else "continuous"
-        target = "none" if cls.target_return is None else f"{cls.target_return:g}"
-        print(f"  {name:26s} {kind:10s} max_step {cls.max_step:4d}  target {target}")
+    for title, envs in (
+        ("built-in torch-native envs (any gymnasium id also works)", TORCH_ENVS),
+        ("built-in multi-agent envs (any PettingZoo parallel env too, as module:env_fn)",
+         MULTI_AGENT_ENVS),
+    ):  # fmt: skip
+        print(f"{title}:")
+        for name, cls in envs.items():
+            kind = "discrete" if cls.if_discrete else "continuous"
+            target = "none" if cls.target_return is None else f"{cls.target_return:g}"
+            print(f"  {name:26s} {kind:10s} max_step {cls.max_step:4d}  target {target}")
     if args.fields:
         _list_fields()
     return 0

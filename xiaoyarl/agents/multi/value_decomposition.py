@@ -6,10 +6,11 @@ Reinforcement Learning", ICML 2018.
 
 One Q-network shared by all agents (each observation with its agent id) gives every agent's
 Q(o_i, .); a mixer turns the Q-values of the actions taken into the team's Q_tot, trained with
-DQN's machinery (replay, epsilon-greedy, target networks, Huber loss, prioritized replay) on
-the team reward: Q_tot(s, a) -> r + gamma (1 - terminal) Q_tot'(s', a*), with double Q (the
-online network picks each agent's a* among its available actions, the target networks score
-it). Shapes: B = batch, A = agents, O = observation, S = global state, U = actions.
+DQN's machinery (replay, epsilon-greedy, target networks, prioritized replay) on the team
+reward: Q_tot(s, a) -> r + gamma (1 - terminal) Q_tot'(s', a*), with double Q (the online
+network picks each agent's a* among its available actions, the target networks score it), and
+the squared TD error as the loss, as in both papers.
+Shapes: B = batch, A = agents, O = observation, S = global state, U = actions.
 """
 
 from __future__ import annotations
@@ -109,7 +110,8 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
             target = batch.rewards + self.config.gamma * not_terminal * next_value
         q = self.agent_q(self.qnet, joint.obs).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
         q_tot = self.mixer(q, joint.state)
-        loss = (batch.weights * F.huber_loss(q_tot, target, reduction="none")).mean()
+        # differs from DQN: the papers' squared TD error, not the Huber loss
+        loss = (batch.weights * (target - q_tot).square()).mean()
         pairs = [(self.optimizers["qnet"], self.qnet)]
         if "mixer" in self.optimizers:
             pairs.append((self.optimizers["mixer"], self.mixer))
