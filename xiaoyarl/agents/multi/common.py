@@ -35,6 +35,12 @@ def with_agent_ids(obs: torch.Tensor) -> torch.Tensor:
     return torch.cat([obs, ids.expand(*obs.shape[:-2], num_agents, num_agents)], dim=-1)
 
 
+def multi_agent_policy_meta(spec: MultiAgentEnvSpec) -> dict:
+    """What a saved multi-agent policy adds to the single-agent one's metadata."""
+    return {"num_agents": spec.num_agents, "obs_dim": spec.obs_dim,
+            "action_dim": spec.action_dim, "env_id": spec.name}  # fmt: skip
+
+
 def agent_view(spec: MultiAgentEnvSpec) -> EnvSpec:
     """The single-agent spec of one agent's shared network: its observation with the agent
     id, its own actions, all `E * A` agent slots as sub-envs."""
@@ -186,8 +192,4 @@ class MultiAgentOffPolicy(AgentBase):
         raise NotImplementedError
 
     def policy_state(self) -> dict:
-        state = super().policy_state()
-        spec = self.multi_spec
-        state.update(num_agents=spec.num_agents, obs_dim=spec.obs_dim,
-                     action_dim=spec.action_dim, env_id=spec.name)  # fmt: skip
-        return state
+        return {**super().policy_state(), **multi_agent_policy_meta(self.multi_spec)}

@@ -16,7 +16,12 @@ from typing import NamedTuple
 
 import torch
 
-from xiaoyarl.agents.multi.common import JointLayout, agent_view, with_agent_ids
+from xiaoyarl.agents.multi.common import (
+    JointLayout,
+    agent_view,
+    multi_agent_policy_meta,
+    with_agent_ids,
+)
 from xiaoyarl.agents.ppo import AgentPPO
 from xiaoyarl.config import Config
 from xiaoyarl.envs.multi.base import MultiAgentEnvSpec, MultiAgentVecEnv, team_reward
@@ -180,11 +185,7 @@ class AgentMAPPO(AgentPPO):
         self.critic_norm.update(critic_states)
 
     def policy_state(self) -> dict:
-        state = super().policy_state()
-        spec = self.multi_spec
-        state.update(num_agents=spec.num_agents, obs_dim=spec.obs_dim,
-                     action_dim=spec.action_dim, env_id=spec.name)  # fmt: skip
-        return state
+        return {**super().policy_state(), **multi_agent_policy_meta(self.multi_spec)}
 
 
 class AgentDiscreteMAPPO(AgentMAPPO):

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import torch
 
+from xiaoyarl.envs.base import VecEnv
 from xiaoyarl.errors import EnvError
 
 
@@ -75,35 +76,16 @@ def team_reward(spec: MultiAgentEnvSpec, rewards: torch.Tensor) -> torch.Tensor:
     return rewards[:, 0] if spec.shared_reward else rewards.sum(dim=1)
 
 
-class MultiAgentVecEnv:
-    """Base class of every multi-agent vectorized env: see the module docstring."""
+class MultiAgentVecEnv(VecEnv):
+    """Base class of every multi-agent vectorized env: see the module docstring. `close`,
+    `state_dict`, `load_state_dict` and the context manager are the single-agent `VecEnv`'s."""
 
-    spec: MultiAgentEnvSpec
-    device: torch.device
-
-    def reset(self, seed: int | None = None) -> tuple[torch.Tensor, dict]:
-        raise NotImplementedError
+    spec: MultiAgentEnvSpec  # type: ignore[assignment]
 
     def step(
         self, actions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict]:
         raise NotImplementedError
-
-    def close(self) -> None:
-        """Release what the env holds (a no-op for torch-native envs)."""
-
-    def state_dict(self) -> dict:
-        """Simulator state needed to continue bit-exactly after a resume ({} if not restorable)."""
-        return {}
-
-    def load_state_dict(self, state: dict) -> None:
-        """Restore what `state_dict` returned; adapters that cannot restore ignore it."""
-
-    def __enter__(self) -> MultiAgentVecEnv:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     # --- shared checks -------------------------------------------------------------------------
     def _check_action_layout(self, actions: torch.Tensor) -> None:
