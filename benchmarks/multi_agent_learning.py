@@ -42,8 +42,7 @@ ALGOS = {
 }
 DEFAULT_RUNS = [
     "mappo:SpreadDiscrete-v0", "mappo:SpreadContinuous-v0", "vdn:SpreadDiscrete-v0",
-    "qmix:SpreadDiscrete-v0", "maddpg:SpreadDiscrete-v0", "maddpg:SpreadContinuous-v0",
-    "matd3:SpreadDiscrete-v0", "matd3:SpreadContinuous-v0",
+    "maddpg:SpreadContinuous-v0", "matd3:SpreadContinuous-v0", "qmix:SpreadDiscrete-v0",
 ]  # fmt: skip
 # the PettingZoo env is mpe2's original of the built-in task: the built-in env's references
 REFERENCE_ENV = {"mpe2:simple_spread_v3": "SpreadDiscrete-v0"}

@@ -14,6 +14,11 @@ BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
     [
         ("multi_agent_baselines.py", "--episodes 20", "| SpreadContinuous-v0 |"),
         ("multi_agent_throughput.py", "--quick", "| xiaoyarl SpreadDiscrete-v0 | cpu | 256 |"),
+        (
+            "multi_agent_learning.py",
+            "--runs vdn:SpreadDiscrete-v0 --seeds 0 --max-steps 2000 --episodes 20",
+            "| vdn | SpreadDiscrete-v0 |",
+        ),
     ],
 )
 def test_multi_agent_benchmark_runs(tmp_path, script, args, expect):
