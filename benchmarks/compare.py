@@ -64,6 +64,8 @@ class Task:
     backend: str = "gymnasium"  # xiaoyarl's backend
     xiaoyarl_only: bool = False
     xiaoyarl_set: tuple[str, ...] = ()  # only for the xiaoyarl-only rows (num_envs)
+    normalize: bool = False  # the zoo's `normalize: true`: SB3 trains in VecNormalize
+    stop_at_target: bool = True  # False: a fixed budget; every run trains all of it
 
 
 # RL Zoo hyper-parameters (rl-baselines3-zoo, hyperparams/*.yml). "lin_X" is a linear schedule
@@ -76,6 +78,11 @@ ZOO_PPO_CARTPOLE = dict(
 ZOO_OFF_POLICY_PENDULUM = dict(  # td3.yml and ddpg.yml, Pendulum
     gamma=0.98, buffer_size=200_000, learning_starts=10_000, noise_std=0.1,
     gradient_steps=-1, train_freq=(1, "episode"), learning_rate=1e-3, net_arch=[400, 300],
+)  # fmt: skip
+ZOO_PPO_HOPPER = dict(  # ppo.yml, Hopper (tuned by the zoo's authors), with `normalize: true`
+    n_steps=512, batch_size=32, gamma=0.999, learning_rate=9.80828e-05, ent_coef=0.00229519,
+    clip_range=0.2, n_epochs=5, gae_lambda=0.99, max_grad_norm=0.7, vf_coef=0.835671,
+    log_std_init=-2, ortho_init=False, activation_fn="relu", net_arch=[256, 256],
 )  # fmt: skip
 TASKS: dict[str, Task] = {
     "ppo-cartpole": Task("ppo", "CartPole-v1", 475, 100_000, 10_000, ZOO_PPO_CARTPOLE, n_envs=8),
@@ -104,6 +111,26 @@ TASKS: dict[str, Task] = {
     "td3-pendulum": Task("td3", "Pendulum-v1", -200, 30_000, 1_000, ZOO_OFF_POLICY_PENDULUM),
     "ddpg-pendulum": Task("ddpg", "Pendulum-v1", -200, 30_000, 1_000, ZOO_OFF_POLICY_PENDULUM),
     "sac-hopper": Task("sac", "Hopper-v5", 1_000, 100_000, 5_000, dict(learning_starts=10_000)),
+    # fixed budgets (no early stop): the returns both libraries reach in as many env steps
+    "sac-hopper-100k": Task(
+        "sac",
+        "Hopper-v5",
+        1_000,
+        100_000,
+        10_000,
+        dict(learning_starts=10_000),
+        stop_at_target=False,
+    ),
+    "ppo-hopper-300k": Task(
+        "ppo",
+        "Hopper-v5",
+        1_000,
+        300_000,
+        20_000,
+        ZOO_PPO_HOPPER,
+        normalize=True,
+        stop_at_target=False,
+    ),
     # xiaoyarl only: the torch-native envs
     "ppo-cartpole-torch": Task(
         "ppo", "CartPole-v1", 475, 3_000_000, 10_000, backend="torch", xiaoyarl_only=True
@@ -130,7 +157,8 @@ TASKS: dict[str, Task] = {
     ),  # fmt: skip
 }
 QUICK = ["ppo-cartpole", "sac-pendulum", "ppo-cartpole-torch"]
-LONG = ["sac-hopper"]  # needs `pip install -e .[mujoco]`; run with --tasks sac-hopper
+# need `pip install -e .[mujoco]`; run with --tasks NAME
+LONG = ["sac-hopper", "sac-hopper-100k", "ppo-hopper-300k"]
 SB3_CLASSES = {"ppo": "PPO", "a2c": "A2C", "dqn": "DQN", "sac": "SAC", "td3": "TD3", "ddpg": "DDPG"}
 
 
@@ -141,6 +169,7 @@ def run_xiaoyarl(task: Task, seed: int, threads: int | None, root: Path) -> dict
     config = Config(
         algo=task.algo, env_id=task.env_id, backend=task.backend, seed=seed, threads=threads,
         max_steps=task.budget, target_return=task.target, eval_every=task.eval_every,
+        stop_at_target=task.stop_at_target,
         eval_episodes=10, confirm_episodes=CONFIRM_EPISODES, checkpoint_every=10**12,
         cwd=str(root / "xiaoyarl"),
     )  # fmt: skip
@@ -162,12 +191,15 @@ def run_xiaoyarl(task: Task, seed: int, threads: int | None, root: Path) -> dict
 def _sb3_kwargs(task: Task, action_dim: int) -> tuple[dict, dict]:
     """(model kwargs, policy kwargs) from the zoo's entry, with schedules and noise built."""
     import numpy as np
+    import torch
     from stable_baselines3.common.noise import NormalActionNoise
 
     kwargs, policy_kwargs = {}, {}
     for name, value in task.zoo.items():
-        if name == "net_arch":
-            policy_kwargs["net_arch"] = value
+        if name == "activation_fn":
+            policy_kwargs[name] = {"relu": torch.nn.ReLU, "tanh": torch.nn.Tanh}[value]
+        elif name in ("net_arch", "log_std_init", "ortho_init"):
+            policy_kwargs[name] = value
         elif name == "noise_std":
             kwargs["action_noise"] = NormalActionNoise(
                 np.zeros(action_dim), value * np.ones(action_dim)
@@ -187,12 +219,17 @@ def run_sb3(task: Task, seed: int, threads: int | None, root: Path) -> dict:
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.vec_env import VecNormalize
 
     from xiaoyarl.train.progress import process_seconds
 
     env = make_vec_env(task.env_id, n_envs=task.n_envs, seed=seed)
     eval_env = make_vec_env(task.env_id, n_envs=10, seed=seed + 10_000)
     confirm_env = make_vec_env(task.env_id, n_envs=CONFIRM_EPISODES, seed=seed + 20_000)
+    if task.normalize:  # evaluation sees observations scaled with the training statistics
+        env = VecNormalize(env)
+        eval_env = VecNormalize(eval_env, training=False, norm_reward=False)
+        confirm_env = VecNormalize(confirm_env, training=False, norm_reward=False)
     kwargs, policy_kwargs = _sb3_kwargs(task, int(np.prod(env.action_space.shape)))
     model_class = getattr(stable_baselines3, SB3_CLASSES[task.algo])
     model = model_class(
@@ -216,8 +253,10 @@ def run_sb3(task: Task, seed: int, threads: int | None, root: Path) -> dict:
     def evaluate(step: int) -> bool:
         """Evaluate (confirming a score at the target); False once the target is reached."""
         t0 = time.perf_counter()
+        if task.normalize:
+            eval_env.obs_rms = confirm_env.obs_rms = env.obs_rms.copy()
         mean, _ = evaluate_policy(model, eval_env, n_eval_episodes=10, deterministic=True)
-        reached = mean >= task.target
+        reached = mean >= task.target and task.stop_at_target
         if reached:
             confirm, _ = evaluate_policy(model, confirm_env, n_eval_episodes=CONFIRM_EPISODES,
                                          deterministic=True)  # fmt: skip
@@ -309,6 +348,8 @@ def table(results: dict[str, dict[str, list[dict]]]) -> str:
     ]
     for name, by_lib in results.items():
         task = TASKS[name]
+        if not task.stop_at_target:
+            continue  # in `fixed_budget_table`
         summaries = {lib: summarize(runs) for lib, runs in by_lib.items()}
         ours = summaries["xiaoyarl"]["median_seconds"]
         theirs = summaries.get("sb3", {}).get("median_seconds")
@@ -330,6 +371,31 @@ def table(results: dict[str, dict[str, list[dict]]]) -> str:
                 f"{s['threads']} | {s['solved']}/{s['seeds']} | {steps} | {secs} | {train} | "
                 f"{s['final_eval']:.1f} | {s['steps_per_second']:,.0f} | {s['peak_mib']:,.0f} | "
                 f"{ratio} |"
+            )
+    return "\n".join(lines)
+
+
+def fixed_budget_table(results: dict[str, dict[str, list[dict]]]) -> str:
+    """The fixed-budget tasks: every seed's final evaluation (10 episodes) after the whole
+    budget, their median, and the training time per env step (evaluations excluded)."""
+    lines = [
+        "| task | library | threads | final return per seed | median | us per env step | "
+        "peak MiB |",
+        "| --- | --- | ---: | --- | ---: | ---: | ---: |",
+    ]
+    for name, by_lib in results.items():
+        task = TASKS[name]
+        if task.stop_at_target:
+            continue
+        for lib, runs in by_lib.items():
+            finals = [r["final_eval"] for r in runs]
+            us = statistics.median(1e6 / r["steps_per_second"] for r in runs)
+            lines.append(
+                f"| {task.algo} {task.env_id}, {task.budget:,} env steps | "
+                f"{'xiaoyarl' if lib == 'xiaoyarl' else 'Stable-Baselines3'} | "
+                f"{runs[0]['threads']} | {' / '.join(f'{f:.0f}' for f in finals)} | "
+                f"{statistics.median(finals):.0f} | {us:,.0f} | "
+                f"{max(r['peak_mib'] for r in runs):,.0f} |"
             )
     return "\n".join(lines)
 
@@ -424,6 +490,9 @@ def main() -> None:
     )
     print(table(results))
     print()
+    if any(not TASKS[name].stop_at_target for name in results):
+        print(fixed_budget_table(results))
+        print()
     print(throughput)
     if args.json:
         Path(args.json).write_text(json.dumps(

@@ -40,6 +40,7 @@ CASES = {  # id: (algo, env, extra args, target, env-step budget)
     "ppo-torch-pendulum": ("ppo", "Pendulum-v1", (), -200, 8_000_000),
     "ppo-gym-cartpole": ("ppo", "CartPole-v1", GYM, 475, 8_000_000),
     "a2c-torch-cartpole": ("a2c", "CartPole-v1", (), 475, 8_000_000),
+    "ppo-torch-chase": ("ppo", "Chase-v0", (), 6.3, 3_000_000),
     **{
         f"{algo}-gym-cartpole": (algo, "CartPole-v1", GYM, 475, 100_000)
         for algo in ("dqn", "double_dqn", "d3qn", "sac_discrete")

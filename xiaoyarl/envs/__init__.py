@@ -5,12 +5,18 @@ from __future__ import annotations
 import torch
 
 from xiaoyarl.envs.base import DEFAULT_TARGET_RETURNS, EnvSpec, TorchVecEnv, VecEnv
+from xiaoyarl.envs.chase import ChaseEnv
 from xiaoyarl.envs.classic import TORCH_ENVS as CLASSIC_ENVS
 from xiaoyarl.envs.stock import StockTradingEnv
 from xiaoyarl.errors import EnvError
 
-# Torch-native envs by id: classic control, and the stock-trading MDP (`envs/stock.py`).
-TORCH_ENVS: dict[str, type[VecEnv]] = {**CLASSIC_ENVS, "StockTrading-v0": StockTradingEnv}
+# Torch-native envs by id: classic control, the stock-trading MDP (`envs/stock.py`) and the
+# chasing task (`envs/chase.py`).
+TORCH_ENVS: dict[str, type[VecEnv]] = {
+    **CLASSIC_ENVS,
+    "StockTrading-v0": StockTradingEnv,
+    "Chase-v0": ChaseEnv,
+}
 
 BACKENDS = ("auto", "torch", "gymnasium", "envpool")
 

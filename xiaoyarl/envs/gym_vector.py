@@ -28,8 +28,12 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from xiaoyarl.envs.base import TorchVecEnv
-from xiaoyarl.envs.classic import TORCH_ENVS
+from xiaoyarl.envs.chase import ChaseEnv
+from xiaoyarl.envs.classic import TORCH_ENVS as CLASSIC_ENVS
 from xiaoyarl.errors import EnvError
+
+# the torch-native envs that need no arguments (StockTrading-v0 is made from market data)
+TORCH_ENVS: dict[str, type[TorchVecEnv]] = {**CLASSIC_ENVS, "Chase-v0": ChaseEnv}
 
 NAMESPACE = "xiaoyarl"
 
