@@ -24,6 +24,8 @@ from xiaoyarl.errors import ConfigError
 
 BACKENDS = ("auto", "torch", "gymnasium", "envpool")
 VECTOR_MODES = ("sync", "async")
+# the agents whose actor the H-term add-on (`h_term`) extends
+H_TERM_ALGOS = ("ppo", "a2c", "ddpg", "td3", "sac", "modsac", "redq")
 
 
 @dataclass
@@ -106,6 +108,18 @@ class Config:
     alpha_init: float = 1.0  # SAC: initial entropy temperature (learned)
     num_critics: int | None = None  # None: 1 DDPG/MADDPG, 2 TD3/SAC/MATD3, 10 REDQ
     redq_subset: int = 2  # REDQ: M critics in the target's minimum
+    target_q_reduce: str = "min"  # DDPG / TD3 / SAC: the target critics' values combined by
+    # their "min" (the papers' clipped double Q) or their "mean" (an averaged ensemble; raise
+    # num_critics for more members)
+
+    # --- the H-term stability add-on (ppo, a2c, ddpg, td3, sac, modsac, redq; agents/hterm.py) ---
+    h_term: bool = False  # add the H-term to the actor's objective
+    h_term_k: int = 4  # K: consecutive steps per trajectory window
+    h_term_gamma: float = 0.8  # gamma_h: discount over a window's steps
+    h_term_lambda: float = 0.125  # lambda_h: weight of the H-term in the actor's loss
+    h_term_drop: float = 0.125  # fraction of the stored trajectories, lowest returns, left out
+    h_term_start: int = 4096  # kept states needed before the H-term starts
+    h_term_capacity: int = 65_536  # states of the most recent whole trajectories stored
 
     @classmethod
     def field_names(cls) -> list[str]:
@@ -223,7 +237,8 @@ class Config:
             bad("eval_every", "a positive integer (or null for the automatic choice)")
         for name in ("max_steps", "eval_episodes", "checkpoint_every",
                      "buffer_size", "target_update_every", "policy_delay", "redq_subset",
-                     "explore_decay_steps", "per_beta_steps"):  # fmt: skip
+                     "explore_decay_steps", "per_beta_steps", "h_term_k", "h_term_start",
+                     "h_term_capacity"):  # fmt: skip
             if getattr(self, name) < 1:
                 bad(name, "a positive integer")
         if self.seed < 0:
@@ -241,6 +256,19 @@ class Config:
                 bad(name, "a finite number >= 0")
         if self.alpha_init <= 0:
             bad("alpha_init", "a number > 0")
+        if self.target_q_reduce not in ("min", "mean"):
+            bad("target_q_reduce", "min or mean")
+        for name in ("h_term_gamma", "h_term_lambda"):
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
+                bad(name, "a finite number >= 0")
+        if not 0 <= self.h_term_drop < 1:
+            bad("h_term_drop", "in [0, 1)")
+        if self.h_term and self.algo not in H_TERM_ALGOS:
+            raise ConfigError(
+                f"invalid config: h_term=True does not apply to {self.algo}: the H-term adds to "
+                f"the objective of a policy network's log-probabilities; it is available for "
+                f"{', '.join(H_TERM_ALGOS)}. Remove the setting."
+            )
         off_policy = (ALGORITHMS[self.algo][0] or ALGORITHMS[self.algo][1]).if_off_policy
         on_policy = not off_policy
         if self.algo == "redq" and self.num_critics and self.redq_subset > self.num_critics:

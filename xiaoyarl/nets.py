@@ -361,6 +361,15 @@ class ActorSAC(nn.Module):
         logprob = gaussian_logprob(noise, log_std) - squash
         return action, logprob.sum(-1)
 
+    def logprob(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """Log-probability `(batch,)` of given actions in [-1, 1] (clamped just inside, where
+        tanh's inverse is finite)."""
+        mean, log_std = self.net(self.norm(state)).chunk(2, -1)
+        log_std = log_std.clamp(-20, 2)
+        u = action.clamp(-1 + 1e-6, 1 - 1e-6).atanh()
+        squash = 2 * (math.log(2) - u - F.softplus(-2 * u))
+        return (gaussian_logprob((u - mean) * (-log_std).exp(), log_std) - squash).sum(-1)
+
 
 class ActorDiscreteSAC(nn.Module):
     """Categorical policy for discrete SAC: `probs_logprobs(state) -> (batch, A), (batch, A)`;

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 import torch
 from torch import nn
 
+from xiaoyarl.agents.hterm import HTerm
 from xiaoyarl.config import Config
 from xiaoyarl.envs.base import EnvSpec, VecEnv
 from xiaoyarl.errors import ConfigError
@@ -66,11 +67,13 @@ class AgentBase:
         self.learner = learner
         if self.if_off_policy and learner:
             self.buffer = self._make_buffer()
+        # the H-term add-on's trajectories (`agents/hterm.py`), when `h_term` is on
+        self.h_term = HTerm(config, device) if config.h_term and learner else None
         # CUDA-graph replay of the update (see xiaoyarl/train/graphs.py)
         period = self.graph_period()
         self.use_cuda_graph = (
             learner and config.cuda_graph and device.type == "cuda"
-            and period is not None and period <= MAX_GRAPHS
+            and period is not None and period <= MAX_GRAPHS and not config.h_term
         )  # fmt: skip
         self.graphed: GraphedStep | None = None
         self._target_params: dict[tuple[int, int], tuple[list, list]] = {}  # update_targets
@@ -134,6 +137,7 @@ class AgentBase:
         then take `repeat_times` gradient steps per new env step."""
         self.buffer.add(rollout)
         self.update_normalizers(rollout)
+        self.h_term_observe(rollout)
         if self.explored < self.config.learning_starts or self.buffer.num_sampleable == 0:
             return {}
         num_updates = max(1, round(self.config.repeat_times * rollout.rewards.numel()))
@@ -145,6 +149,24 @@ class AgentBase:
                 totals[name] = totals.get(name, 0) + value
                 counts[name] = counts.get(name, 0) + 1
         return {name: value / counts[name] for name, value in totals.items()}
+
+    # --- the H-term add-on (`agents/hterm.py`) ---
+    def h_term_observe(self, rollout: NamedTuple) -> None:
+        """Give the H-term's buffer the rollout's episodes (when the add-on is on)."""
+        if self.h_term is not None:
+            dones = rollout.terminals | rollout.truncates
+            self.h_term.add(rollout.states, rollout.actions, rollout.rewards, dones)
+
+    def h_term_logprob(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """log pi(a | s) `(n,)` of stored actions: what the H-term raises (agents with it)."""
+        raise NotImplementedError
+
+    def h_term_loss(self) -> tuple[torch.Tensor | float, dict[str, torch.Tensor]]:
+        """The H-term's part of the actor's loss (0 while it is off or filling) and its log."""
+        if self.h_term is None:
+            return 0.0, {}
+        loss, h = self.h_term.loss(self.h_term_logprob)
+        return loss, ({} if h is None else {"h_term": h})
 
     def update_normalizers(self, rollout: NamedTuple) -> None:
         """Off-policy: merge a rollout's states into the observation normaliser (if enabled)."""
@@ -294,6 +316,7 @@ class AgentBase:
             "last_state": self.last_state,
             "counters": {"explored": self.explored, "updates": self.updates},
             "buffer": self.buffer.state_dict() if self.buffer is not None else None,
+            "h_term": self.h_term.state_dict() if self.h_term is not None else None,
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -310,6 +333,7 @@ class AgentBase:
         self.updates = state["counters"]["updates"]
         if self.buffer is not None:
             self.buffer.load_state_dict(state["buffer"])
+        self._load_h_term(state)
 
     def sub_env_state(self) -> dict:
         """The part of the training state that belongs to this agent's own sub-envs: where
@@ -317,6 +341,7 @@ class AgentBase:
         return {
             "last_state": self.last_state,
             "buffer": self.buffer.state_dict() if self.buffer is not None else None,
+            "h_term": self.h_term.state_dict() if self.h_term is not None else None,
         }
 
     def load_sub_env_state(self, state: dict) -> None:
@@ -324,6 +349,11 @@ class AgentBase:
         self.last_state = None if last is None else last.to(self.device)
         if self.buffer is not None and state["buffer"] is not None:
             self.buffer.load_state_dict(state["buffer"])
+        self._load_h_term(state)
+
+    def _load_h_term(self, state: dict) -> None:
+        if self.h_term is not None and state.get("h_term") is not None:
+            self.h_term.load_state_dict(state["h_term"])
 
     def policy_state(self) -> dict:
         """What `load_policy` needs to rebuild the actor: its class, sizes and weights."""
@@ -346,6 +376,10 @@ class AgentBase:
 
 
 # The Config fields every off-policy agent reads (replay, targets, prioritized replay).
+H_TERM_FIELDS = frozenset({
+    "h_term", "h_term_k", "h_term_gamma", "h_term_lambda", "h_term_drop", "h_term_start",
+    "h_term_capacity",
+})  # fmt: skip
 OFF_POLICY_FIELDS = frozenset({
     "buffer_size", "learning_starts", "soft_update_tau", "target_update_every", "per",
     "per_alpha", "per_beta", "per_beta_steps",

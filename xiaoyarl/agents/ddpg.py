@@ -6,13 +6,15 @@ The root of the off-policy actor-critic line: TD3 (`td3.py`), SAC (`sac.py`) and
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
-from xiaoyarl.agents.base import OFF_POLICY_FIELDS, AgentBase
+from xiaoyarl.agents.base import H_TERM_FIELDS, OFF_POLICY_FIELDS, AgentBase
 from xiaoyarl.config import Config
 from xiaoyarl.envs.base import EnvSpec
-from xiaoyarl.nets import Actor, CriticEnsemble, RunningNorm
+from xiaoyarl.nets import Actor, CriticEnsemble, RunningNorm, gaussian_logprob
 from xiaoyarl.train.buffer import Batch
 
 
@@ -21,7 +23,8 @@ class AgentDDPG(AgentBase):
 
     if_off_policy = True
     if_discrete = False
-    config_fields = OFF_POLICY_FIELDS | {"explore_noise_std", "num_critics"}
+    config_fields = OFF_POLICY_FIELDS | H_TERM_FIELDS | {"explore_noise_std", "num_critics",
+                                                         "target_q_reduce"}  # fmt: skip
     actor_class: type[nn.Module] = Actor
     uses_target_actor = True
 
@@ -63,8 +66,9 @@ class AgentDDPG(AgentBase):
         return self.actor_target(next_states)
 
     def reduce_target_q(self, q: torch.Tensor) -> torch.Tensor:
-        """Combine the target critics' values `(num_critics, B)` into one `(B,)`: the minimum."""
-        return q.min(0).values
+        """Combine the target critics' values `(num_critics, B)` into one `(B,)`: their
+        minimum, or their mean with `target_q_reduce: mean` (an averaged ensemble)."""
+        return q.mean(0) if self.config.target_q_reduce == "mean" else q.min(0).values
 
     def next_value(self, next_states: torch.Tensor) -> torch.Tensor:
         """Value of s' under the target policy and target critics `(B,)`."""
@@ -93,10 +97,16 @@ class AgentDDPG(AgentBase):
         return True
 
     def update_actor(self, states: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Ascend Q(s, actor(s)) of the first critic."""
+        """Ascend Q(s, actor(s)) of the first critic (plus the H-term when it is on)."""
+        h_loss, h_log = self.h_term_loss()
         actor_loss = -self.critic_q_for_actor(states, self.actor(states))[0].mean()
-        self.optimizer_step(self.optimizers["actor"], self.actor, actor_loss)
-        return {"actor_loss": actor_loss.detach()}
+        self.optimizer_step(self.optimizers["actor"], self.actor, actor_loss + h_loss)
+        return {"actor_loss": actor_loss.detach(), **h_log}
+
+    def h_term_logprob(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """The exploration distribution's density: N(actor(s), explore_noise_std^2)."""
+        log_std = torch.full_like(actions, math.log(self.config.explore_noise_std))
+        return gaussian_logprob((actions - self.actor(states)) * (-log_std).exp(), log_std).sum(-1)
 
     # --- one gradient step ---
     def update_step(self, batch: Batch) -> tuple[dict[str, torch.Tensor], torch.Tensor]:

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import torch
 
-from xiaoyarl.agents.base import AgentBase
+from xiaoyarl.agents.base import H_TERM_FIELDS, AgentBase
 from xiaoyarl.config import Config
 from xiaoyarl.envs.base import EnvSpec, VecEnv
 from xiaoyarl.nets import ActorDiscretePPO, ActorPPO, CriticV, RewardScaler
@@ -61,7 +61,8 @@ class AgentPPO(AgentBase):
 
     if_off_policy = False
     if_discrete = False
-    config_fields = frozenset({"ratio_clip", "lambda_gae_adv", "lambda_entropy", "reward_norm"})
+    config_fields = H_TERM_FIELDS | {"ratio_clip", "lambda_gae_adv", "lambda_entropy",
+                                     "reward_norm"}  # fmt: skip
     actor_class: type[torch.nn.Module] = ActorPPO
 
     def __init__(
@@ -165,7 +166,11 @@ class AgentPPO(AgentBase):
 
     def update_net(self, rollout: Rollout) -> dict[str, torch.Tensor]:
         """`ppo_update` on `rollout`, replayed as one CUDA graph where enabled."""
+        self.h_term_observe(rollout)
         return self.run_update(self.ppo_update, rollout)
+
+    def h_term_logprob(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        return self.actor.get_logprob_entropy(states, actions)[0]
 
     def ppo_update(self, rollout: Rollout) -> dict[str, torch.Tensor]:
         """GAE on the rollout, then `repeat_times` epochs of mini-batch steps on the clipped
@@ -227,6 +232,7 @@ class AgentPPO(AgentBase):
             ratio = log_ratio.exp()
             objective = batch_mean(self.actor_objective(ratio, advantages[idx], logprob))
             actor_loss = -(objective + cfg.lambda_entropy * batch_mean(entropy))
+            actor_loss = actor_loss + self.h_term_loss()[0]
             critic_loss = 0.5 * batch_mean(self.value_loss(critic_states[idx], returns[idx]))
             self.optimizer_steps(
                 actor_loss + critic_loss,

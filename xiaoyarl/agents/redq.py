@@ -16,7 +16,7 @@ class AgentREDQ(AgentSAC):
     a random subset of M critics (`redq_subset`), and an actor that ascends their mean once
     per G critic steps."""
 
-    config_fields = AgentSAC.config_fields | {"redq_subset"}
+    config_fields = (AgentSAC.config_fields - {"target_q_reduce"}) | {"redq_subset"}
 
     def reduce_target_q(self, q: torch.Tensor) -> torch.Tensor:
         # differs: minimum over a random subset of M of the N target critics

@@ -14,6 +14,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from xiaoyarl.agents.base import H_TERM_FIELDS
 from xiaoyarl.agents.td3 import AgentTD3
 from xiaoyarl.config import Config
 from xiaoyarl.envs.base import EnvSpec
@@ -80,8 +81,13 @@ class AgentSAC(AgentTD3):
         alpha = self.temperature().detach()
         q = self.reduce_actor_q(self.critic_q_for_actor(states, action))
         actor_loss = (alpha * logprob - q).mean()
-        self.optimizer_step(self.optimizers["actor"], self.actor, actor_loss)
-        return {"actor_loss": actor_loss.detach(), **self.update_temperature(logprob.detach())}
+        h_loss, h_log = self.h_term_loss()
+        self.optimizer_step(self.optimizers["actor"], self.actor, actor_loss + h_loss)
+        return {"actor_loss": actor_loss.detach(), **h_log,
+                **self.update_temperature(logprob.detach())}  # fmt: skip
+
+    def h_term_logprob(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        return self.actor.logprob(states, actions)
 
     def update_temperature(self, logprob: torch.Tensor) -> dict[str, torch.Tensor]:
         """Gradient step on J(alpha) = E[-log(alpha) * (log pi + target_entropy)]."""
@@ -148,6 +154,7 @@ class AgentSACDiscrete(AgentSAC):
 
     if_discrete = True
     actor_class = ActorDiscreteSAC
+    config_fields = AgentSAC.config_fields - H_TERM_FIELDS  # differs: no H-term
 
     def make_critic(self, norm: RunningNorm) -> nn.Module:
         spec, cfg = self.spec, self.config

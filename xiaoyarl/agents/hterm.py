@@ -1,0 +1,178 @@
+"""The H-term ("Hamiltonian term"): a stability add-on for the actor of PPO, A2C, DDPG, TD3
+and SAC (ElegantRL's description: "a generic add-on that trades computing power for
+stability"), switched on with `h_term: true`.
+
+A second buffer keeps the most recent whole trajectories (episodes, at most `h_term_capacity`
+states); the lowest `h_term_drop` fraction of them by return is left out, and the rewards of the
+rest are min-max normalised over the rest: r~ = (r - r_min) / (r_max - r_min). Over windows
+w = (t, ..., t + K - 1) of K = `h_term_k` consecutive steps of one kept trajectory, drawn
+uniformly (`batch_size // K` of them per actor step):
+
+    H = mean_w sum_{k=1..K} gamma_h^k r~_{t+k-1} clamp(sum_{j<k} log pi(a_{t+j}|s_{t+j}), -16, 2)
+
+the normalised reward of each step of the window times the policy's log-probability of the
+window's actions so far, discounted by gamma_h = `h_term_gamma` (the clamp of the cumulative
+log-probability is ElegantRL's). The actor's loss becomes `loss - lambda_h * H`
+(`h_term_lambda`) once the kept trajectories hold `h_term_start` states; before that it is
+unchanged. Maximising H raises the probability of the action sequences of the better
+trajectories, most where their rewards are highest.
+
+log pi for each family: PPO and A2C, their own (Gaussian or categorical); SAC, the squashed
+Gaussian's density of the stored action; DDPG and TD3 (deterministic actors), the density of
+their exploration distribution N(actor(s), explore_noise_std^2) at the stored action.
+
+The buffer is part of the agent's checkpoint. With several learners each rank keeps its own
+trajectories. CUDA-graph replay is off while the H-term is on (the sampled windows change
+size as the buffer fills).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+import torch
+
+LOGPROB_CLAMP = (-16.0, 2.0)  # ElegantRL's bounds on a window's cumulative log-probability
+
+
+class HTerm:
+    """The trajectory buffer and the H-term objective (see the module docstring)."""
+
+    def __init__(self, config, device: torch.device) -> None:
+        self.k = config.h_term_k
+        self.gamma = config.h_term_gamma
+        self.lam = config.h_term_lambda
+        self.drop = config.h_term_drop
+        self.start = config.h_term_start
+        self.capacity = config.h_term_capacity
+        self.windows = max(1, config.batch_size // self.k)
+        self.device = device
+        # rollout blocks (states, actions, rewards) that open episodes still start in, with the
+        # global index of the first; where each sub-env's open episode starts (block, step)
+        self.blocks: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        self.first_block = 0
+        self.open_from: list[tuple[int, int]] | None = None
+        # closed trajectories, oldest first: (states, actions, rewards)
+        self.trajectories: deque[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = deque()
+        self.stored = 0  # states in `trajectories`
+        self._rebuild()
+
+    # --- the buffer ---
+    @torch.no_grad()
+    def add(self, states: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor,
+            dones: torch.Tensor) -> None:  # fmt: skip
+        """Take a rollout `(T, N, ...)`; every episode that ends in it (`dones (T, N)`) joins
+        the buffer whole, with the steps earlier rollouts held of it."""
+        horizon, num_envs = rewards.shape
+        if self.open_from is None:
+            self.open_from = [(self.first_block, 0)] * num_envs
+        if len(self.open_from) != num_envs:
+            raise ValueError(f"H-term: rollouts of {num_envs} sub-envs after "
+                             f"{len(self.open_from)}")  # fmt: skip
+        block = self.first_block + len(self.blocks)
+        self.blocks.append((states, actions, rewards))
+        ends = dones.T.nonzero().tolist()  # (env, step) pairs, by env then step
+        for env, step in ends:
+            self._close(env, block, step)
+            self.open_from[env] = (block, step + 1)
+        # forget the blocks no open episode starts in any more
+        oldest = min(b if s < horizon else b + 1 for b, s in self.open_from)
+        oldest = min(oldest, block + 1)
+        del self.blocks[: oldest - self.first_block]
+        self.first_block = oldest
+        self.open_from = [(b + 1, 0) if s >= horizon else (b, s) for b, s in self.open_from]
+        if ends:
+            while self.stored > self.capacity and len(self.trajectories) > 1:
+                self.stored -= self.trajectories.popleft()[2].shape[0]
+            self._rebuild()
+
+    def _close(self, env: int, block: int, step: int) -> None:
+        """Append sub-env `env`'s episode that ends at `step` of `block`."""
+        first, offset = self.open_from[env]
+        parts = []
+        for b in range(first, block + 1):
+            lo = offset if b == first else 0
+            hi = step + 1 if b == block else None
+            parts.append([x[lo:hi, env] for x in self.blocks[b - self.first_block]])
+        states, actions, rewards = (torch.cat(p) for p in zip(*parts, strict=True))
+        self.trajectories.append((states, actions, rewards))
+        self.stored += rewards.shape[0]
+
+    def kept(self) -> list[int]:
+        """Indices (into `trajectories`) of the trajectories the objective uses: all but the
+        lowest `drop` fraction by return (ties: the older one is dropped first)."""
+        returns = torch.stack([r.sum() for _, _, r in self.trajectories]).cpu()
+        order = sorted(range(len(returns)), key=lambda i: (returns[i].item(), i))
+        return sorted(order[int(len(order) * self.drop) :])
+
+    def _rebuild(self) -> None:
+        """Flatten the kept trajectories; normalise their rewards; list the window starts."""
+        self.states = self.actions = self.r_norm = self.starts = None
+        self.kept_states = 0
+        if not self.trajectories:
+            return
+        kept = [self.trajectories[i] for i in self.kept()]
+        self.states = torch.cat([s for s, _, _ in kept])
+        self.actions = torch.cat([a for _, a, _ in kept])
+        rewards = torch.cat([r for _, _, r in kept]).float()
+        low, high = rewards.min(), rewards.max()
+        self.r_norm = (rewards - low) / (high - low) if high > low else torch.zeros_like(rewards)
+        starts, offset = [], 0
+        for _, _, r in kept:
+            length = r.shape[0]
+            if length >= self.k:
+                starts.append(torch.arange(offset, offset + length - self.k + 1))
+            offset += length
+        self.kept_states = offset
+        if starts:
+            self.starts = torch.cat(starts).to(self.device)
+
+    @property
+    def active(self) -> bool:
+        """Whether the objective is on: enough kept states, and at least one whole window."""
+        return self.starts is not None and self.kept_states >= self.start
+
+    # --- the objective ---
+    def sample(self, num_windows: int) -> torch.Tensor:
+        """Flat indices `(num_windows, K)` of windows drawn uniformly."""
+        pick = torch.randint(self.starts.shape[0], (num_windows,), device=self.device)
+        return self.starts[pick].unsqueeze(1) + torch.arange(self.k, device=self.device)
+
+    def objective(self, logprob: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+                  index: torch.Tensor) -> torch.Tensor:  # fmt: skip
+        """H over the windows `index (W, K)`; `logprob(states, actions) -> (n,)` is the
+        policy's log-probability of the stored actions."""
+        flat = index.flatten()
+        logp = logprob(self.states[flat], self.actions[flat]).view(index.shape)
+        cumulative = logp.cumsum(1).clamp(*LOGPROB_CLAMP)
+        discount = self.gamma ** torch.arange(1, self.k + 1, device=logp.device)
+        return (cumulative * self.r_norm[index] * discount).sum(1).mean()
+
+    def loss(self, logprob: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+             ) -> tuple[torch.Tensor | float, torch.Tensor | None]:  # fmt: skip
+        """(-lambda_h * H, H) on freshly drawn windows; (0, None) while the buffer fills."""
+        if not self.active:
+            return 0.0, None
+        h = self.objective(logprob, self.sample(self.windows))
+        return -self.lam * h, h.detach()
+
+    # --- checkpoint ---
+    def state_dict(self) -> dict:
+        return {
+            "blocks": list(self.blocks),
+            "first_block": self.first_block,
+            "open_from": self.open_from,
+            "trajectories": list(self.trajectories),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        def to_device(parts):
+            return tuple(x.to(self.device) for x in parts)
+
+        self.blocks = [to_device(b) for b in state["blocks"]]
+        self.first_block = state["first_block"]
+        self.open_from = state["open_from"]
+        self.trajectories = deque(to_device(t) for t in state["trajectories"])
+        self.stored = sum(r.shape[0] for _, _, r in self.trajectories)
+        self._rebuild()
