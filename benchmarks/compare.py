@@ -32,6 +32,7 @@ switching `--backend torch`) and the random-action throughput of each bare simul
 from __future__ import annotations
 
 import argparse
+import csv
 import importlib.util
 import json
 import math
@@ -175,7 +176,10 @@ def run_xiaoyarl(task: Task, seed: int, threads: int | None, root: Path) -> dict
     )  # fmt: skip
     config.apply_overrides(list(task.xiaoyarl_set))
     summary = train_agent(config, log=None)
+    with open(root / "xiaoyarl" / "recorder.csv") as f:  # every evaluation: (env steps, mean)
+        curve = [[int(r["step"]), float(r["eval_mean"])] for r in csv.DictReader(f)]
     return {
+        "curve": curve,
         "solved": summary["solved"],
         "steps_to_target": summary["steps_to_target"],
         "seconds_to_target": summary["process_seconds_to_target"],
@@ -237,7 +241,7 @@ def run_sb3(task: Task, seed: int, threads: int | None, root: Path) -> dict:
     )
     result = {"solved": False, "steps_to_target": None, "seconds_to_target": None,
               "train_seconds_to_target": None, "final_eval": math.nan, "eval_seconds": 0.0,
-              "threads": torch.get_num_threads()}  # fmt: skip
+              "threads": torch.get_num_threads(), "curve": []}  # fmt: skip
 
     class Evaluate(BaseCallback):
         """Every `eval_every` env steps: 10 deterministic episodes; stop at the target."""
@@ -264,6 +268,7 @@ def run_sb3(task: Task, seed: int, threads: int | None, root: Path) -> dict:
         result["eval_seconds"] += time.perf_counter() - t0
         result["final_eval"] = float(mean)
         result["last_eval_step"] = step
+        result["curve"].append([step, float(mean)])
         if reached and not result["solved"]:
             now = time.perf_counter()
             result.update(solved=True, steps_to_target=step, train_seconds_to_target=now - start,
@@ -299,10 +304,12 @@ def child(lib: str, task_name: str, seed: int, threads: int | None, budget: int,
     out.write_text(json.dumps(result))
 
 
-def train(lib: str, task_name: str, seed: int, threads: int | None, budget: int, tmp: Path) -> dict:
-    """Run one training in a fresh process; add its peak resident memory (MiB)."""
+def train(lib: str, task_name: str, seed: int, threads: int | None, budget: int, tmp: Path,
+          script: str = __file__) -> dict:  # fmt: skip
+    """Run one training in a fresh process (`script --child ...`, which knows the task);
+    add its peak resident memory (MiB)."""
     out = tmp / f"{lib}_{task_name}_{seed}.json"
-    command = [sys.executable, __file__, "--child", lib, task_name, str(seed), str(out),
+    command = [sys.executable, script, "--child", lib, task_name, str(seed), str(out),
                "--budget", str(budget or 0)]  # fmt: skip
     env = dict(os.environ)
     if threads:

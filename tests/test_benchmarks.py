@@ -51,3 +51,21 @@ def test_benchmark_script_runs(tmp_path, script, args, expect):
     assert done.returncode == 0, done.stderr[-3000:]
     assert expect in done.stdout
     assert (tmp_path / "out.json").stat().st_size > 0
+
+
+def test_stability_study_runs_and_resumes(tmp_path):
+    """Two runs, their table and plot; a second invocation finds them done and trains nothing."""
+    out = tmp_path / "study"
+    command = [sys.executable, str(BENCH / "stability.py"), "--tasks", "sac-pendulum", "--seeds",
+               "0", "--variants", "xiaoyarl", "sb3", "--budget", "300", "--out", str(out),
+               "--json", str(tmp_path / "out.json")]  # fmt: skip
+    first = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "sac-pendulum   sb3" in first.stdout
+    assert "| sac Pendulum-v1, 30,000 steps, target -200 | xiaoyarl | 1 |" in first.stdout
+    assert (out / "sac-pendulum.png").stat().st_size > 0
+    assert len(list(out.glob("sac-pendulum__*.json"))) == 2
+    again = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "seed 0: final" not in again.stdout  # nothing trained again
+    assert "| sac Pendulum-v1, 30,000 steps, target -200 | sb3 | 1 |" in again.stdout
