@@ -7,9 +7,10 @@ Every run trains its whole budget, evaluating the deterministic policy on 10 epi
 conventions, `xiaoyarl/stats.py`): the final return's mean and interquartile mean (IQM) with
 95% percentile-bootstrap intervals, the CVaR of the worst 25% of seeds, the seeds at or above
 the target at the end, the seeds that *collapsed* (an evaluation reached the target, the final
-one is below it), and the spread of the env steps to the first evaluation at the target
-(median and interquartile range over the seeds that got there); and a plot per task of every
-seed's curve with each variant's median and interquartile band.
+one is below it), the seeds that *fell back* below the target at some evaluation after first
+reaching it (a dip they may recover from), and the spread of the env steps to the first
+evaluation at the target (median and interquartile range over the seeds that got there); and
+a plot per task of every seed's curve with each variant's median and interquartile band.
 
 Runs resume: each finished run is a JSON file in `--out`, and a later invocation skips it, so
 a study can be spread over several sessions (each table should come from one machine).
@@ -121,6 +122,12 @@ def summarize(task: Task, runs: list[dict]) -> dict:
     reached = [next((s for s, v in r["curve"] if v >= task.target), None) for r in runs]
     to_target = [s for s in reached if s is not None]
     at_end = finals >= task.target
+    # seeds with an evaluation below the target after their first one at it (a dip, or worse)
+    fell = sum(
+        1
+        for r, first in zip(runs, reached, strict=True)
+        if first is not None and any(v < task.target for s, v in r["curve"] if s > first)
+    )
     return {
         "seeds": len(runs),
         "mean": float(finals.mean()),
@@ -130,6 +137,7 @@ def summarize(task: Task, runs: list[dict]) -> dict:
         "cvar25": cvar(finals, 0.25),
         "at_target": int(at_end.sum()),
         "collapsed": sum(1 for s, end in zip(reached, at_end, strict=True) if s and not end),
+        "fell_back": fell,
         "steps_to_target": to_target,
         "us_per_step": statistics.median(1e6 / r["steps_per_second"] for r in runs),
     }
@@ -138,9 +146,9 @@ def summarize(task: Task, runs: list[dict]) -> dict:
 def table(results: dict[str, dict[str, list[dict]]]) -> str:
     lines = [
         "| task | variant | seeds | final mean [95% CI] | final IQM [95% CI] | CVaR 25% | "
-        "at target at the end | collapsed | env steps to target: median (IQR), reached | "
-        "us per env step |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "at target at the end | collapsed | fell back (then or later) | env steps to target: "
+        "median (IQR), reached | us per env step |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, by_variant in results.items():
         task = TASKS[name]
@@ -159,7 +167,7 @@ def table(results: dict[str, dict[str, list[dict]]]) -> str:
                 f"{variant} | {s['seeds']} | {s['mean']:.1f} [{s['mean_ci'][0]:.1f}, "
                 f"{s['mean_ci'][1]:.1f}] | {s['iqm']:.1f} [{s['iqm_ci'][0]:.1f}, "
                 f"{s['iqm_ci'][1]:.1f}] | {s['cvar25']:.1f} | {s['at_target']}/{s['seeds']} | "
-                f"{s['collapsed']} | {spread} | {s['us_per_step']:,.0f} |"
+                f"{s['collapsed']} | {s['fell_back']} | {spread} | {s['us_per_step']:,.0f} |"
             )
     return "\n".join(lines)
 
