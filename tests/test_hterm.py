@@ -154,7 +154,8 @@ def test_the_actor_gets_the_h_term_gradient_once_active(algo):
     agent.last_state = agent.observe(*env.reset(seed=0))
     rollout = agent.explore_env(env, 64)
     agent.h_term_observe(rollout)
-    assert agent.h_term_loss() == (0.0, {})  # no episode has ended yet
+    loss, log = agent.h_term_loss()  # no episode has ended yet
+    assert loss == 0.0 and log["h_term"].isnan()
     for _ in range(3):  # 256 steps: the 200-step episodes end, the H-term starts
         agent.h_term_observe(agent.explore_env(env, 64))
     assert agent.h_term.active and agent.h_term.kept_states == 4 * 200  # 1/8 of 4: none dropped

@@ -162,11 +162,12 @@ class AgentBase:
         raise NotImplementedError
 
     def h_term_loss(self) -> tuple[torch.Tensor | float, dict[str, torch.Tensor]]:
-        """The H-term's part of the actor's loss (0 while it is off or filling) and its log."""
+        """The H-term's part of the actor's loss (0 while it is off or filling) and its log
+        (NaN while the buffer fills, so the column exists from the first row on)."""
         if self.h_term is None:
             return 0.0, {}
         loss, h = self.h_term.loss(self.h_term_logprob)
-        return loss, ({} if h is None else {"h_term": h})
+        return loss, {"h_term": torch.tensor(float("nan"), device=self.device) if h is None else h}
 
     def update_normalizers(self, rollout: NamedTuple) -> None:
         """Off-policy: merge a rollout's states into the observation normaliser (if enabled)."""
