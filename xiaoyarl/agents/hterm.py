@@ -102,9 +102,9 @@ class HTerm:
     def kept(self) -> list[int]:
         """Indices (into `trajectories`) of the trajectories the objective uses: all but the
         lowest `drop` fraction by return (ties: the older one is dropped first)."""
-        returns = torch.stack([r.sum() for _, _, r in self.trajectories]).cpu()
-        order = sorted(range(len(returns)), key=lambda i: (returns[i].item(), i))
-        return sorted(order[int(len(order) * self.drop) :])
+        returns = torch.stack([r.sum() for _, _, r in self.trajectories])
+        order = torch.sort(returns, stable=True).indices  # equal returns: the older first
+        return sorted(order[int(len(order) * self.drop) :].tolist())
 
     def _rebuild(self) -> None:
         """Flatten the kept trajectories; normalise their rewards; list the window starts."""
