@@ -181,7 +181,9 @@ def plot(name: str, by_variant: dict[str, list[dict]], path: Path) -> None:
 
     task = TASKS[name]
     fig, ax = plt.subplots(figsize=(7, 4))
-    for color, (variant, runs) in zip(("C0", "C2", "C1"), by_variant.items(), strict=False):
+    colors = {"xiaoyarl": "C0", "xiaoyarl+h_term": "C2", "sb3": "C1"}
+    for variant, runs in by_variant.items():
+        color = colors[variant]
         if not runs:
             continue
         steps = sorted({s for r in runs for s, _ in r["curve"]})
