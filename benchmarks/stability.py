@@ -38,7 +38,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 import compare  # noqa: E402
-from compare import ZOO_OFF_POLICY_PENDULUM, ZOO_PPO_CARTPOLE, ZOO_PPO_HOPPER, Task  # noqa: E402
+from compare import ZOO_OFF_POLICY_PENDULUM, ZOO_PPO_CARTPOLE, Task  # noqa: E402
 
 from xiaoyarl.stats import bootstrap_ci, cvar, iqm  # noqa: E402
 
@@ -72,25 +72,9 @@ TASKS: dict[str, Task] = {
     "td3-pendulum": Task(
         "td3", "Pendulum-v1", -200, 30_000, 2_000, ZOO_OFF_POLICY_PENDULUM, stop_at_target=False
     ),  # fmt: skip
-    "ppo-hopper": Task(
-        "ppo",
-        "Hopper-v5",
-        1_000,
-        300_000,
-        20_000,
-        ZOO_PPO_HOPPER,
-        normalize=True,
-        stop_at_target=False,
-    ),  # fmt: skip
-    "sac-hopper": Task(
-        "sac",
-        "Hopper-v5",
-        1_000,
-        100_000,
-        10_000,
-        dict(learning_starts=10_000),
-        stop_at_target=False,
-    ),  # fmt: skip
+    # the Hopper tasks are compare.py's fixed-budget ones
+    "ppo-hopper": compare.TASKS["ppo-hopper-300k"],
+    "sac-hopper": compare.TASKS["sac-hopper-100k"],
 }
 H_TERM_ALGOS = ("ppo", "a2c", "ddpg", "td3", "sac", "modsac", "redq")
 VARIANTS = ("xiaoyarl", "xiaoyarl+h_term", "sb3")
