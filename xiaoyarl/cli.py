@@ -1,5 +1,5 @@
 """The `xiaoyarl` command line: train, eval, plot, list, record, export, check-env, fuse,
-backtest."""
+backtest, population."""
 
 from __future__ import annotations
 
@@ -117,6 +117,83 @@ def _parser() -> argparse.ArgumentParser:
     fuse.add_argument("--out", required=True, metavar="RUN_DIR", help="the new run folder")
     fuse.add_argument("--weights", type=float, nargs="+", metavar="W",
                       help="one weight per run (default: equal)")  # fmt: skip
+
+    pop = sub.add_parser(
+        "population", help="train a population (generational evolution or a tournament)",
+        description="Train a population of ALGO agents on ENV: generational evolution or "
+        "tournament-based ensemble training. On one machine the slots are launched for you; "
+        "under torchrun every process is a slot (see the README for several machines).",
+    )  # fmt: skip
+    pop.add_argument("algo", nargs="?", help="algorithm, e.g. ppo (see `xiaoyarl list`)")
+    pop.add_argument("env", nargs="?", help="env id, as for `xiaoyarl train`")
+    pop.add_argument("--out", metavar="DIR", help="population folder (default runs/pop_ENV_ALGO)")
+    pop.add_argument(
+        "--members",
+        type=int,
+        default=8,
+        metavar="M",
+        help="members (generational) or pods training at once (tournament)",
+    )
+    pop.add_argument("--scheme", choices=["generational", "tournament"], default="generational")
+    pop.add_argument(
+        "--search",
+        metavar="FILE.yaml",
+        help="search space (config field: "
+        "{log_uniform: [lo, hi]} | {uniform: [lo, hi]} | {choice: [..]} | value)",
+    )
+    pop.add_argument(
+        "--workers",
+        type=int,
+        metavar="W",
+        help="slots (processes) on this machine (default min(members, CPUs))",
+    )
+    pop.add_argument(
+        "--generation-steps",
+        type=_int_like,
+        metavar="N",
+        help="env steps per generation (default max-steps / 10)",
+    )
+    pop.add_argument(
+        "--generation-seconds",
+        type=float,
+        metavar="S",
+        help="or seconds of training per generation",
+    )
+    pop.add_argument(
+        "--select-fraction",
+        type=float,
+        metavar="F",
+        help="bottom fraction replaced by the top each generation (default 0.25; "
+        "0: a static population)",
+    )
+    pop.add_argument(
+        "--fuse-top",
+        type=int,
+        metavar="K",
+        help="replaced members start from the fusion of the top K",
+    )
+    pop.add_argument("--leaderboard-size", type=int, metavar="L", help="default 4")
+    pop.add_argument(
+        "--pod-steps",
+        type=_int_like,
+        metavar="T",
+        help="tournament: env steps per pod (default max-steps / 4)",
+    )
+    pop.add_argument("--seed", type=int, metavar="S", help="population seed (members: S*1000+i)")
+    pop.add_argument("--max-steps", type=_int_like, metavar="N", help="env steps per member")
+    pop.add_argument("--target-return", type=_target, metavar="R|none")
+    pop.add_argument("--eval-every", type=_int_like, metavar="N")
+    pop.add_argument("--eval-episodes", type=int, metavar="K")
+    pop.add_argument("--num-envs", type=int, metavar="N")
+    pop.add_argument("--threads", type=int, metavar="N", help="per member (default 1)")
+    pop.add_argument("--device", metavar="auto|cpu|cuda|cuda:N")
+    pop.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                     help="set a Config field of every member (repeatable)")  # fmt: skip
+    pop.add_argument("--config", metavar="FILE.yaml", help="start from this config file")
+    pop.add_argument("--resume", metavar="DIR", help="continue the population in DIR")
+    pop.add_argument("--join", metavar="DIR", help=argparse.SUPPRESS)  # a slot (the launcher's)
+    pop.add_argument("--summary-json", metavar="FILE", help="write the summary as JSON")
+    pop.add_argument("--quiet", action="store_true", help="print only errors")
 
     ls = sub.add_parser("list", help="algorithms and built-in envs")
     ls.add_argument("--fields", action="store_true", help="also list every Config field")
@@ -284,6 +361,69 @@ def _backtest(args: argparse.Namespace) -> int:
     return 0
 
 
+POPULATION_FIELDS = ("members", "scheme", "workers", "generation_steps", "generation_seconds",
+                     "select_fraction", "fuse_top", "leaderboard_size", "pod_steps")  # fmt: skip
+
+
+def _population(args: argparse.Namespace) -> int:
+    from xiaoyarl.train.population import PopulationConfig
+    from xiaoyarl.train.search_space import SearchSpace
+    from xiaoyarl.train.slots import join, train_population, under_torchrun
+
+    if args.join:
+        return join(args.join, args.quiet)
+    log = None if args.quiet else print
+    if args.resume:
+        from xiaoyarl.train.population import Population
+
+        if not (Path(args.resume) / "population.yaml").is_file():
+            raise ConfigError(f"--resume {args.resume}: no population there.")
+        saved = Population(Path(args.resume))
+        config, pop, out = saved.config, saved.pop, Path(args.resume)
+        if args.workers is not None:
+            pop.workers = args.workers
+    else:
+        if not args.algo or not args.env:
+            raise ConfigError(
+                "name the algorithm and the env, e.g. `xiaoyarl population ppo "
+                "Pendulum-v1 --members 8`, or continue one with --resume DIR."
+            )
+        config = Config.load(args.config) if args.config else Config()
+        config.algo, config.env_id = args.algo.lower(), args.env
+        for name in ("seed", "max_steps", "eval_every", "eval_episodes", "num_envs", "threads",
+                     "device"):  # fmt: skip
+            if getattr(args, name) is not None:
+                config.set(name, getattr(args, name), source=f"--{name.replace('_', '-')}")
+        if args.target_return == "none":
+            config.target_return, config.stop_at_target = None, False
+        elif args.target_return is not None:
+            config.target_return = args.target_return
+        config.apply_overrides(args.set)
+        pop = PopulationConfig()
+        for name in POPULATION_FIELDS:
+            if getattr(args, name) is not None:
+                setattr(pop, name, getattr(args, name))
+        if args.search:
+            pop.search_space = SearchSpace.load(args.search).spec
+        out = Path(args.out or f"runs/pop_{config.env_id.replace(':', '_').replace('/', '_')}"
+                   f"_{config.algo}")  # fmt: skip
+    summary = train_population(config, pop, out, resume=bool(args.resume), log=log)
+    if under_torchrun():
+        return 0
+    if args.summary_json:
+        path = Path(args.summary_json)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(summary, indent=2) + "\n")
+    if log is not None:
+        best = summary["best_score"]
+        print(
+            f"population {'done' if summary['done'] else 'stopped'}: best "
+            f"{summary['best_member']} ({best if best is None else round(best, 2)}) with "
+            f"{summary['best_hparams']}; folder {out} (population.csv, population.png)"
+        )
+    return 0 if summary["done"] else 130
+
+
 def _fuse(args: argparse.Namespace) -> int:
     from xiaoyarl.train.fusion import fuse_runs
 
@@ -326,9 +466,18 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     args.argv = argv
-    handler = {"train": _train, "eval": _eval, "plot": _plot, "list": _list, "record": _record,
-               "export": _export, "check-env": _check_env,
-               "fuse": _fuse, "backtest": _backtest}[args.command]  # fmt: skip
+    handler = {
+        "train": _train,
+        "eval": _eval,
+        "plot": _plot,
+        "list": _list,
+        "record": _record,
+        "export": _export,
+        "check-env": _check_env,
+        "fuse": _fuse,
+        "backtest": _backtest,
+        "population": _population,
+    }[args.command]
     try:
         return handler(args)
     except XiaoyaError as e:
