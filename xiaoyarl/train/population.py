@@ -17,8 +17,8 @@ Schemes:
   hyper-parameters (explore); optionally the top `fuse_top` are fused (`fusion.py`) and every
   replaced member starts from the fusion. Slots claim the best-ranked members first, so with
   fewer slots than members the lowest-ranked wait.
-- **tournament**: no generations and no barrier. A slot's generator starts a pod: fresh (until
-  the leaderboard has M entries) or from a leaderboard entry picked by a binary tournament,
+- **tournament**: no generations and no barrier. A slot's generator starts a pod: fresh (the
+  first M pods) or from a leaderboard entry picked by a binary tournament,
   with mutated hyper-parameters; the pod trains `pod_steps` env steps, is evaluated, and the
   updater inserts its checkpoint in the leaderboard of the best `leaderboard_size` where its
   score earns a place. A pod whose process fails is replaced by a new one from the leaderboard.
@@ -446,8 +446,8 @@ class Tournament:
                 "generation": pod["id"]}  # fmt: skip
 
     def _new_pod(self, state: dict) -> dict:
-        """The generator: fresh until the leaderboard holds `members` entries, then from an
-        entry picked by a binary tournament (mutated unless `mutate` is off)."""
+        """The generator: the first `members` pods are fresh, later ones start from a
+        leaderboard entry picked by a binary tournament (mutated unless `mutate` is off)."""
         i = len(state["pods"])
         name = f"pod-{i:04d}"
         seed = self.p.config.seed * 1000 + i
@@ -455,7 +455,7 @@ class Tournament:
         pod = {"id": i, "name": name, "seed": seed, "status": "ready", "claim": None,
                "parent": None, "start_step": 0, "score": None, "steps": 0}  # fmt: skip
         entries = self.p.board.entries()
-        if len(entries) < min(self.p.pop.members, self.p.board.size):
+        if i < self.p.pop.members or not entries:
             pod["hparams"] = self.p.space.sample(rng)
             return pod
         a, b = rng.choice(entries), rng.choice(entries)
@@ -477,8 +477,7 @@ class Tournament:
     def finish(self, state: dict, task: dict, result: dict | None) -> None:
         pod = next(p for p in state["pods"] if p["name"] == task["member"])
         if result is None:  # its process failed: a new pod takes its place
-            pod["status"] = "failed"
-            state["steps"] += self.pod_steps
+            pod["status"] = "failed"  # its steps do not count: a new pod replaces it
             self.p.log_row("failed", pod["name"], pod["id"], pod["steps"], None, pod["parent"],
                            pod["hparams"])  # fmt: skip
             return

@@ -112,7 +112,8 @@ class SearchSpace:
         if name in RESERVED:
             raise ConfigError(f"{where}: the population sets {name} itself; leave it out of "
                               f"the search space (set it on the command line).")  # fmt: skip
-        Config().set(name, Config().to_dict()[name], source=self.source)  # an unknown name fails
+        if name not in Config.field_names():
+            Config().set(name, None, source=self.source)  # raises: unknown field, with hints
         if not isinstance(value, dict):
             param = Param(name, "fixed", (value,))
         elif len(value) != 1 or next(iter(value)) not in KINDS:
