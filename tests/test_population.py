@@ -182,3 +182,26 @@ def test_tournament_replaces_a_killed_member_and_keeps_the_leaderboard(tmp_path)
         entries = Leaderboard(out / "leaderboard", 4).check()
     assert entries and entries[0]["score"] >= 475  # CartPole's target
     assert _no_member_left(out)
+
+
+def test_cloud_recipe_launches_the_readme_command():
+    """The Kubernetes example parses, and its container runs the README's several-machine
+    torchrun command (the cluster and the image build are not run here)."""
+    import shlex
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    docs = list(yaml.safe_load_all((root / "deploy" / "population-job.yaml").read_text()))
+    job = next(d for d in docs if d["kind"] == "Job")
+    assert job["spec"]["completionMode"] == "Indexed"
+    command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+    readme = (root / "README.md").read_text().replace("\\\n", " ")
+    line = next(s for s in readme.splitlines()
+                if s.strip().startswith("torchrun") and "xiaoyarl population" in s)  # fmt: skip
+    expected = shlex.split(line)
+    endpoint = expected.index("--rdzv-endpoint") + 1
+    assert command[:endpoint] == expected[:endpoint]
+    assert command[endpoint + 1 :] == expected[endpoint + 1 :]
+    dockerfile = (root / "deploy" / "Dockerfile").read_text()
+    assert 'ENTRYPOINT ["xiaoyarl"]' in dockerfile and "TORCH_INDEX" in dockerfile
