@@ -136,7 +136,7 @@ def test_generational_population_exploits_and_explores(tmp_path):
 
 
 def _member_pids(folder: Path) -> list[int]:
-    """Member processes: children of a forkserver whose parent is a slot of `folder`."""
+    """Member processes: children of a forkserver whose parent is a slot of `folder`'s."""
     pids = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -149,7 +149,14 @@ def _member_pids(folder: Path) -> list[int]:
         except (OSError, StopIteration):
             continue
         if "forkserver" in cmd and "forkserver" in parent:
-            pids.append(int(pid))
+            try:  # the forkserver's parent: a slot of this population
+                status = Path(f"/proc/{ppid}/status").read_text()
+                slot = int(next(l.split()[1] for l in status.splitlines() if l.startswith("PPid")))
+                slot_cmd = Path(f"/proc/{slot}/cmdline").read_bytes().decode(errors="replace")
+            except (OSError, StopIteration):
+                continue
+            if str(folder) in slot_cmd:
+                pids.append(int(pid))
     return pids
 
 
