@@ -136,6 +136,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     pop.add_argument("--scheme", choices=["generational", "tournament"], default="generational")
     pop.add_argument(
+        "--population-backend",
+        choices=["process", "vmap"],
+        help="process: a process per member (default); vmap: PPO members of one shape "
+        "trained together as one stacked model in one process",
+    )
+    pop.add_argument(
         "--search",
         metavar="FILE.yaml",
         help="search space (config field: "
@@ -171,6 +177,19 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         metavar="K",
         help="replaced members start from the fusion of the top K",
+    )
+    pop.add_argument(
+        "--perturb-factors",
+        type=float,
+        nargs="+",
+        metavar="F",
+        help="explore: a copied value times one of these (default 0.8 1.2)",
+    )
+    pop.add_argument(
+        "--resample-probability",
+        type=float,
+        metavar="P",
+        help="explore: draw a copied value afresh from the search space instead (default 0.25)",
     )
     pop.add_argument("--leaderboard-size", type=int, metavar="L", help="default 4")
     pop.add_argument(
@@ -362,7 +381,8 @@ def _backtest(args: argparse.Namespace) -> int:
 
 
 POPULATION_FIELDS = ("members", "scheme", "workers", "generation_steps", "generation_seconds",
-                     "select_fraction", "fuse_top", "leaderboard_size", "pod_steps")  # fmt: skip
+                     "select_fraction", "fuse_top", "leaderboard_size", "pod_steps",
+                     "perturb_factors", "resample_probability")  # fmt: skip
 
 
 def _population(args: argparse.Namespace) -> int:
@@ -403,6 +423,9 @@ def _population(args: argparse.Namespace) -> int:
         for name in POPULATION_FIELDS:
             if getattr(args, name) is not None:
                 setattr(pop, name, getattr(args, name))
+        pop.perturb_factors = tuple(pop.perturb_factors)
+        if args.population_backend is not None:
+            pop.backend = args.population_backend
         if args.search:
             pop.search_space = SearchSpace.load(args.search).spec
         out = Path(args.out or f"runs/pop_{config.env_id.replace(':', '_').replace('/', '_')}"

@@ -23,7 +23,7 @@ def sample_categorical(logprobs: torch.Tensor) -> torch.Tensor:
     inverting the cumulative distribution at a uniform draw."""
     u = torch.rand(logprobs.shape[:-1] + (1,), device=logprobs.device)
     action = (logprobs.exp().cumsum(-1) < u).sum(-1)
-    return action.clamp_(max=logprobs.shape[-1] - 1)  # cumsum may round to just below 1
+    return action.clamp(max=logprobs.shape[-1] - 1)  # cumsum may round to just below 1
 
 
 # The logit of an unavailable action (probability exp(-1e9) = 0): finite, unlike -inf, so

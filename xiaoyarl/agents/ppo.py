@@ -56,6 +56,15 @@ def compute_gae(
     return advantages
 
 
+def clipped_surrogate(
+    ratio: torch.Tensor, advantage: torch.Tensor, ratio_clip: float | torch.Tensor
+) -> torch.Tensor:
+    """PPO's clipped surrogate objective per sample (to be maximized); `ratio_clip` is epsilon
+    (a tensor of one value per member in a vmapped population)."""
+    clipped = torch.clamp(ratio, 1 - ratio_clip, 1 + ratio_clip)
+    return torch.min(ratio * advantage, clipped * advantage)
+
+
 class AgentPPO(AgentBase):
     """PPO with a Gaussian actor, a state-value critic, GAE and the clipped surrogate objective."""
 
@@ -158,8 +167,7 @@ class AgentPPO(AgentBase):
         self, ratio: torch.Tensor, advantage: torch.Tensor, logprob: torch.Tensor
     ) -> torch.Tensor:
         """PPO's clipped surrogate, per sample (to be maximized)."""
-        eps = self.config.ratio_clip
-        return torch.min(ratio * advantage, ratio.clamp(1 - eps, 1 + eps) * advantage)
+        return clipped_surrogate(ratio, advantage, self.config.ratio_clip)
 
     def graph_period(self) -> int | None:
         return 1  # every update on a rollout makes the same choices

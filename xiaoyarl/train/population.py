@@ -49,6 +49,7 @@ from xiaoyarl.train.leaderboard import Leaderboard, locked, read_json, write_jso
 from xiaoyarl.train.search_space import SearchSpace
 
 SCHEMES = ("generational", "tournament")
+BACKENDS = ("process", "vmap")
 CSV_FIELDS = ["time", "event", "member", "generation", "step", "score", "parent", "hparams"]
 
 
@@ -73,6 +74,8 @@ class PopulationConfig:
     workers: int | None = None  # one machine: slots (processes); None: min(members, CPUs)
     lease_seconds: float = 120.0  # a claim without a heartbeat for this long is free again
     max_failures: int = 3  # generational: a member failing this often is replaced
+    backend: str = "process"  # process (a process per member) | vmap (members of one shape
+    # trained together as one stacked model, train/vmap.py)
 
     def validate(self, config: Config) -> PopulationConfig:
         def bad(name: str, allowed: str) -> None:
@@ -102,6 +105,12 @@ class PopulationConfig:
             bad("fuse_top", "0 (no fusion) or at least 2")
         if self.leaderboard_size < 1:
             bad("leaderboard_size", "a positive integer")
+        if self.backend not in BACKENDS:
+            bad("backend", " or ".join(BACKENDS))
+        if self.backend == "vmap":
+            from xiaoyarl.train.vmap import check_vmap_population
+
+            check_vmap_population(config, self.search_space)
         space = SearchSpace(self.search_space)
         if self.fuse_top and space.structural():
             raise ConfigError(f"fuse_top={self.fuse_top} fuses members' networks, so their "

@@ -140,27 +140,37 @@ class Slot:
         return {"host": socket.gethostname(), "pid": os.getpid(), "slot": self.name,
                 "heartbeat": time.time()}  # fmt: skip
 
+    batch = 1  # tasks claimed at once (a vmapped slot trains a batch of members together)
+
     def run(self) -> None:
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
             while self.stop_signal is None:
+                tasks = []
                 with locked(self.p.folder):
                     state = self.p.read_state()
                     free_stale_claims(state, self.p.pop.lease_seconds)
                     if self.p.scheme.finished(state):
                         self.p.write_state(state)
                         return
-                    task = self.p.scheme.next_task(state)
-                    if task is not None:
+                    while len(tasks) < self.batch:
+                        task = self.p.scheme.next_task(state)
+                        if task is None:
+                            break
                         self._record(state, task["member"])["claim"] = self.claim()
+                        tasks.append(task)
                     self.p.write_state(state)
-                if task is None:
+                if not tasks:
                     time.sleep(POLL_SECONDS)
                     continue
-                self._run_task(task)
+                self.run_tasks(tasks)
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
+
+    def run_tasks(self, tasks: list[dict]) -> None:
+        """Train the claimed tasks, record their results and free their claims."""
+        self._run_task(tasks[0])
 
     def _on_signal(self, signum: int, frame: object) -> None:
         self.stop_signal = signal.Signals(signum).name
@@ -187,7 +197,7 @@ class Slot:
             if self.stop_signal is not None and not stopped:
                 process.terminate()  # SIGTERM: the member checkpoints and returns
                 stopped = True
-            self._heartbeat(task["member"])
+            self.heartbeat([task["member"]])
         result = None
         if process.exitcode == 0 and result_path.is_file():
             result = json.loads(result_path.read_text())
@@ -208,13 +218,15 @@ class Slot:
             self.log(f"{self.name}: {task['member']} step {result['total_steps']:,}: eval "
                      f"{result['final_eval_mean']:.2f} | {_short(task['hparams'])}")  # fmt: skip
 
-    def _heartbeat(self, member: str) -> None:
+    def heartbeat(self, members: list[str]) -> None:
+        """Renew this slot's claims of `members`."""
         with locked(self.p.folder):
             state = self.p.read_state()
-            record = self._record(state, member)
-            if record["claim"] is not None and record["claim"]["pid"] == os.getpid():
-                record["claim"]["heartbeat"] = time.time()
-                self.p.write_state(state)
+            for member in members:
+                record = self._record(state, member)
+                if record["claim"] is not None and record["claim"]["pid"] == os.getpid():
+                    record["claim"]["heartbeat"] = time.time()
+            self.p.write_state(state)
 
 
 def _short(hparams: dict) -> str:
@@ -226,7 +238,13 @@ def _short(hparams: dict) -> str:
 def run_slot(folder: Path, log: Callable[[str], None] | None = print) -> None:
     """Run this process as a slot of the population in `folder` until it is done."""
     rank = os.environ.get("RANK", "0")
-    Slot(Population(folder), f"slot-{socket.gethostname()}-{rank}-{os.getpid()}", log).run()
+    population = Population(folder)
+    slot_class = Slot
+    if population.pop.backend == "vmap":
+        from xiaoyarl.train.vmap import VmapSlot
+
+        slot_class = VmapSlot
+    slot_class(population, f"slot-{socket.gethostname()}-{rank}-{os.getpid()}", log).run()
 
 
 def launch_local(folder: Path, workers: int, log: Callable[[str], None] | None = print) -> None:
@@ -274,10 +292,14 @@ def train_population(
         run_slot(out, log)
     else:
         workers = population.workers or min(population.members, os.cpu_count() or 1)
+        slots = "1 vmapped slot" if population.backend == "vmap" else f"{workers} slots"
         if log is not None:
             log(f"population of {population.members} {config.algo} members on {config.env_id} "
-                f"| {population.scheme} | {workers} slots | folder {out}")  # fmt: skip
-        launch_local(out, workers, log)
+                f"| {population.scheme} | {slots} | folder {out}")  # fmt: skip
+        if population.backend == "vmap":
+            run_slot(out, log)  # one process trains the members together
+        else:
+            launch_local(out, workers, log)
     with locked(out, shared=True):
         state = pop.read_state()
     summary = pop.scheme.summary(state) | {"folder": str(out), "done": pop.scheme.finished(state)}

@@ -1,0 +1,166 @@
+"""Vmapped populations (`train/vmap.py`): the stacked update against each member's own
+`AgentPPO.ppo_update`, and whole populations through the CLI with `--population-backend vmap`."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from xiaoyarl.agents.ppo import AgentDiscretePPO, AgentPPO, Rollout
+from xiaoyarl.config import Config
+from xiaoyarl.envs import make_env
+from xiaoyarl.errors import ConfigError
+from xiaoyarl.train.checkpoint import load_plain
+from xiaoyarl.train.plots import read_population_csv
+from xiaoyarl.train.population import PopulationConfig
+from xiaoyarl.train.vmap import VmapPPO, member_spec
+
+MEMBERS, SUB_ENVS, HORIZON = 3, 4, 16
+# per member: learning_rate, clip_grad_norm, lambda_entropy, ratio_clip
+HPARAMS = [(3e-4, 0.5, 0.0, 0.2), (1e-3, 0.1, 0.01, 0.1), (3e-3, 1.0, 0.1, 0.3)]
+
+
+def _members(env_id: str, lrs: list[float] | None = None):
+    env = make_env(env_id, MEMBERS * SUB_ENVS, seed=1)
+    spec = member_spec(env, MEMBERS)
+    agent_class = AgentDiscretePPO if spec.if_discrete else AgentPPO
+    agents = []
+    for i, (lr, clip, entropy, ratio_clip) in enumerate(HPARAMS):
+        config = Config(algo="ppo", env_id=env_id, seed=i, num_envs=SUB_ENVS,
+                        horizon_len=HORIZON, learning_rate=lrs[i] if lrs else lr,
+                        clip_grad_norm=clip, lambda_entropy=entropy,
+                        ratio_clip=ratio_clip).resolve(True, "cpu")  # fmt: skip
+        torch.manual_seed(i)
+        agents.append(agent_class(spec, config, torch.device("cpu")))
+    return env, agents
+
+
+def _max_difference(agents, references) -> float:
+    worst = 0.0
+    for agent, ref in zip(agents, references, strict=True):
+        for name in ("actor", "critic", "reward"):
+            mine, theirs = agent.nets[name].state_dict(), ref.nets[name].state_dict()
+            for key in mine:
+                worst = max(worst, (mine[key].double() - theirs[key].double()).abs().max().item())
+        for name in ("actor", "critic"):
+            mine = agent.optimizers[name].state_dict()["state"]
+            theirs = ref.optimizers[name].state_dict()["state"]
+            assert mine.keys() == theirs.keys()
+            for j in mine:
+                for field in ("step", "exp_avg", "exp_avg_sq"):
+                    d = (mine[j][field].double() - theirs[j][field].double()).abs().max().item()
+                    worst = max(worst, d)
+    return worst
+
+
+def _update_both(env, agents, updates: int) -> list:
+    """`updates` rollouts, each updated vmapped and by every member's own `ppo_update` with
+    the same mini-batch order; returns the members' own (reference) agents."""
+    model = VmapPPO(agents)
+    state, _ = env.reset(seed=0)
+    model.last_state = state
+    references = [copy.deepcopy(a) for a in agents]
+    size = HORIZON * SUB_ENVS
+    config = agents[0].config
+    num_updates = max(1, int(config.repeat_times * size / config.batch_size))
+    num_perms = -(-num_updates * config.batch_size // size)
+    for u in range(updates):
+        rollout = model.explore_env(env, HORIZON)
+        orders = []
+        for i in range(MEMBERS):  # the permutations `ppo_update` draws after this seed
+            torch.manual_seed(100 * u + i)
+            orders.append(torch.cat([torch.randperm(size) for _ in range(num_perms)]))
+        model.update(rollout, torch.stack(orders))
+        for i, ref in enumerate(references):
+            torch.manual_seed(100 * u + i)
+            ref.ppo_update(Rollout(*(x[:, i] for x in rollout)))
+    model.write_back()
+    return references
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_vmapped_update_equals_each_members_own_update(env_id):
+    """Each member's own learning rate, gradient clip, entropy weight and clip range; weights,
+    normaliser and reward statistics, and Adam moments and steps agree to 1e-5."""
+    torch.manual_seed(0)
+    env, agents = _members(env_id)
+    references = _update_both(env, agents, updates=1)
+    assert _max_difference(agents, references) < 1e-5
+    first = next(iter(agents[0].optimizers["actor"].state_dict()["state"].values()))
+    assert first["step"].item() == 16  # 4 epochs x 4 mini-batches were taken
+    assert agents[0].optimizers["actor"].param_groups[0]["lr"] == HPARAMS[0][0]
+
+
+def test_vmapped_updates_agree_exactly_in_double_precision():
+    """Several rollouts at large learning rates (float32 rounding grows there): the same
+    arithmetic, to 1e-9 in float64."""
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        env, agents = _members("Pendulum-v1", lrs=[1e-3, 1e-2, 3e-2])
+        references = _update_both(env, agents, updates=3)
+        assert _max_difference(agents, references) < 1e-9
+    finally:
+        torch.set_default_dtype(default)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "xiaoyarl", "population", *args],
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+
+
+def test_vmapped_generational_population_learns_cartpole(tmp_path):
+    space = tmp_path / "space.yaml"
+    space.write_text("learning_rate: {log_uniform: [1.0e-4, 1.0e-2]}\n")
+    out = tmp_path / "pop"
+    result = _cli("ppo", "CartPole-v1", "--members", "4", "--population-backend", "vmap",
+                  "--max-steps", "60000", "--generation-steps", "20000", "--search", str(space),
+                  "--out", str(out), "--target-return", "none", "--summary-json",
+                  str(tmp_path / "summary.json"))  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = read_population_csv(out)
+    assert sum(r["event"] == "trained" for r in rows) == 12  # 4 members x 3 generations
+    exploits = [r for r in rows if r["event"] == "exploit"]
+    assert len(exploits) == 2  # the bottom member, at each of 2 generation boundaries
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["done"] and summary["best_score"] >= 475  # CartPole's target
+    for name, member in summary["members"].items():
+        checkpoint = load_plain(out / "members" / name / "checkpoint" / "state.pt")
+        assert checkpoint["counters"]["total_steps"] == member["steps"] >= 60000
+        lr = checkpoint["agent"]["optimizers"]["actor"]["param_groups"][0]["lr"]
+        assert lr == pytest.approx(member["hparams"]["learning_rate"])
+    # a member's folder is an ordinary run folder: its best policy evaluates
+    play = subprocess.run([sys.executable, "-m", "xiaoyarl", "eval",
+                           str(out / "members" / summary["best_member"]), "--episodes", "3"],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert play.returncode == 0, play.stderr[-2000:]
+    assert float(play.stdout.split(":")[1].split()[0]) >= 475
+
+
+def test_vmapped_tournament_fills_the_leaderboard(tmp_path):
+    out = tmp_path / "pop"
+    result = _cli("ppo", "CartPole-v1", "--scheme", "tournament", "--members", "3",
+                  "--population-backend", "vmap", "--max-steps", "20000", "--pod-steps",
+                  "10000", "--leaderboard-size", "2", "--out", str(out), "--target-return",
+                  "none")  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = read_population_csv(out)
+    assert sum(r["event"] == "trained" for r in rows) == 6  # budget 3 x 20k in pods of 10k
+    assert sum(r["event"] == "from_leaderboard" for r in rows) == 3
+    board = json.loads((out / "leaderboard" / "board.json").read_text())
+    assert len(board["entries"]) == 2
+
+
+@pytest.mark.parametrize("algo, space, words", [
+    ("sac", {}, "sac members need the process backend"),
+    ("ppo", {"net_dims": {"choice": [[64, 64], [32]]}}, "not net_dims"),
+])  # fmt: skip
+def test_vmap_backend_refuses_what_it_cannot_stack(algo, space, words):
+    pop = PopulationConfig(backend="vmap", search_space=space)
+    with pytest.raises(ConfigError, match=words):
+        pop.validate(Config(algo=algo, env_id="Pendulum-v1"))
