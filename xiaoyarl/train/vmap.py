@@ -78,8 +78,8 @@ def same_shape(configs: list[Config]) -> None:
         now = {k: v for k, v in config.to_dict().items() if k not in skip}
         diff = sorted(k for k in first if first[k] != now[k])
         if diff:
-            raise ConfigError(f"vmapped members must share every setting but {', '.join(PER_MEMBER)};"
-                              f" these differ: {', '.join(diff)}.")  # fmt: skip
+            raise ConfigError(f"vmapped members must share every setting but "
+                              f"{', '.join(PER_MEMBER)}; these differ: {', '.join(diff)}.")  # fmt: skip
 
 
 class _Stack(nn.Module):
@@ -223,7 +223,8 @@ class VmapPPO:
     # --- acting ------------------------------------------------------------------------------
     @torch.no_grad()
     def explore_env(self, env: VecEnv, horizon_len: int) -> Rollout:
-        """A rollout `(T, M, N, ...)` of every member in its own sub-envs (`AgentPPO.explore_env`)."""
+        """A rollout `(T, M, N, ...)` of every member in its own sub-envs, as
+        `AgentPPO.explore_env`."""
         m, n = self.m, self.num_envs
         get_action = self.vmapped(lambda nets, s: nets["actor"].get_action(s), "different")
         columns: dict[str, list[torch.Tensor]] = {f: [] for f in Rollout._fields}
@@ -254,7 +255,9 @@ class VmapPPO:
         return run_episodes(env, policy, seed=seed).view(self.m, -1).mean(1)
 
     # --- the update --------------------------------------------------------------------------
-    def update(self, rollout: Rollout, order: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    def update(
+        self, rollout: Rollout, order: torch.Tensor | None = None
+    ) -> dict[str, torch.Tensor]:
         """Every member's `ppo_update` on its part of `rollout` `(T, M, N, ...)`; returns the
         logged losses `(M,)` each. `order` `(M, L)`: each member's mini-batch order (indices
         into its `T * N` transitions, time-major); None draws a permutation per member."""
@@ -300,6 +303,7 @@ class VmapPPO:
             grads = torch.autograd.grad(loss.sum(), list(self.params.values()))
             self._adam_steps(dict(zip(self.params, grads, strict=True)))
             logs += step_logs
+
         def merge(nets: nn.ModuleDict, s: torch.Tensor) -> torch.Tensor:
             nets["actor"].norm.update(s)  # updates the (stacked) statistics in place
             return s.new_zeros(())
@@ -344,7 +348,7 @@ class VmapPPO:
         returns the rollouts done."""
         deadline = math.inf if seconds is None else time.perf_counter() + seconds
         done = 0
-        while (done < rollouts if seconds is None else time.perf_counter() < deadline):
+        while done < rollouts if seconds is None else time.perf_counter() < deadline:
             if not keep_going():
                 break
             self.update(self.explore_env(env, self.config.horizon_len))
@@ -373,9 +377,15 @@ def member_checkpoint(loop_counters: dict, config: Config, agent: AgentPPO) -> d
         "env": None,
         "evaluator": None,
         "episodes": None,
-        "counters": {"next_eval": 0, "next_checkpoint": 0, "steps_to_target": None,
-                     "seconds_to_target": None, "process_seconds_to_target": None,
-                     "last_eval": None, **loop_counters},  # fmt: skip
+        "counters": {
+            "next_eval": 0,
+            "next_checkpoint": 0,
+            "steps_to_target": None,
+            "seconds_to_target": None,
+            "process_seconds_to_target": None,
+            "last_eval": None,
+            **loop_counters,
+        },  # fmt: skip
         "rng": {"torch": torch.get_rng_state()},
     }
 
