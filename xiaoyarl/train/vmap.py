@@ -78,8 +78,11 @@ def same_shape(configs: list[Config]) -> None:
         now = {k: v for k, v in config.to_dict().items() if k not in skip}
         diff = sorted(k for k in first if first[k] != now[k])
         if diff:
-            raise ConfigError(f"vmapped members must share every setting but "
-                              f"{', '.join(PER_MEMBER)}; these differ: {', '.join(diff)}.")  # fmt: skip
+            shared = ", ".join(PER_MEMBER)
+            raise ConfigError(
+                f"vmapped members must share every setting but {shared}; these differ: "
+                f"{', '.join(diff)}."
+            )
 
 
 class _Stack(nn.Module):
