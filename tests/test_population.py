@@ -210,5 +210,8 @@ def test_cloud_recipe_launches_the_readme_command():
     endpoint = expected.index("--rdzv-endpoint") + 1
     assert command[:endpoint] == expected[:endpoint]
     assert command[endpoint + 1 :] == expected[endpoint + 1 :]
+    env = job["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "value": "1"} in env
+    assert "export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1" in readme
     dockerfile = (root / "deploy" / "Dockerfile").read_text()
     assert 'ENTRYPOINT ["xiaoyarl"]' in dockerfile and "TORCH_INDEX" in dockerfile

@@ -190,7 +190,16 @@ class Slot:
             target=member_main, name=f"xiaoyarl-{task['member']}",
             args=(config.to_dict(), resume, task["seconds"], str(result_path)),
         )  # fmt: skip
-        process.start()
+        try:
+            process.start()
+        except (EOFError, OSError):  # the process group was signalled while the child forked
+            if self.stop_signal is None:
+                raise
+            with locked(self.p.folder):
+                state = self.p.read_state()
+                self._record(state, task["member"])["claim"] = None
+                self.p.write_state(state)
+            return
         stopped = False
         while process.is_alive():
             process.join(HEARTBEAT_SECONDS)
