@@ -164,7 +164,8 @@ def test_tournament_replaces_a_killed_member_and_keeps_the_leaderboard(tmp_path)
     out = tmp_path / "pop"
     launcher = subprocess.Popen(
         [sys.executable, "-m", "xiaoyarl", "population", "ppo", "CartPole-v1", "--scheme",
-         "tournament", "--members", "2", "--max-steps", "60000", "--pod-steps", "10000",
+         "tournament", "--members", "4", "--workers", "4", "--max-steps", "40000",
+         "--pod-steps", "10000",
          "--out", str(out), "--target-return", "none"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
