@@ -216,3 +216,19 @@ def test_cloud_recipe_launches_the_readme_command():
     assert "export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1" in readme
     dockerfile = (root / "deploy" / "Dockerfile").read_text()
     assert 'ENTRYPOINT ["xiaoyarl"]' in dockerfile and "TORCH_INDEX" in dockerfile
+
+
+def test_generations_measured_in_seconds(tmp_path):
+    """`--generation-seconds`: every member trains a few seconds per generation (each ends
+    with an evaluation), until the members reach the budget."""
+    out = tmp_path / "pop"
+    result = _cli("ppo", "CartPole-v1", "--members", "2", "--workers", "2", "--max-steps",
+                  "30000", "--generation-seconds", "1.5", "--out", str(out), "--target-return",
+                  "none")  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = [r for r in read_population_csv(out) if r["event"] == "trained"]
+    generations = {int(r["generation"]) for r in rows}
+    assert len(generations) >= 2  # a 1.5-second generation is shorter than the budget
+    for member in ("member-00", "member-01"):
+        steps = [r["step"] for r in rows if r["member"] == member]
+        assert steps == sorted(steps) and steps[0] < 30000 <= steps[-1]

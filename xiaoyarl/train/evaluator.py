@@ -234,9 +234,15 @@ def plot_learning_curve(
     ax.set_title(title or "")
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right")
+    return save_figure(fig, run_dir / "learning_curve.png")
+
+
+def save_figure(fig, path: Path) -> Path:  # noqa: ANN001 - a matplotlib Figure
+    """Lay out, write and close `fig` as `path`, atomically (a reader never sees half a PNG)."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
-    path = run_dir / "learning_curve.png"
-    tmp = path.with_name(".learning_curve.tmp.png")
+    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
     fig.savefig(tmp)
     plt.close(fig)
     tmp.replace(path)

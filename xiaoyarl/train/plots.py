@@ -39,11 +39,15 @@ def plot_population(folder: str | Path) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from xiaoyarl.train.evaluator import save_figure
+
     by_member: dict[str, list[dict]] = {}
     for row in rows:
         by_member.setdefault(row["member"], []).append(row)
     trained = [r for r in rows if r["event"] == "trained"]
-    best = max(trained, key=lambda r: r["score"] if r["score"] is not None else -math.inf)
+    latest = {r["member"]: r for r in trained}  # each member's (pod's) latest score, as the
+    # summary ranks them
+    best = max(latest.values(), key=lambda r: r["score"] if r["score"] is not None else -math.inf)
     panels = 1 + len(numeric)
     fig, axes = plt.subplots(panels, 1, figsize=(8, 3.6 + 2.4 * (panels - 1)), dpi=110,
                              sharex=True, squeeze=False)  # fmt: skip
@@ -84,10 +88,4 @@ def plot_population(folder: str | Path) -> Path | None:
         ax.set_ylabel(field)
         ax.grid(alpha=0.3)
     axes[-1][0].set_xlabel("env steps (of each member)")
-    fig.tight_layout()
-    path = folder / "population.png"
-    tmp = path.with_name(".population.tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    return save_figure(fig, folder / "population.png")

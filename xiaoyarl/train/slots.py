@@ -29,6 +29,7 @@ from pathlib import Path
 from xiaoyarl.config import Config
 from xiaoyarl.errors import ConfigError
 from xiaoyarl.train.leaderboard import locked
+from xiaoyarl.train.loop import Callback, TrainLoop
 from xiaoyarl.train.population import Population, PopulationConfig
 
 HEARTBEAT_SECONDS = 2.0
@@ -87,14 +88,13 @@ def member_main(config_dict: dict, resume: bool, seconds: float | None, result_p
     _die_with_parent()
     for name in _TORCHRUN_VARS:  # a member is one agent, not a rank of a learner job
         os.environ.pop(name, None)
-    from xiaoyarl.train.loop import Callback
     from xiaoyarl.train.run import train_agent
 
     config = Config.from_dict(config_dict, source="member")
     log_path = Path(config.cwd) / "log.txt"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "a", buffering=1) as log:
-        callbacks = [] if seconds is None else [_StopAfter(seconds, Callback)]
+        callbacks = [] if seconds is None else [StopAfter(seconds)]
         try:
             summary = train_agent(config, resume=resume, log=lambda s: print(s, file=log),
                                   callbacks=callbacks)  # fmt: skip
@@ -106,20 +106,17 @@ def member_main(config_dict: dict, resume: bool, seconds: float | None, result_p
     Path(result_path).write_text(json.dumps(clean))
 
 
-def _StopAfter(seconds: float, base: type) -> object:  # noqa: N802 - a class factory
-    class StopAfter(base):
-        """Ends a generation after `seconds` of training, with an evaluation at that step."""
+class StopAfter(Callback):
+    """Ends a generation after `seconds` of training, with an evaluation at that step."""
 
-        def __init__(self) -> None:
-            self.deadline = time.perf_counter() + seconds
+    def __init__(self, seconds: float) -> None:
+        self.deadline = time.perf_counter() + seconds
 
-        def on_update(self, loop, logs):  # noqa: ANN001, ANN201
-            if time.perf_counter() < self.deadline:
-                return None
-            loop.next_eval = loop.total_steps  # the loop evaluates now, then stops
-            return False
-
-    return StopAfter()
+    def on_update(self, loop: TrainLoop, logs: dict) -> bool | None:
+        if time.perf_counter() < self.deadline:
+            return None
+        loop.next_eval = loop.total_steps  # the loop evaluates now, then stops
+        return False
 
 
 # --- a slot ----------------------------------------------------------------------------------
