@@ -140,6 +140,8 @@ def test_vmapped_generational_population_learns_cartpole(tmp_path):
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert play.returncode == 0, play.stderr[-2000:]
     assert float(play.stdout.split(":")[1].split()[0]) >= 475
+    again = _cli("--resume", str(out))  # a finished vmapped population resumes to "done"
+    assert again.returncode == 0 and "population done" in again.stdout, again.stderr[-2000:]
 
 
 def test_vmapped_tournament_fills_the_leaderboard(tmp_path):
