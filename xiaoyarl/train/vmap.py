@@ -249,14 +249,14 @@ class VmapPPO:
 
     @torch.no_grad()
     def evaluate(self, env: VecEnv, seed: int | None = None) -> torch.Tensor:
-        """Mean return `(M,)` of each member's deterministic policy over its block of `env`'s
-        sub-envs (one episode each; `env` has M * K sub-envs)."""
+        """Returns `(M, K)` of each member's deterministic policy, one episode in each of its
+        block of `env`'s sub-envs (`env` has M * K sub-envs)."""
         act = self.vmapped(lambda nets, s: nets["actor"](s))
 
         def policy(state: torch.Tensor) -> torch.Tensor:
             return act(self.state, state.view(self.m, -1, state.shape[-1])).flatten(0, 1)
 
-        return run_episodes(env, policy, seed=seed).view(self.m, -1).mean(1)
+        return run_episodes(env, policy, seed=seed).view(self.m, -1)
 
     # --- the update --------------------------------------------------------------------------
     def update(
@@ -456,7 +456,8 @@ class VmapSlot(Slot):
             return
         train_seconds = time.perf_counter() - start
         eval_env = build_env(first, m * first.eval_episodes, device, backend, first.seed + 10_000)
-        scores = model.evaluate(eval_env, seed=seed + 10_000)
+        returns = model.evaluate(eval_env, seed=seed + 10_000)
+        scores, spreads = returns.mean(1), returns.std(1, unbiased=False)
         eval_env.close()
         model.write_back()
         results = []
@@ -473,7 +474,7 @@ class VmapSlot(Slot):
             config.save(folder / "config.yaml")
             append_csv_row(folder / "recorder.csv",
                            {"step": c["total_steps"], "time": c["train_seconds"],
-                            "eval_mean": float(scores[i]), "eval_std": 0.0},
+                            "eval_mean": float(scores[i]), "eval_std": float(spreads[i])},
                            RECORDER_FIELDS)  # fmt: skip
             results.append({"total_steps": c["total_steps"], "final_eval_mean": float(scores[i])})
         self._release(tasks, results)
