@@ -7,6 +7,7 @@ import json
 import multiprocessing as mp
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -232,3 +233,14 @@ def test_generations_measured_in_seconds(tmp_path):
     for member in ("member-00", "member-01"):
         steps = [r["step"] for r in rows if r["member"] == member]
         assert steps == sorted(steps) and steps[0] < 30000 <= steps[-1]
+
+
+@pytest.mark.parametrize("option, words", [
+    (["--resample-probability", "2"], "resample_probability=2.0; expected a probability"),
+    (["--perturb-factors", "0.5", "-1"], "perturb_factors=.*expected positive factors"),
+])  # fmt: skip
+def test_bad_explore_options_get_a_clear_error(tmp_path, option, words):
+    result = _cli("ppo", "CartPole-v1", "--out", str(tmp_path / "pop"), *option)
+    assert result.returncode != 0
+    assert re.search(words, result.stderr), result.stderr[-2000:]
+    assert not (tmp_path / "pop").exists()  # refused before anything was written

@@ -204,7 +204,9 @@ def _parser() -> argparse.ArgumentParser:
     pop.add_argument("--eval-every", type=_int_like, metavar="N")
     pop.add_argument("--eval-episodes", type=int, metavar="K")
     pop.add_argument("--num-envs", type=int, metavar="N")
-    pop.add_argument("--threads", type=int, metavar="N", help="per member (default 1)")
+    pop.add_argument("--threads", type=int, metavar="N",
+                     help="per member process (default 1); vmap: of the one process (default: "
+                          "every core)")  # fmt: skip
     pop.add_argument("--device", metavar="auto|cpu|cuda|cuda:N")
     pop.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                      help="set a Config field of every member (repeatable)")  # fmt: skip
