@@ -9,7 +9,7 @@ import math
 import sys
 from pathlib import Path
 
-from xiaoyarl.config import Config
+from xiaoyarl.config import BACKENDS, Config
 from xiaoyarl.errors import ConfigError, XiaoyaError
 
 # train options that map one-to-one onto Config fields (option dest -> field)
@@ -42,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     train = sub.add_parser("train", help="train an agent", description="Train ALGO on ENV.")
     train.add_argument("algo", help="algorithm, e.g. ppo or a2c (see `xiaoyarl list`)")
     train.add_argument("env", help="env id: built-in torch env, gymnasium id, or module:Env-v0")
-    train.add_argument("--backend", choices=["auto", "torch", "gymnasium", "envpool"])
+    train.add_argument("--backend", choices=list(BACKENDS))
     train.add_argument("--vector-mode", choices=["sync", "async"], help="gymnasium sub-envs")
     train.add_argument("--num-envs", type=int, metavar="N", help="sub-envs (per worker)")
     train.add_argument("--runner", choices=["single", "parallel"],
@@ -100,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
 
     chk = sub.add_parser("check-env", help="check an env against xiaoyarl's env contract")
     chk.add_argument("env_id", help="built-in torch env, gymnasium id, or module:Env-v0")
-    chk.add_argument("--backend", choices=["auto", "torch", "gymnasium", "envpool"],
+    chk.add_argument("--backend", choices=list(BACKENDS),
                      default="auto")  # fmt: skip
     chk.add_argument("--num-envs", type=int, default=4, metavar="N")
     chk.add_argument("--seed", type=int, default=0)

@@ -22,7 +22,7 @@ import yaml
 
 from xiaoyarl.errors import ConfigError
 
-BACKENDS = ("auto", "torch", "gymnasium", "envpool")
+BACKENDS = ("auto", "torch", "gymnasium", "envpool", "playground")
 VECTOR_MODES = ("sync", "async")
 # the agents whose actor the H-term add-on (`h_term`) extends
 H_TERM_ALGOS = ("ppo", "a2c", "ddpg", "td3", "sac", "modsac", "redq")
@@ -35,7 +35,8 @@ class Config:
     # --- what to train ---
     algo: str = "ppo"  # lower-case algorithm name, see `xiaoyarl list`
     env_id: str = "CartPole-v1"  # built-in torch env, gymnasium id, or "my_module:MyEnv-v0"
-    backend: str = "auto"  # auto (torch-native when one exists) | torch | gymnasium | envpool
+    backend: str = "auto"  # auto (torch-native when one exists) | torch | gymnasium | envpool |
+    # playground (MuJoCo Playground's JAX tasks)
     vector_mode: str = "sync"  # gymnasium backend: sync (one process) | async (a process per env)
     env_kwargs: dict | None = None  # keyword arguments of the env (e.g. StockTrading-v0's market;
     # gymnasium.make's kwargs), as a mapping: --set env_kwargs={market: synthetic}
@@ -312,12 +313,13 @@ class Config:
                 )
         return self
 
-    def resolve(self, torch_native: bool, device_type: str = "cpu") -> Config:
+    def resolve(self, batched: bool, device_type: str = "cpu") -> Config:
         """A copy with every `None` default filled in for this algorithm, backend and device
-        type ("cpu" or "cuda"), validated."""
+        type ("cpu" or "cuda"), validated. `batched`: the env steps its sub-envs as one tensor
+        program (torch-native, or MuJoCo Playground's JAX), so it gets the batched defaults."""
         self.validate()
         resolved = dataclasses.replace(self)
-        for name, value in _auto_defaults(resolved, torch_native, device_type).items():
+        for name, value in _auto_defaults(resolved, batched, device_type).items():
             if getattr(resolved, name) is None:
                 setattr(resolved, name, value)
         return resolved.validate()
@@ -339,12 +341,13 @@ def ignored_fields(config: Config) -> list[str]:
     )
 
 
-def _auto_defaults(config: Config, torch_native: bool, device_type: str = "cpu") -> dict:
+def _auto_defaults(config: Config, batched: bool, device_type: str = "cpu") -> dict:
     """Defaults that depend on the algorithm, env backend and device (where a field is None).
 
     On-policy: a PPO rollout holds at least 1,024 transitions (e.g. 8 sub-envs x 128 steps),
-    cut into 4 mini-batches for 4 epochs. On a GPU torch-native envs get 1,024 sub-envs (16 steps
-    each), since more sub-envs cost next to nothing there; on a CPU the network update
+    cut into 4 mini-batches for 4 epochs. On a GPU batched envs (torch-native, Playground's
+    JAX tasks) get 1,024 sub-envs (16 steps each), since more sub-envs cost next to nothing
+    there; on a CPU the network update
     dominates, so they get 16 sub-envs and gymnasium envs 8, with longer horizons: fewer env
     steps per update learn more per second of CPU. A2C takes one gradient step per short
     rollout, as in its paper. Observations and rewards are normalised with running statistics.
@@ -364,8 +367,8 @@ def _auto_defaults(config: Config, torch_native: bool, device_type: str = "cpu")
     off_policy = (continuous or discrete).if_off_policy
     if off_policy and discrete is not None and issubclass(discrete, AgentDQN):
         return {
-            "num_envs": config.num_envs or (16 if torch_native else 4),
-            "horizon_len": 1 if torch_native else 2,
+            "num_envs": config.num_envs or (16 if batched else 4),
+            "horizon_len": 1 if batched else 2,
             "batch_size": 64,
             "repeat_times": 0.5,
             "learning_rate": 1e-3,
@@ -376,8 +379,8 @@ def _auto_defaults(config: Config, torch_native: bool, device_type: str = "cpu")
         }
     if off_policy:
         return {
-            "num_envs": config.num_envs or (16 if torch_native else 1),
-            "horizon_len": 1 if torch_native else 8,
+            "num_envs": config.num_envs or (16 if batched else 1),
+            "horizon_len": 1 if batched else 8,
             "batch_size": 256,
             "repeat_times": 4.0 if config.algo == "redq" else 1.0,
             "learning_rate": 3e-4,
@@ -387,7 +390,7 @@ def _auto_defaults(config: Config, torch_native: bool, device_type: str = "cpu")
             "num_critics": {"ddpg": 1, "maddpg": 1, "redq": 10}.get(config.algo, 2),
             "eval_every": 2_000,
         }
-    num_envs = config.num_envs or ((1024 if device_type == "cuda" else 16) if torch_native else 8)
+    num_envs = config.num_envs or ((1024 if device_type == "cuda" else 16) if batched else 8)
     common = {"num_envs": num_envs, "net_dims": [64, 64], "state_norm": True, "reward_norm": True}
     if config.algo == "a2c":
         horizon_len = config.horizon_len or 8

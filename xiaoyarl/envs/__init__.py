@@ -18,12 +18,18 @@ TORCH_ENVS: dict[str, type[VecEnv]] = {
     "Chase-v0": ChaseEnv,
 }
 
-BACKENDS = ("auto", "torch", "gymnasium", "envpool")
+BACKENDS = ("auto", "torch", "gymnasium", "envpool", "playground")
 
 
 def is_torch_native(env_id: str, backend: str = "auto") -> bool:
     """Whether `make_env(env_id, backend=backend)` gives a torch-native env."""
     return backend in ("auto", "torch") and env_id in TORCH_ENVS
+
+
+def is_batched(env_id: str, backend: str = "auto") -> bool:
+    """Whether the env steps all its sub-envs as one batched tensor program (torch-native, or
+    MuJoCo Playground's JAX), so that many sub-envs cost little more than one."""
+    return is_torch_native(env_id, backend) or backend == "playground"
 
 
 def make_env(
@@ -40,7 +46,8 @@ def make_env(
     backend: "auto" takes the torch-native env when there is one for `env_id`, else gymnasium;
     "torch" insists on the torch-native env; "gymnasium" always adapts gymnasium's env (ids of
     the form "my_module:MyEnv-v0" import `my_module` first, so it can register its envs);
-    "envpool" takes EnvPool's C++ version of the task (optional extra).
+    "envpool" takes EnvPool's C++ version of the task (optional extra); "playground" takes a
+    MuJoCo Playground task (JAX/MJX, optional extra) on the JAX device matching `device`.
     vector_mode: how gymnasium sub-envs run, "sync" (in this process) or "async" (one process each).
     env_kwargs: keyword arguments of the env: the torch-native env's constructor (e.g. the
     market of "StockTrading-v0"), or `gymnasium.make`'s.
@@ -60,6 +67,10 @@ def make_env(
         if env_kwargs:
             raise EnvError("env_kwargs are not passed to EnvPool envs; use backend gymnasium.")
         return EnvPoolVecEnv(env_id, num_envs, device=device, seed=seed)
+    if backend == "playground":
+        from xiaoyarl.envs.playground import PlaygroundVecEnv
+
+        return PlaygroundVecEnv(env_id, num_envs, device=device, seed=seed, env_kwargs=env_kwargs)
     from xiaoyarl.envs.gym import GymVecEnv
 
     return GymVecEnv(env_id, num_envs, device=device, seed=seed, vector_mode=vector_mode,
@@ -74,6 +85,7 @@ __all__ = [
     "TORCH_ENVS",
     "TorchVecEnv",
     "VecEnv",
+    "is_batched",
     "is_torch_native",
     "make_env",
 ]

@@ -110,7 +110,7 @@ def check_env(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         usable = True
-        if backend != "envpool" and not is_torch_native(env_id, backend):
+        if backend not in ("envpool", "playground") and not is_torch_native(env_id, backend):
             usable = _check_gymnasium(env_id, seed, steps, found)
         if usable:
             _check_vec_env(env_id, backend, num_envs, seed, steps, found)

@@ -13,7 +13,7 @@ import torch
 
 from xiaoyarl.agents import agent_class
 from xiaoyarl.config import Config, ignored_fields
-from xiaoyarl.envs import is_torch_native, make_env
+from xiaoyarl.envs import is_batched, is_torch_native, make_env
 from xiaoyarl.envs.base import EnvSpec, VecEnv
 from xiaoyarl.envs.multi import (
     MULTI_AGENT_ENVS,
@@ -146,12 +146,12 @@ def train_agent(
             )
         if device.type == "cuda":
             device = torch.device("cuda", ranks[2])  # one GPU per rank of this machine
-    config = config.resolve(torch_native, device.type)
+    config = config.resolve(torch_native or is_batched(config.env_id, config.backend), device.type)
     threads = choose_threads(config.threads)
     torch.set_num_threads(threads)
     check_logger_packages(config)
     backend = "torch" if torch_native else "gymnasium"
-    if config.backend in ("envpool", "torch"):
+    if config.backend in ("envpool", "torch", "playground"):
         backend = config.backend  # make_env refuses a torch backend without a torch-native env
     if multi_agent and not torch_native:
         backend = "pettingzoo"
