@@ -96,21 +96,21 @@ def test_clear_errors(env):
 
 
 @pytest.mark.slow
-def test_ppo_improves_on_cartpole_balance(tmp_path):
-    """PPO with its defaults (16 sub-envs on a CPU), 100k env steps of 500-step episodes: the
-    final evaluation beats a random policy's return by a wide margin."""
+def test_ppo_learns_cartpole_swingup(tmp_path):
+    """PPO with its defaults (16 sub-envs on a CPU), 40k env steps: the final evaluation is far
+    above a random policy's return (measured here: random ~40, PPO ~200 after 20k steps)."""
     from xiaoyarl import Config, train_agent
 
-    kwargs = {"impl": "jax", "episode_length": 500}
-    env = make_env(TASK, 10, "cpu", "playground", seed=5, env_kwargs=kwargs)
+    task, kwargs = "CartpoleSwingup", {"impl": "jax"}
+    env = make_env(task, 10, "cpu", "playground", seed=5, env_kwargs=kwargs)
     env.reset()
     returns = torch.zeros(10)
     generator = torch.Generator().manual_seed(0)
-    for _ in range(500):
+    for _ in range(env.spec.max_step):  # one whole episode of uniformly random actions
         returns += env.step(torch.rand(10, 1, generator=generator) * 2 - 1)[1]
     config = Config(
-        algo="ppo", env_id=TASK, backend="playground", env_kwargs=kwargs, max_steps=100_000,
-        stop_at_target=False, eval_every=50_000, cwd=str(tmp_path / "run"),
+        algo="ppo", env_id=task, backend="playground", env_kwargs=kwargs, max_steps=40_000,
+        stop_at_target=False, eval_every=20_000, cwd=str(tmp_path / "run"),
     )  # fmt: skip
     summary = train_agent(config, log=None)
-    assert summary["final_eval_mean"] > returns.mean().item() + 50
+    assert summary["final_eval_mean"] > returns.mean().item() + 80
