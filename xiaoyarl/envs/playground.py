@@ -110,6 +110,9 @@ def _compiled(env_id: str, config_items: tuple, num_envs: int, jax_device: Any) 
     def reset(key: Any) -> tuple:
         key, sub = jax.random.split(key)
         state = vreset(jax.random.split(sub, num_envs))
+        # a task's reset may build leaves from Python numbers (weakly typed) that its step
+        # returns strongly typed; typed alike, the step compiles once instead of twice
+        state = jax.tree.map(lambda x: x.astype(x.dtype), state)
         return key, state, jnp.zeros(num_envs, jnp.int32), observe(state)
 
     def step(key: Any, state: Any, elapsed: Any, action: Any) -> tuple:
