@@ -58,7 +58,7 @@ def train(
         eval_every=10**15, cwd=str(root / f"{algo}_{env_id}_{num_envs}_{time.time_ns()}"),
     )  # fmt: skip
     config.apply_overrides(overrides)
-    resolved = config.resolve(torch_native=True, device_type=torch.device(device).type)
+    resolved = config.resolve(batched=True, device_type=torch.device(device).type)
     config.max_steps = rollouts * resolved.num_envs * resolved.horizon_len
     return train_agent(config, log=None)
 

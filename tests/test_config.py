@@ -39,11 +39,11 @@ def test_batch_larger_than_rollout_is_rejected():
 
 
 def test_resolve_fills_automatic_defaults_per_backend_and_algo():
-    torch_ppo = Config(algo="ppo").resolve(torch_native=True)
-    gym_ppo = Config(algo="ppo").resolve(torch_native=False)
-    a2c = Config(algo="a2c").resolve(torch_native=True)
+    torch_ppo = Config(algo="ppo").resolve(batched=True)
+    gym_ppo = Config(algo="ppo").resolve(batched=False)
+    a2c = Config(algo="a2c").resolve(batched=True)
     assert torch_ppo.num_envs == 16 and gym_ppo.num_envs == 8
-    assert Config(algo="ppo").resolve(torch_native=True, device_type="cuda").num_envs == 1024
+    assert Config(algo="ppo").resolve(batched=True, device_type="cuda").num_envs == 1024
     for c in (torch_ppo, gym_ppo):
         assert c.num_envs * c.horizon_len >= 1024
         assert c.batch_size == c.num_envs * c.horizon_len // 4

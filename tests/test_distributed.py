@@ -32,7 +32,7 @@ def make_agent(algo: str, num_envs: int, batch_size: int):
     env_id = "Pendulum-v1"
     config = Config(algo=algo, env_id=env_id, num_envs=num_envs, horizon_len=T,
                     batch_size=batch_size, net_dims=[16, 16], learning_starts=0,
-                    buffer_size=1024).resolve(torch_native=True)  # fmt: skip
+                    buffer_size=1024).resolve(batched=True)  # fmt: skip
     spec = make_env(env_id, num_envs).spec
     torch.manual_seed(0)
     return agent_class(algo, spec)(spec, config, torch.device("cpu"))

@@ -149,7 +149,7 @@ def test_the_actor_gets_the_h_term_gradient_once_active(algo):
     env = make_env("Pendulum-v1", 4, seed=0)
     fields = dict(algo=algo, env_id="Pendulum-v1", batch_size=32, horizon_len=64, num_envs=4,
                   learning_starts=0, h_term=True, h_term_start=100)  # fmt: skip
-    config = Config(**fields).resolve(torch_native=True)
+    config = Config(**fields).resolve(batched=True)
     agent = agent_class(algo, env.spec)(env.spec, config, torch.device("cpu"))
     agent.last_state = agent.observe(*env.reset(seed=0))
     rollout = agent.explore_env(env, 64)
@@ -177,7 +177,7 @@ def test_h_term_is_refused_where_there_is_no_policy_log_probability():
 
 def test_sac_logprob_of_its_own_samples():
     env = make_env("Pendulum-v1", 1)
-    config = Config(algo="sac", env_id="Pendulum-v1").resolve(torch_native=True)
+    config = Config(algo="sac", env_id="Pendulum-v1").resolve(batched=True)
     agent = agent_class("sac", env.spec)(env.spec, config, torch.device("cpu"))
     states = torch.randn(256, 3)
     torch.manual_seed(0)

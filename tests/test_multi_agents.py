@@ -24,7 +24,7 @@ SMALL = {"net_dims": [32, 32], "batch_size": 16, "learning_starts": 16, "buffer_
 
 def make_agent(algo, env_id, num_envs=4, **overrides):
     config = Config(algo=algo, env_id=env_id, num_envs=num_envs, **{**SMALL, **overrides})
-    config = config.resolve(torch_native=True)
+    config = config.resolve(batched=True)
     if algo == "mappo":
         config.batch_size = 16
     env = make_multi_agent_env(env_id, num_envs, seed=0)
@@ -88,7 +88,7 @@ def test_action_masks_are_never_violated(algo):
     """A PettingZoo env whose masks change every step and which raises on a masked action."""
     env_id = "test_pettingzoo_adapter:make_masked"
     pytest.importorskip("pettingzoo")
-    config = Config(algo=algo, env_id=env_id, num_envs=4, **SMALL).resolve(torch_native=False)
+    config = Config(algo=algo, env_id=env_id, num_envs=4, **SMALL).resolve(batched=False)
     config.batch_size = 16
     env = make_multi_agent_env(env_id, 4, seed=0)
     assert env.spec.has_action_mask

@@ -60,7 +60,7 @@ def test_gae_truncation_bootstraps_but_termination_does_not():
 
 def _agent(cls, env_id, num_envs=4, **overrides):
     config = Config(algo="a2c" if "A2C" in cls.__name__ else "ppo", env_id=env_id, **overrides)
-    config = config.resolve(torch_native=True)
+    config = config.resolve(batched=True)
     env = make_env(env_id, num_envs, seed=0)
     config.num_envs = num_envs
     agent = cls(env.spec, config, torch.device("cpu"))
