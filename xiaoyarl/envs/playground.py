@@ -27,6 +27,7 @@ so `info["final_state"]` holds each ended episode's last observation as in every
 from __future__ import annotations
 
 import functools
+import json
 import math
 import os
 from typing import Any
@@ -92,13 +93,14 @@ def _obs_width(observation_size: Any, env_id: str) -> int:
 
 
 @functools.lru_cache(maxsize=16)
-def _compiled(env_id: str, config_items: tuple, num_envs: int, jax_device: Any) -> tuple:
-    """(env, jitted reset, jitted step, state treedef) for one task, config, size and device."""
+def _compiled(env_id: str, overrides: str, num_envs: int, jax_device: Any) -> tuple:
+    """(env, jitted reset, jitted step, reset's output shapes, episode length) for one task,
+    config overrides (as JSON, so that nested values can be a cache key), size and device."""
     jax, registry = _import()
     import jax.numpy as jnp
 
     config = registry.get_default_config(env_id)
-    config.update(dict(config_items))
+    config.update(json.loads(overrides))
     env = registry.load(env_id, config=config)
     limit = int(config.episode_length)
     vreset, vstep = jax.vmap(env.reset), jax.vmap(env.step)
@@ -183,10 +185,10 @@ class PlaygroundVecEnv(VecEnv):
         self.num_envs = num_envs
         self.device = torch.device(device)
         self._jax_device = _jax_device(jax, self.device)
-        items = tuple(sorted((env_kwargs or {}).items()))
+        overrides = json.dumps(env_kwargs or {}, sort_keys=True)
         try:
             env, self._reset_fn, self._step_fn, self._shapes, limit = _compiled(
-                env_id, items, num_envs, self._jax_device
+                env_id, overrides, num_envs, self._jax_device
             )
         except EnvError:
             raise
