@@ -133,3 +133,19 @@ def test_config_file_and_gymnasium_backend(tmp_path):
     assert result.returncode == 0, result.stderr
     saved = (tmp_path / "run" / "config.yaml").read_text()
     assert "backend: gymnasium" in saved and "num_envs: 2" in saved and "- 16" in saved
+
+
+def test_playground_backend_without_the_extra_or_task_gets_a_clear_error(tmp_path):
+    """`--backend playground`: without the extra the error names what to install; with it, an
+    unknown task is named. Either way nothing is written."""
+    import importlib.util
+
+    result = cli("train", "ppo", "NoSuchTask", "--backend", "playground", "--cwd", "run",
+                 cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    if importlib.util.find_spec("mujoco_playground") is None:
+        assert "pip install -e .[playground]" in result.stderr
+    else:
+        assert "no task 'NoSuchTask'" in result.stderr
+    assert not (tmp_path / "run").exists()
