@@ -83,6 +83,24 @@ def test_state_dict_resumes_exactly(env):
         assert torch.equal(a[4]["final_state"], b[4]["final_state"])
 
 
+def test_actions_reach_the_simulator_aligned(env, monkeypatch):
+    """XLA on a GPU refuses buffers that do not start at a 16-byte boundary; an action that is
+    a slice of a larger tensor (here 4 bytes in) is copied first, and steps as its copy."""
+    offsets = []
+    to_jax = env._jax_array
+    monkeypatch.setattr(env, "_jax_array", lambda t: offsets.append(t.data_ptr() % 16) or to_jax(t))
+    pool = torch.linspace(-1, 1, N + 1)
+    sliced = pool[1:].view(N, 1)
+    assert sliced.data_ptr() % 16 == 4
+    env.reset(seed=4)
+    state = env.state_dict()
+    a = env.step(sliced)
+    env.load_state_dict(state)
+    b = env.step(sliced.clone())
+    assert offsets == [0, 0]
+    assert all(torch.equal(x, y) for x, y in zip(a[:4], b[:4], strict=True))
+
+
 def test_clear_errors(env):
     with pytest.raises(EnvError, match=r"must have shape \(8, 1\)"):
         env.step(torch.zeros(N))

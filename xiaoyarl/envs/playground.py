@@ -227,6 +227,8 @@ class PlaygroundVecEnv(VecEnv):
                 f"[-1, 1], got {tuple(action.shape)}."
             )
         action = action.detach().to(self.device, torch.float32).contiguous()
+        if action.data_ptr() % 16:  # XLA takes GPU buffers at 16-byte aligned addresses only
+            action = action.clone()  # (a slice of a larger tensor may start in between)
         out = self._step_fn(self._key, self._state, self._elapsed, self._jax_array(action))
         self._key, self._state, self._elapsed, obs, reward, terminated, truncated, final = out
         self.last_obs_array = obs
