@@ -12,6 +12,7 @@ from xiaoyarl import Config, load_policy, train_agent
 from xiaoyarl.agents import agent_class
 from xiaoyarl.agents.multi import QMixer, with_agent_ids
 from xiaoyarl.envs.multi import make_multi_agent_env
+from xiaoyarl.errors import ConfigError
 from xiaoyarl.nets import RunningNorm
 from xiaoyarl.train.checkpoint import load_plain
 
@@ -53,9 +54,12 @@ def test_explore_update_and_act_shapes(algo, env_id):
         assert action.shape == (4, 3, spec.action_dim) and action.abs().max() <= 1.0
 
 
-def test_qmix_mixer_is_monotonic_in_every_agents_q():
+@pytest.mark.parametrize("hypernet_layers", [1, 2])
+def test_qmix_mixer_is_monotonic_in_every_agents_q(hypernet_layers):
     torch.manual_seed(0)
-    mixer = QMixer(3, 7, RunningNorm(7, enabled=False))
+    mixer = QMixer(3, 7, RunningNorm(7, enabled=False), hypernet_layers=hypernet_layers)
+    linear = [m for m in mixer.hyper_w1 if isinstance(m, torch.nn.Linear)]
+    assert len(linear) == hypernet_layers and linear[-1].out_features == 3 * 32
     q = torch.randn(256, 3, requires_grad=True)
     state = torch.randn(256, 7) * 3
     total = mixer(q, state)
@@ -180,3 +184,19 @@ def test_the_command_line_trains_and_refuses_a_mismatch(tmp_path):
     assert wrong.returncode == 2 and "a multi-agent env" in wrong.stderr and "mappo" in wrong.stderr
     wrong = cli("train", "qmix", "CartPole-v1", "--cwd", str(tmp_path / "w"))
     assert wrong.returncode == 2 and "a single-agent env" in wrong.stderr
+
+
+def test_value_decomposition_standardises_team_rewards_when_asked():
+    """`reward_norm` (EPyMARL's standardised rewards): the TD target uses the team reward
+    minus its running mean, over its running std; off by default, and refused for DQN."""
+    agent, env = make_agent("vdn", "SpreadDiscrete-v0", reward_norm=True)
+    assert not make_agent("vdn", "SpreadDiscrete-v0")[0].reward_stats.enabled
+    rollout = agent.explore_env(env, 8)
+    agent.update_normalizers(rollout)
+    team = rollout.rewards.flatten()
+    assert torch.allclose(agent.reward_stats.mean, team.mean().view(1), atol=1e-4)
+    assert torch.allclose(agent.reward_stats.var, team.var(unbiased=False).view(1), rtol=1e-3)
+    scaled = agent.reward_stats(team.unsqueeze(-1)).squeeze(-1)
+    assert abs(scaled.mean().item()) < 1e-3 and abs(scaled.std(unbiased=False).item() - 1) < 1e-2
+    with pytest.raises(ConfigError, match="reward_norm=True does not apply to dqn"):
+        Config(algo="dqn", reward_norm=True).validate()

@@ -77,7 +77,8 @@ class Config:
     gamma: float = 0.99  # discount factor
     state_norm: bool | None = None  # running mean/std of observations; None: on-policy only
     state_norm_clip: float | None = 10.0  # normalised observations clamped to +-this; null: none
-    reward_norm: bool | None = None  # rewards / running std of return (ppo, a2c); None: on there
+    reward_norm: bool | None = None  # ppo, a2c: rewards / running std of return (None: on);
+    # vdn, qmix: team rewards standardised by their running mean and std, as EPyMARL (None: off)
 
     # --- rollout and update schedule ---
     horizon_len: int | None = None  # steps per sub-env per rollout; None: see `_auto_defaults`
@@ -112,6 +113,12 @@ class Config:
     target_q_reduce: str = "min"  # DDPG / TD3 / SAC: the target critics' values combined by
     # their "min" (the papers' clipped double Q) or their "mean" (an averaged ensemble; raise
     # num_critics for more members)
+
+    # --- value decomposition (vdn, qmix; agents/multi/value_decomposition.py) ---
+    mixer_embed_dim: int = 32  # QMIX: width of the mixing network's hidden layer
+    hypernet_layers: int = 2  # QMIX: layers of each hypernetwork that makes the mixing weights
+    # from the global state (2: with a ReLU layer between, as PyMARL; 1: linear, as the paper)
+    hypernet_dim: int = 64  # QMIX: width of that ReLU layer (hypernet_layers: 2)
 
     # --- the H-term stability add-on (ppo, a2c, ddpg, td3, sac, modsac, redq; agents/hterm.py) ---
     h_term: bool = False  # add the H-term to the actor's objective
@@ -239,7 +246,7 @@ class Config:
         for name in ("max_steps", "eval_episodes", "checkpoint_every",
                      "buffer_size", "target_update_every", "policy_delay", "redq_subset",
                      "explore_decay_steps", "per_beta_steps", "h_term_k", "h_term_start",
-                     "h_term_capacity"):  # fmt: skip
+                     "h_term_capacity", "mixer_embed_dim", "hypernet_dim"):  # fmt: skip
             if getattr(self, name) < 1:
                 bad(name, "a positive integer")
         if self.seed < 0:
@@ -257,6 +264,8 @@ class Config:
                 bad(name, "a finite number >= 0")
         if self.alpha_init <= 0:
             bad("alpha_init", "a number > 0")
+        if self.hypernet_layers not in (1, 2):
+            bad("hypernet_layers", "1 or 2")
         if self.target_q_reduce not in ("min", "mean"):
             bad("target_q_reduce", "min or mean")
         for name in ("h_term_gamma", "h_term_lambda"):
@@ -296,7 +305,7 @@ class Config:
             bad("confirm_episodes", "a non-negative integer (0: no confirming evaluation)")
         if self.state_norm_clip is not None and not self.state_norm_clip > 0:
             bad("state_norm_clip", "a number > 0 (or null for no clamp)")
-        if self.reward_norm and off_policy:
+        if self.reward_norm and off_policy and self.algo not in ("vdn", "qmix"):
             raise ConfigError(
                 f"invalid config: reward_norm=True does not apply to {self.algo}: reward "
                 f"normalisation is part of the on-policy agents (ppo, a2c). Remove the setting."

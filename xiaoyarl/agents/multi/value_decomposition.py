@@ -35,18 +35,21 @@ class VDNMixer(nn.Module):
 class QMixer(nn.Module):
     """QMIX's mixing network: Q_tot = elu(q W1 + b1) W2 + b2, whose weights and biases are
     produced from the global state by hypernetworks; W1 and W2 are taken in absolute value, so
-    Q_tot is monotonic (non-decreasing) in every agent's Q. `(B, A), (B, S) -> (B,)`."""
+    Q_tot is monotonic (non-decreasing) in every agent's Q. `(B, A), (B, S) -> (B,)`.
+    The hypernetworks of W1 and W2 are two-layer ReLU networks (`hypernet_layers=2`, as PyMARL
+    uses) or linear maps of the state (1, as in the paper); b1 is linear and b2 = V(s) a
+    two-layer ReLU network, as in the paper."""
 
-    def __init__(
-        self, num_agents: int, state_dim: int, norm: RunningNorm, embed: int = 32, hyper: int = 64
-    ) -> None:
+    def __init__(self, num_agents: int, state_dim: int, norm: RunningNorm, embed: int = 32,
+                 hypernet_layers: int = 2, hyper: int = 64) -> None:  # fmt: skip
         super().__init__()
         self.norm = norm
         self.num_agents, self.embed = num_agents, embed
-        self.hyper_w1 = build_mlp([state_dim, hyper, num_agents * embed], nn.ReLU)
+        hidden = [hyper] if hypernet_layers == 2 else []
+        self.hyper_w1 = build_mlp([state_dim, *hidden, num_agents * embed], nn.ReLU)
         self.hyper_b1 = build_mlp([state_dim, embed])
-        self.hyper_w2 = build_mlp([state_dim, hyper, embed], nn.ReLU)
-        self.hyper_b2 = build_mlp([state_dim, embed, 1], nn.ReLU)  # V(s), as in the paper
+        self.hyper_w2 = build_mlp([state_dim, *hidden, embed], nn.ReLU)
+        self.hyper_b2 = build_mlp([state_dim, embed, 1], nn.ReLU)  # V(s)
 
     def forward(self, q: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
         s = self.norm(state)
@@ -66,12 +69,16 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
     """VDN: DQN on the team reward with Q_tot the sum of the agents' Q-values."""
 
     mixer_class: type[nn.Module] = VDNMixer
+    config_fields = AgentDQN.config_fields | {"reward_norm"}
 
     def __init__(self, spec, config, device, learner: bool = True) -> None:
         super().__init__(spec, config, device, learner)
         self.mixer = self.make_mixer().to(device)
         self.mixer_target = self.make_target(self.mixer)
-        self.nets.update(mixer=self.mixer, mixer_target=self.mixer_target)
+        # team rewards standardised by their running mean and std (`reward_norm`, as EPyMARL)
+        self.reward_stats = RunningNorm(1, bool(config.reward_norm), clip=None).to(device)
+        self.nets.update(mixer=self.mixer, mixer_target=self.mixer_target,
+                         reward_stats=self.reward_stats)  # fmt: skip
         if any(True for _ in self.mixer.parameters()):
             self.optimizers["mixer"] = self.make_optimizer(self.mixer)
 
@@ -93,6 +100,10 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
         explore = torch.rand(greedy.shape, device=self.device) < self.epsilon()
         return torch.where(explore, random, greedy)
 
+    def update_normalizers(self, rollout) -> None:
+        super().update_normalizers(rollout)
+        self.reward_stats.update(rollout.rewards.reshape(-1, 1))
+
     # --- learning ---
     def next_team_value(self, joint: Joint) -> torch.Tensor:
         """Q_tot'(s', a*) `(B,)`: double Q, each agent's a* the online network's best
@@ -107,7 +118,8 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
         with torch.no_grad():
             not_terminal = (~batch.terminals).float()
             next_value = self.next_team_value(self.layout.unpack(batch.next_states))
-            target = batch.rewards + self.config.gamma * not_terminal * next_value
+            rewards = self.reward_stats(batch.rewards.unsqueeze(-1)).squeeze(-1)
+            target = rewards + self.config.gamma * not_terminal * next_value
         q = self.agent_q(self.qnet, joint.obs).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
         q_tot = self.mixer(q, joint.state)
         # differs from DQN: the papers' squared TD error, not the Huber loss
@@ -125,12 +137,15 @@ class AgentQMIX(AgentVDN):
     """QMIX: VDN with the sum replaced by a monotonic mixing network of the global state."""
 
     mixer_class = QMixer
+    config_fields = AgentVDN.config_fields | {"mixer_embed_dim", "hypernet_layers", "hypernet_dim"}
 
     def make_mixer(self) -> nn.Module:
         # differs: hypernetworks of the global state (with their own normaliser)
         spec = self.multi_spec
-        norm = RunningNorm(spec.state_dim, self.config.state_norm, self.config.state_norm_clip)
-        return QMixer(spec.num_agents, spec.state_dim, norm.to(self.device))
+        cfg = self.config
+        norm = RunningNorm(spec.state_dim, cfg.state_norm, cfg.state_norm_clip)
+        return QMixer(spec.num_agents, spec.state_dim, norm.to(self.device), cfg.mixer_embed_dim,
+                      cfg.hypernet_layers, cfg.hypernet_dim)  # fmt: skip
 
     def update_normalizers(self, rollout) -> None:
         super().update_normalizers(rollout)
