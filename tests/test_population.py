@@ -149,6 +149,8 @@ def _member_pids(folder: Path) -> list[int]:
             parent = Path(f"/proc/{ppid}/cmdline").read_bytes().decode(errors="replace")
         except (OSError, StopIteration):
             continue
+        if "(zombie)" in status:
+            continue  # exited, not yet reaped: killing it would not fail the member
         if "forkserver" in cmd and "forkserver" in parent:
             try:  # the forkserver's parent: a slot of this population
                 status = Path(f"/proc/{ppid}/status").read_text()
@@ -174,12 +176,17 @@ def test_tournament_replaces_a_killed_member_and_keeps_the_leaderboard(tmp_path)
         deadline = time.time() + 120
         while time.time() < deadline and not (out / "leaderboard" / "board.json").exists():
             time.sleep(0.2)  # a first pod inserted: kill a running one
-        victims = []
-        while time.time() < deadline and not victims:
-            victims = _member_pids(out)
+        killed = None
+        while time.time() < deadline and killed is None:
+            for pid in _member_pids(out):  # a member may finish between listing and kill
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    continue
+                killed = pid
+                break
             time.sleep(0.1)
-        assert victims, "no member process found"
-        os.kill(victims[0], signal.SIGKILL)
+        assert killed, "no running member process found"
         stdout, stderr = launcher.communicate(timeout=300)
     finally:
         launcher.kill()
