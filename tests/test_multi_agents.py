@@ -70,6 +70,21 @@ def test_qmix_mixer_is_monotonic_in_every_agents_q(hypernet_layers):
     assert grad.std() > 1e-3
 
 
+def test_qmix_hypernetworks_start_small_with_the_default_init_gain():
+    """`hypernet_init_gain` (default 0.001, as JaxMARL's QMIX): the mixer starts near Q_tot = 0
+    with near-zero mixing weights, and stays monotonic; a bad gain is refused."""
+    agent, env = make_agent("qmix", "SpreadDiscrete-v0")
+    assert agent.config.hypernet_init_gain == 0.001
+    q = torch.randn(64, 3, requires_grad=True) * 10
+    total = agent.mixer(q, torch.randn(64, env.spec.state_dim))
+    (grad,) = torch.autograd.grad(total.sum(), q)
+    assert total.abs().max() < 1e-3 and (grad >= 0).all() and grad.max() < 1e-6
+    usual = QMixer(3, env.spec.state_dim, RunningNorm(env.spec.state_dim, enabled=False))
+    assert usual(q, torch.randn(64, env.spec.state_dim)).abs().max() > 1  # build_mlp's init
+    with pytest.raises(ConfigError, match="hypernet_init_gain"):
+        Config(algo="qmix", env_id="SpreadDiscrete-v0", hypernet_init_gain=0.0).validate()
+
+
 def test_centralized_critic_and_mixer_inputs():
     agent, env = make_agent("matd3", "SpreadContinuous-v0")
     spec = env.spec  # 3 agents, 18 observation numbers, 18 state numbers, 5 action numbers

@@ -119,6 +119,11 @@ class Config:
     hypernet_layers: int = 2  # QMIX: layers of each hypernetwork that makes the mixing weights
     # from the global state (2: with a ReLU layer between, as PyMARL; 1: linear, as the paper)
     hypernet_dim: int = 64  # QMIX: width of that ReLU layer (hypernet_layers: 2)
+    hypernet_init_gain: float = 0.001  # QMIX: gain of the orthogonal init of every hypernetwork
+    # layer. Small, as JaxMARL's QMIX settings (0.001 on every task): the mixer starts near
+    # Q_tot = 0, so the team value is first carried by V(s) and the mixing weights grow only as
+    # far as the data asks; with the usual gains (~1) the weights that multiply every agent's
+    # Q-value errors start large and Q_tot drifted upwards on the navigation task (BENCHMARKS.md)
 
     # --- the H-term stability add-on (ppo, a2c, ddpg, td3, sac, modsac, redq; agents/hterm.py) ---
     h_term: bool = False  # add the H-term to the actor's objective
@@ -266,6 +271,8 @@ class Config:
             bad("alpha_init", "a number > 0")
         if self.hypernet_layers not in (1, 2):
             bad("hypernet_layers", "1 or 2")
+        if not (math.isfinite(self.hypernet_init_gain) and self.hypernet_init_gain > 0):
+            bad("hypernet_init_gain", "a finite number > 0, e.g. 0.001")
         if self.target_q_reduce not in ("min", "mean"):
             bad("target_q_reduce", "min or mean")
         for name in ("h_term_gamma", "h_term_lambda"):

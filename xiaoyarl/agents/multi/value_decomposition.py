@@ -38,10 +38,12 @@ class QMixer(nn.Module):
     Q_tot is monotonic (non-decreasing) in every agent's Q. `(B, A), (B, S) -> (B,)`.
     The hypernetworks of W1 and W2 are two-layer ReLU networks (`hypernet_layers=2`, as PyMARL
     uses) or linear maps of the state (1, as in the paper); b1 is linear and b2 = V(s) a
-    two-layer ReLU network, as in the paper."""
+    two-layer ReLU network, as in the paper. `init_gain`: the gain of every hypernetwork
+    layer's orthogonal init (None: the library's usual one, `build_mlp`'s)."""
 
     def __init__(self, num_agents: int, state_dim: int, norm: RunningNorm, embed: int = 32,
-                 hypernet_layers: int = 2, hyper: int = 64) -> None:  # fmt: skip
+                 hypernet_layers: int = 2, hyper: int = 64,
+                 init_gain: float | None = None) -> None:  # fmt: skip
         super().__init__()
         self.norm = norm
         self.num_agents, self.embed = num_agents, embed
@@ -50,6 +52,10 @@ class QMixer(nn.Module):
         self.hyper_b1 = build_mlp([state_dim, embed])
         self.hyper_w2 = build_mlp([state_dim, *hidden, embed], nn.ReLU)
         self.hyper_b2 = build_mlp([state_dim, embed, 1], nn.ReLU)  # V(s)
+        if init_gain is not None:
+            for layer in self.modules():
+                if isinstance(layer, nn.Linear):
+                    nn.init.orthogonal_(layer.weight, init_gain)
 
     def forward(self, q: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
         s = self.norm(state)
@@ -137,7 +143,9 @@ class AgentQMIX(AgentVDN):
     """QMIX: VDN with the sum replaced by a monotonic mixing network of the global state."""
 
     mixer_class = QMixer
-    config_fields = AgentVDN.config_fields | {"mixer_embed_dim", "hypernet_layers", "hypernet_dim"}
+    config_fields = AgentVDN.config_fields | {
+        "mixer_embed_dim", "hypernet_layers", "hypernet_dim", "hypernet_init_gain"
+    }  # fmt: skip
 
     def make_mixer(self) -> nn.Module:
         # differs: hypernetworks of the global state (with their own normaliser)
@@ -145,7 +153,7 @@ class AgentQMIX(AgentVDN):
         cfg = self.config
         norm = RunningNorm(spec.state_dim, cfg.state_norm, cfg.state_norm_clip)
         return QMixer(spec.num_agents, spec.state_dim, norm.to(self.device), cfg.mixer_embed_dim,
-                      cfg.hypernet_layers, cfg.hypernet_dim)  # fmt: skip
+                      cfg.hypernet_layers, cfg.hypernet_dim, cfg.hypernet_init_gain)  # fmt: skip
 
     def update_normalizers(self, rollout) -> None:
         super().update_normalizers(rollout)
