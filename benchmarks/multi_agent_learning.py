@@ -5,12 +5,13 @@ For each env, R_random and R_heur are measured first (`multi_agent_baselines.py`
 episodes each); the target of a run is R_random + f (R_heur - R_random), with f = 0.8 for
 MAPPO and 0.5 for VDN, QMIX, MADDPG and MATD3. Every run is
 
-    xiaoyarl train ALGO ENV --config configs/multi_agent/FILE.yaml --seed S \
+    xiaoyarl train ALGO ENV --config xiaoyarl/configs/multi_agent/FILE.yaml --seed S \
         --target-return TARGET --max-steps BUDGET --summary-json F
 
 and counts as solved when an evaluation (10 deterministic episodes) reaches the target and 50
 fresh episodes confirm it (the library's usual rule). The configs are the papers' settings for
-these tasks, written out in `configs/multi_agent/` (nothing is tuned in the library's defaults).
+these tasks, written out in `xiaoyarl/configs/multi_agent/` (the task presets that `xiaoyarl
+train` starts from for these pairs; nothing is tuned in the library's defaults).
 
 Usage: python benchmarks/multi_agent_learning.py [--runs mappo:SpreadDiscrete-v0 ...]
        [--seeds 0 1 2] [--json out.json] [--max-steps N]
@@ -30,7 +31,7 @@ from machine import machine
 from multi_agent_baselines import mean_team_return
 
 ROOT = Path(__file__).resolve().parent.parent
-CONFIGS = ROOT / "configs" / "multi_agent"
+CONFIGS = ROOT / "xiaoyarl" / "configs" / "multi_agent"
 
 # algo -> (config file, fraction of the random-to-heuristic gap to reach, env-step budget)
 ALGOS = {

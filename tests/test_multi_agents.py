@@ -188,7 +188,7 @@ def test_a_saved_multi_agent_policy_acts_as_the_agent(tmp_path, algo, env_id):
 def test_the_command_line_trains_and_refuses_a_mismatch(tmp_path):
     from helpers import cli
 
-    done = cli("train", "mappo", "SpreadDiscrete-v0", "--num-envs", "4", "--set",
+    done = cli("train", "mappo", "SpreadDiscrete-v0", "--no-preset", "--num-envs", "4", "--set",
                "horizon_len=16", "--max-steps", "512", "--eval-every", "256", "--eval-episodes",
                "2", "--cwd", str(tmp_path / "r"))  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -199,6 +199,40 @@ def test_the_command_line_trains_and_refuses_a_mismatch(tmp_path):
     assert wrong.returncode == 2 and "a multi-agent env" in wrong.stderr and "mappo" in wrong.stderr
     wrong = cli("train", "qmix", "CartPole-v1", "--cwd", str(tmp_path / "w"))
     assert wrong.returncode == 2 and "a single-agent env" in wrong.stderr
+
+
+def test_train_starts_from_the_task_preset_unless_told_otherwise(tmp_path):
+    """`xiaoyarl train qmix SpreadDiscrete-v0` takes the pair's preset (said on the console
+    and written into config.yaml); --set still overrides it; --no-preset and --config don't
+    take it; `Config.from_preset` is the same from Python, and every preset is valid."""
+    import yaml
+    from helpers import cli
+
+    from xiaoyarl.presets import PRESETS, preset_path
+
+    def run(name, *extra):
+        done = cli("train", "qmix", "SpreadDiscrete-v0", "--max-steps", "800", "--eval-every",
+                   "400", "--eval-episodes", "2", "--cwd", tmp_path / name, *extra)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout, yaml.safe_load((tmp_path / name / "config.yaml").read_text())
+
+    out, saved = run("preset", "--set", "learning_rate=0.001")
+    assert "task preset" in out and "spread_value_decomposition.yaml" in out
+    assert saved["gamma"] == 0.9 and saved["batch_size"] == 800  # the preset's
+    assert saved["learning_rate"] == 0.001  # the command line's
+    out, saved = run("defaults", "--no-preset")
+    assert "task preset" not in out and saved["gamma"] == 0.99
+    own = tmp_path / "own.yaml"
+    own.write_text("gamma: 0.97\n")
+    out, saved = run("own", "--config", str(own))
+    assert "task preset" not in out and saved["gamma"] == 0.97 and saved["batch_size"] == 64
+    assert Config.from_preset("QMIX", "SpreadDiscrete-v0").gamma == 0.9
+    assert Config.from_preset("ppo", "CartPole-v1") == Config(algo="ppo", env_id="CartPole-v1")
+    for algo, env_id in PRESETS:
+        config = Config.from_preset(algo, env_id)
+        assert preset_path(algo, env_id).is_file()
+        assert (config.algo, config.env_id) == (algo, env_id)
+        config.validate()
 
 
 def test_value_decomposition_standardises_team_rewards_when_asked():

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from xiaoyarl.config import BACKENDS, Config
 from xiaoyarl.errors import ConfigError, XiaoyaError
+from xiaoyarl.presets import CONFIG_DIR, PRESETS, preset_path
 
 # train options that map one-to-one onto Config fields (option dest -> field)
 TRAIN_FIELDS = {
@@ -67,6 +68,9 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="set any Config field, e.g. --set gamma=0.98 (repeatable)")  # fmt: skip
     train.add_argument("--config", metavar="FILE.yaml", help="start from this config file")
+    train.add_argument("--no-preset", action="store_true",
+                       help="start from the library's defaults even where ALGO on ENV has a "
+                            "task preset (`xiaoyarl list` shows them)")  # fmt: skip
     train.add_argument(
         "--resume",
         nargs="?",
@@ -256,8 +260,14 @@ def _train(args: argparse.Namespace) -> int:
             raise ConfigError(f"--resume {args.resume} and --cwd {args.cwd} name two folders; "
                               f"give one of them.")  # fmt: skip
         args.cwd = args.resume
-    config = Config.load(args.config) if args.config else Config()
+    preset = None
+    if not (args.config or args.no_preset or args.resume):
+        preset = preset_path(args.algo, args.env)
+    config = Config.load(args.config or preset) if args.config or preset else Config()
     _apply_train_args(config, args)
+    if preset is not None and not args.quiet:
+        print(f"settings: the task preset {preset} for {config.algo} on {config.env_id}, "
+              f"then the command line (--no-preset: the library's defaults)")  # fmt: skip
     if args.resume and not args.config:
         # Resume from the run's own config; options given now still override it.
         saved_path = Path(config.cwd or default_run_dir(config)) / "config.yaml"
@@ -354,6 +364,9 @@ def _list(args: argparse.Namespace) -> int:
             kind = "discrete" if cls.if_discrete else "continuous"
             target = "none" if cls.target_return is None else f"{cls.target_return:g}"
             print(f"  {name:26s} {kind:10s} max_step {cls.max_step:4d}  target {target}")
+    print("task presets (settings `xiaoyarl train ALGO ENV` starts from; --no-preset: none):")
+    for (algo, env_id), name in PRESETS.items():
+        print(f"  {algo:8s} {env_id:26s} {CONFIG_DIR.name}/{name}")
     if args.fields:
         _list_fields()
     return 0

@@ -166,6 +166,17 @@ class Config:
             config.set(name, value, source=source)
         return config
 
+    @classmethod
+    def from_preset(cls, algo: str, env_id: str) -> Config:
+        """A Config for `algo` on `env_id` that starts from the pair's task preset
+        (`xiaoyarl/presets.py`), or from the defaults when the pair has none."""
+        from xiaoyarl.presets import preset_path
+
+        path = preset_path(algo, env_id)
+        config = cls.load(path) if path is not None else cls()
+        config.algo, config.env_id = algo.lower(), env_id
+        return config
+
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
