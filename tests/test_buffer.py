@@ -10,6 +10,7 @@ import torch
 from xiaoyarl.errors import CheckpointError, EnvError
 from xiaoyarl.train.buffer import (
     Batch,
+    Episodes,
     PrioritizedReplayBuffer,
     ReplayBuffer,
     Transitions,
@@ -127,6 +128,54 @@ def test_add_and_sample_match_reference(num_envs: int, discrete: bool, device: s
         assert seen == expected  # uniform over exactly the valid transitions
     assert any(r["terminal"] for r in stream.reference)
     assert buf.trunc_live > 0  # truncated steps were stored and checked
+
+
+@pytest.mark.parametrize("num_envs", [1, 3])
+def test_sample_episodes_match_reference(num_envs: int) -> None:
+    """Whole episodes for recurrent agents: every sampled episode starts at a stored episode
+    start (never the evicted beginning of one), runs in order through its own steps, and is
+    masked from its end (or the newest sampleable row) on; all valid starts get drawn."""
+    torch.manual_seed(0)
+    rows, max_step, length = 24, 6, 8
+    buf = ReplayBuffer(rows * num_envs, num_envs, S, A, False, max_step)
+    stream = Stream(num_envs, max_step, p_terminal=0.15, discrete=False)
+    checked = False
+    for chunk in [5, 9, 14, 3, 20, 7]:  # fill, then wrap
+        buf.add(stream.chunk(chunk))
+        stored = min(stream.t, rows)
+        if stored < 2:
+            continue
+        lookup = {(r["t"], r["n"]): r for r in stream.reference}
+        newest, oldest = stream.t - 1, stream.t - stored
+        episodes = Episodes(*(x.cpu() for x in buf.sample_episodes(2000, length)))
+        assert episodes.mask.shape == (length, 2000) and episodes.mask[0].all()
+        starts = set()
+        for b in range(2000):
+            t0, n = int(episodes.states[0, b, 0]), int(episodes.states[0, b, 1])
+            assert episodes.states[0, b, 2] == 2  # the state right after a reset
+            assert oldest < t0 or (t0 == 0 == oldest), (t0, oldest)
+            starts.add((t0, n))
+            ended = False
+            for k in range(length):
+                key = (t0 + k, n)
+                valid = not ended and key[0] < newest
+                assert bool(episodes.mask[k, b]) == valid, (b, k)
+                if not valid:
+                    continue
+                ref = lookup[key]
+                assert torch.equal(episodes.states[k, b], ref["state"])
+                assert torch.equal(episodes.actions[k, b], ref["action"])
+                assert bool(episodes.terminals[k, b]) == ref["terminal"]
+                if not ref["terminal"]:
+                    assert torch.equal(episodes.next_states[k, b], ref["next_state"])
+                ended = ref["terminal"] or ref["next_state"][2] == 1
+        expected = {
+            (r["t"], r["n"]) for r in stream.reference
+            if r["state"][2] == 2 and r["t"] < newest and (oldest < r["t"] or r["t"] == 0 == oldest)
+        }  # fmt: skip
+        assert starts == expected  # uniform over exactly the valid starts
+        checked = True
+    assert checked and stream.t > rows  # the buffer wrapped
 
 
 def test_truncated_next_state_is_the_true_last_state() -> None:

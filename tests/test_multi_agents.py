@@ -13,7 +13,7 @@ from xiaoyarl.agents import agent_class
 from xiaoyarl.agents.multi import QMixer, with_agent_ids
 from xiaoyarl.envs.multi import make_multi_agent_env
 from xiaoyarl.errors import ConfigError
-from xiaoyarl.nets import RunningNorm
+from xiaoyarl.nets import RecurrentQNet, RunningNorm
 from xiaoyarl.train.checkpoint import load_plain
 
 ALGOS = [("vdn", "SpreadDiscrete-v0"), ("qmix", "SpreadDiscrete-v0"),
@@ -139,15 +139,16 @@ def test_two_step_game_qmix_finds_8_and_vdn_settles_at_7(tmp_path):
     assert train_two_step("vdn", tmp_path)["final_eval_mean"] == 7.0
 
 
-@pytest.mark.parametrize(("algo", "env_id"), [("vdn", "SpreadDiscrete-v0"),
-                                              ("maddpg", "SpreadContinuous-v0"),
-                                              ("mappo", "SpreadDiscrete-v0")])  # fmt: skip
-def test_resume_is_bit_exact_for_each_family(tmp_path, algo, env_id):
+@pytest.mark.parametrize(("algo", "env_id", "extra"), [
+    ("vdn", "SpreadDiscrete-v0", {}), ("maddpg", "SpreadContinuous-v0", {}),
+    ("mappo", "SpreadDiscrete-v0", {}), ("qmix", "SpreadDiscrete-v0", {"agent_rnn": True}),
+], ids=["vdn", "maddpg", "mappo", "qmix-rnn"])  # fmt: skip
+def test_resume_is_bit_exact_for_each_family(tmp_path, algo, env_id, extra):
     def run(cwd, steps, resume=False):
         fields = {**SMALL, "batch_size": 16} if algo != "mappo" else {"net_dims": [32, 32]}
         config = Config(algo=algo, env_id=env_id, num_envs=4, horizon_len=16, cwd=str(cwd),
                         max_steps=steps, eval_every=256, eval_episodes=2,
-                        checkpoint_every=10**6, threads=1, **fields)  # fmt: skip
+                        checkpoint_every=10**6, threads=1, **fields, **extra)  # fmt: skip
         return train_agent(config, resume=resume, log=None)
 
     run(tmp_path / "a", 512)
@@ -161,6 +162,9 @@ def test_resume_is_bit_exact_for_each_family(tmp_path, algo, env_id):
             assert torch.equal(value, b["agent"]["nets"][name][key]), f"{name}.{key}"
     assert torch.equal(a["agent"]["last_state"], b["agent"]["last_state"])
     assert torch.equal(a["env"]["sim_state"], b["env"]["sim_state"])
+    if extra.get("agent_rnn"):  # the exploring agents' hidden states mid-episode
+        assert a["agent"]["hidden"].abs().sum() > 0
+        assert torch.equal(a["agent"]["hidden"], b["agent"]["hidden"])
 
 
 @pytest.mark.parametrize(("algo", "env_id"), [("qmix", "SpreadDiscrete-v0"),
@@ -249,3 +253,104 @@ def test_value_decomposition_standardises_team_rewards_when_asked():
     assert abs(scaled.mean().item()) < 1e-3 and abs(scaled.std(unbiased=False).item() - 1) < 1e-2
     with pytest.raises(ConfigError, match="reward_norm=True does not apply to dqn"):
         Config(algo="dqn", reward_norm=True).validate()
+
+
+# --- recurrent agent networks (agent_rnn) ------------------------------------------------------
+def test_recurrent_q_net_unrolls_as_it_steps():
+    torch.manual_seed(0)
+    net = RecurrentQNet(7, 5, [16, 8], RunningNorm(7, enabled=False))
+    states = torch.randn(6, 4, 7)  # (T, B, S)
+    q, hidden = net.unroll(states)
+    h = net.initial_hidden(4)
+    for t in range(6):
+        q_t, h = net.step(states[t], h)
+        torch.testing.assert_close(q_t, q[t])
+        torch.testing.assert_close(h, hidden[t])
+    assert q.shape == (6, 4, 5) and hidden.shape == (6, 4, 8)
+
+
+def test_recurrent_episode_update_matches_a_step_by_step_reference():
+    """QMIX with GRU agents: the loss of a replayed batch of whole episodes equals the TD loss
+    written out episode by episode and step by step (hidden states carried by hand, the next
+    state's Q-values one GRU step on from the hidden state after the step, double Q, masks)."""
+    agent, env = make_agent("qmix", "SpreadDiscrete-v0", agent_rnn=True, batch_size=1000,
+                            gamma=0.9)  # fmt: skip
+    for _ in range(8):  # warm-up rollouts, then updates with exploring by the GRU agents
+        agent.update_net(agent.explore_env(env, 16))
+    torch.manual_seed(1)
+    episodes = agent.sample_batch()
+    t_len, b = episodes.mask.shape
+    # 40 episodes among 24 stored starts, the newest of each sub-env cut short by the buffer
+    assert (t_len, b) == (25, 40) and episodes.mask[0].all() and not episodes.mask.all()
+    layout, a = agent.layout, 3
+    errors, count = [], 0
+    with torch.no_grad():
+        for e in range(b):
+            h = agent.qnet.initial_hidden(a)
+            h_target = agent.qnet_target.initial_hidden(a)
+            for t in range(t_len):
+                if not episodes.mask[t, e]:
+                    assert not episodes.mask[t:, e].any()  # the episode is a prefix
+                    break
+                now = layout.unpack(episodes.states[t, e])
+                after = layout.unpack(episodes.next_states[t, e])
+                action, _ = layout.unpack_step(episodes.actions[t, e])
+                x, x_next = with_agent_ids(now.obs), with_agent_ids(after.obs)
+                q, h = agent.qnet.step(x, h)
+                _, h_target = agent.qnet_target.step(x, h_target)
+                q_next, _ = agent.qnet.step(x_next, h)
+                q_next_target, _ = agent.qnet_target.step(x_next, h_target)
+                best = q_next.argmax(-1, keepdim=True)
+                next_value = agent.mixer_target(
+                    q_next_target.gather(-1, best).view(1, a), after.state.view(1, -1)
+                )
+                reward = episodes.rewards[t, e]
+                target = reward + 0.9 * (~episodes.terminals[t, e]).float() * next_value
+                q_tot = agent.mixer(q.gather(-1, action.view(a, 1)).view(1, a),
+                                    now.state.view(1, -1))  # fmt: skip
+                errors.append((target - q_tot).square().item())
+                count += 1
+    logs, _ = agent.update_step(episodes)
+    assert count == int(episodes.mask.sum())
+    assert logs["critic_loss"].item() == pytest.approx(sum(errors) / count, rel=1e-5)
+
+
+def test_recurrent_agents_explore_act_and_save_a_policy(tmp_path):
+    """GRU agents keep one hidden state per sub-env and agent while exploring (zeroed where an
+    episode ends), the evaluator's policy keeps its own, masks hold, a saved recurrent policy
+    acts as the agent's, and the refusals are clear (PER, export, `act`)."""
+    agent, env = make_agent("vdn", "SpreadDiscrete-v0", agent_rnn=True)
+    rollout = agent.explore_env(env, 25)  # one whole episode of every sub-env: all just reset
+    assert agent.hidden.shape == (4 * 3, 32) and agent.hidden.abs().sum() == 0
+    agent.explore_env(env, 3)
+    assert agent.hidden.abs().sum() > 0
+    assert rollout.truncates[-1].all()
+    with pytest.raises(ValueError, match="evaluation_policy"):
+        agent.act(torch.zeros(4, 3, env.spec.obs_dim))
+    config = Config(algo="qmix", env_id="SpreadDiscrete-v0", num_envs=4, horizon_len=25,
+                    max_steps=400, eval_every=200, eval_episodes=2, cwd=str(tmp_path / "r"),
+                    threads=1, agent_rnn=True, **{**SMALL, "batch_size": 50})  # fmt: skip
+    summary = train_agent(config, log=None)
+    assert math.isfinite(summary["final_eval_mean"])
+    policy = load_policy(tmp_path / "r")
+    assert policy.recurrent
+    trained, _ = make_agent("qmix", "SpreadDiscrete-v0", agent_rnn=True)
+    trained.qnet.load_state_dict(load_plain(tmp_path / "r" / "actor.pt")["actor"])
+    greedy = trained.evaluation_policy()
+    obs = torch.randn(5, 6, 3, env.spec.obs_dim)  # 5 steps of 6 envs
+    avail = torch.rand(5, 6, 3, 5) < 0.6
+    avail[..., 0] = True
+    for t in range(5):  # the same hidden states step by step
+        want = greedy(obs[t], avail[t])
+        got = policy.predict(obs[t].numpy(), avail=avail[t].numpy())
+        np.testing.assert_array_equal(got, want.numpy())
+        assert avail[t].gather(2, want.unsqueeze(2)).all()
+    policy.reset()
+    greedy.reset()
+    np.testing.assert_array_equal(policy.predict(obs[0].numpy()), greedy(obs[0]).numpy())
+    with pytest.raises(ConfigError, match="per"):
+        Config(algo="qmix", env_id="SpreadDiscrete-v0", agent_rnn=True, per=True).validate()
+    from xiaoyarl.export import export_policy
+
+    with pytest.raises(ConfigError, match="recurrent"):
+        export_policy(tmp_path / "r", fmt="torchscript")

@@ -115,6 +115,9 @@ class Config:
     # num_critics for more members)
 
     # --- value decomposition (vdn, qmix; agents/multi/value_decomposition.py) ---
+    agent_rnn: bool = False  # VDN / QMIX: recurrent agent networks (a GRU cell of width
+    # net_dims[-1], as the QMIX paper's agents) for partial observability; each gradient step
+    # then replays batch_size // max_step whole episodes instead of single transitions
     mixer_embed_dim: int = 32  # QMIX: width of the mixing network's hidden layer
     hypernet_layers: int = 2  # QMIX: layers of each hypernetwork that makes the mixing weights
     # from the global state (2: with a ReLU layer between, as PyMARL; 1: linear, as the paper)
@@ -282,6 +285,8 @@ class Config:
             bad("alpha_init", "a number > 0")
         if self.hypernet_layers not in (1, 2):
             bad("hypernet_layers", "1 or 2")
+        if self.agent_rnn and self.per:
+            bad("per", "false with agent_rnn (recurrent agents replay whole episodes, uniformly)")
         if not (math.isfinite(self.hypernet_init_gain) and self.hypernet_init_gain > 0):
             bad("hypernet_init_gain", "a finite number > 0, e.g. 0.001")
         if self.target_q_reduce not in ("min", "mean"):

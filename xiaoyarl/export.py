@@ -63,6 +63,12 @@ def export_policy(run_dir: str | Path, out: str | Path | None = None, fmt: str =
         _check_onnx_installed()
     run_dir = Path(run_dir)
     policy = load_policy(run_dir)  # CheckpointError for a missing folder or actor.pt
+    if getattr(policy, "recurrent", False):
+        raise ConfigError(
+            f"the policy of {run_dir} is recurrent (agent_rnn): it keeps a hidden state from "
+            f"step to step, which these single-step model files do not carry. Use it through "
+            f"`load_policy` (with `reset()` between episode batches)."
+        )
     model = DeployedPolicy(policy).eval()
     example = torch.zeros(2, policy.state_dim)  # batch 2: a batch of 1 would be specialised
     out = Path(out) if out is not None else run_dir / FORMATS[fmt]

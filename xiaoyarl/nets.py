@@ -265,6 +265,40 @@ class QNetDuel(QNet):
         return self.value_head(hidden) + advantage - advantage.mean(-1, keepdim=True)
 
 
+class RecurrentQNet(nn.Module):
+    """A DRQN agent network (Hausknecht & Stone 2015; the agents of the QMIX paper): the
+    observation through ReLU layers (`net_dims[:-1]`), then a GRU cell of width `net_dims[-1]`
+    whose hidden state carries the episode so far, then a linear layer to the Q-values.
+    `step(state (B, S), hidden (B, H)) -> (q (B, U), hidden' (B, H))` is one time step;
+    `unroll(states (T, B, S)) -> (q (T, B, U), hidden (T, B, H))` runs a whole episode from a
+    zero hidden state (`hidden[t]` is the state after step t). A zero hidden state starts every
+    episode (`initial_hidden`)."""
+
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm):
+        super().__init__()
+        self.norm = norm
+        *body, self.hidden_dim = net_dims
+        self.encoder = build_mlp([state_dim, *body], nn.ReLU) if body else nn.Identity()
+        self.relu = nn.ReLU() if body else nn.Identity()
+        # one GRU layer (nn.GRU runs a whole sequence in one call; a step is a sequence of 1)
+        self.gru = nn.GRU(body[-1] if body else state_dim, self.hidden_dim)
+        self.head = build_mlp([self.hidden_dim, action_dim])
+
+    def initial_hidden(self, batch: int) -> torch.Tensor:
+        return torch.zeros(batch, self.hidden_dim, device=self.head[0].weight.device)
+
+    def features(self, state: torch.Tensor) -> torch.Tensor:
+        return self.relu(self.encoder(self.norm(state)))
+
+    def step(self, state: torch.Tensor, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out, _ = self.gru(self.features(state).unsqueeze(0), hidden.unsqueeze(0))
+        return self.head(out[0]), out[0]
+
+    def unroll(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        hidden, _ = self.gru(self.features(states))  # (T, B, H), from a zero hidden state
+        return self.head(hidden), hidden
+
+
 class EnsembleLinear(nn.Module):
     """`num` independent Linear layers evaluated in one batched matmul: `(num, batch, in_dim)`
     (or `(batch, in_dim)`, shared by all members) -> `(num, batch, out_dim)`."""
@@ -423,5 +457,6 @@ ACTORS: dict[str, type[nn.Module]] = {
         ActorSAC,
         ActorDiscreteSAC,
         ActorGumbel,
+        RecurrentQNet,
     )  # fmt: skip
 }

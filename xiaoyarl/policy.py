@@ -9,7 +9,7 @@ import torch
 
 from xiaoyarl.config import Config
 from xiaoyarl.errors import CheckpointError
-from xiaoyarl.nets import ACTORS, ActorDiscretePPO, QNet, RunningNorm
+from xiaoyarl.nets import ACTORS, ActorDiscretePPO, QNet, RecurrentQNet, RunningNorm
 from xiaoyarl.train.checkpoint import load_plain
 
 
@@ -90,22 +90,46 @@ class Policy:
         """`predict(obs, deterministic=True)`."""
         return self.predict(obs, deterministic=True)
 
+    def reset(self) -> None:
+        """Forget what a recurrent policy remembers of the episodes so far (feed-forward
+        policies remember nothing)."""
+
 
 class MultiAgentPolicy(Policy):
     """A trained multi-agent policy (one network shared by the agents, each observation with
     its agent id). `predict(obs, deterministic=True, avail=None)` takes the agents'
     observations of one env `(A, O)` or of a batch of envs `(batch, A, O)`, numpy or torch, and
     optional action masks `(..., A, U)`, and returns their actions `(A,)` / `(batch, A)` (or with
-    a last axis `U` of values within the action bounds, for continuous actions)."""
+    a last axis `U` of values within the action bounds, for continuous actions). A recurrent
+    policy (VDN / QMIX with `agent_rnn`) keeps its agents' hidden states from one call to the
+    next: call it once per step of the same episodes, and `reset()` when they start anew."""
 
     def __init__(self, meta: dict, device: str | torch.device = "cpu") -> None:
         super().__init__(meta, device)
         self.num_agents, self.obs_dim = meta["num_agents"], meta["obs_dim"]
+        self.recurrent = isinstance(self.actor, RecurrentQNet)
+        self._greedy = None
+        if self.recurrent:  # VDN / QMIX with agent_rnn: hidden states from call to call
+            from xiaoyarl.agents.multi.value_decomposition import RecurrentGreedy
+
+            self._greedy = RecurrentGreedy(self.actor)
+
+    def reset(self) -> None:
+        """Recurrent policies: forget the hidden states (call it when the episodes restart)."""
+        if self._greedy is not None:
+            self._greedy.reset()
 
     def _joint(self, obs: torch.Tensor, avail: torch.Tensor | None, sample: bool) -> torch.Tensor:
         """Actions as agents see them `(E, A[, U])` for a torch batch `(E, A, O)` on the device."""
         from xiaoyarl.agents.multi.common import with_agent_ids
 
+        if self.recurrent:
+            if sample:
+                raise ValueError(
+                    "a recurrent policy acts greedily only (deterministic=True); its "
+                    "exploration belongs to training."
+                )
+            return self._greedy(obs, avail)
         x = with_agent_ids(obs).flatten(0, 1)
         masks = None if avail is None else avail.flatten(0, 1)
         actor = self.actor
@@ -190,6 +214,7 @@ def evaluate(run_dir: str | Path, episodes: int = 10, seed: int = 12_345) -> dic
         raise CheckpointError(f"{run_dir} has no config.yaml: it is not a xiaoyarl run folder.")
     config = Config.load(config_path)
     with build_env(config, episodes, torch.device("cpu"), config.backend, seed) as env:
+        policy.reset()
         returns = run_episodes(env, policy.act_normalized, seed=seed)
     return {
         "mean": returns.mean().item(),

@@ -144,11 +144,16 @@ class AgentBase:
         totals: dict[str, torch.Tensor] = {}
         counts: dict[str, int] = {}
         for _ in range(num_updates):
-            logs = self.gradient_step(self.buffer.sample(self.config.batch_size))
+            logs = self.gradient_step(self.sample_batch())
             for name, value in logs.items():  # some (e.g. a delayed actor loss) not every step
                 totals[name] = totals.get(name, 0) + value
                 counts[name] = counts.get(name, 0) + 1
         return {name: value / counts[name] for name, value in totals.items()}
+
+    def sample_batch(self) -> NamedTuple:
+        """Off-policy: what one gradient step learns from: `batch_size` replayed transitions
+        (recurrent agents replay whole episodes instead)."""
+        return self.buffer.sample(self.config.batch_size)
 
     # --- the H-term add-on (`agents/hterm.py`) ---
     def h_term_observe(self, rollout: NamedTuple) -> None:
@@ -308,6 +313,11 @@ class AgentBase:
     def act(self, state: torch.Tensor) -> torch.Tensor:
         """Deterministic env action for a batch of states `(batch, state_dim)`."""
         return self.actor(state)
+
+    def evaluation_policy(self) -> Callable[..., torch.Tensor]:
+        """The deterministic policy the evaluator runs: `act`, or (recurrent agents) an object
+        that keeps hidden states between steps and has a `reset()` for each new episode batch."""
+        return self.act
 
     def state_dict(self) -> dict:
         """The agent's whole training state as plain data (tensors, dicts, numbers)."""

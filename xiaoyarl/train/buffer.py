@@ -43,6 +43,19 @@ class Batch(NamedTuple):
     weights: torch.Tensor  # (B,) float32 importance weights (ones for uniform sampling)
 
 
+class Episodes(NamedTuple):
+    """Sampled whole episodes, time-major `(T, B, ...)`: step t of episode b, from its first
+    step. `mask` is False past the episode's end (the steps there belong to whatever followed)
+    and past the newest transition that can be sampled yet."""
+
+    states: torch.Tensor  # (T, B, S)
+    actions: torch.Tensor  # (T, B, A) float32, or (T, B) int64
+    rewards: torch.Tensor  # (T, B)
+    terminals: torch.Tensor  # (T, B) bool
+    next_states: torch.Tensor  # (T, B, S): the true last state where the episode was truncated
+    mask: torch.Tensor  # (T, B) bool: a real step of the episode
+
+
 def _ring_slices(start: int, count: int, size: int) -> list[tuple[int, int]]:
     """The (at most two) slices `[a, b)` of a ring of `size` holding `count` items from `start`."""
     end = start + count
@@ -287,6 +300,52 @@ class ReplayBuffer:
         last = first + (self.size - 1) * self.num_envs  # every row but the newest
         indices = torch.randint(first, last, (batch_size,), device=self.device) % self.capacity
         return self._gather(indices, torch.ones(batch_size, device=self.device))
+
+    def sample_episodes(self, num: int, length: int) -> Episodes:
+        """Draw `num` episodes uniformly (with replacement) among those whose first step is
+        stored, each as its first `length` steps (recurrent agents replay whole episodes).
+
+        A row starts an episode of its env where the row before ended one (terminal, or cut
+        with its last state kept aside), and the very first row does; the oldest row of a
+        buffer that has wrapped does not count, as its episode began in a row since evicted.
+        One host sync per call (the number of episode starts).
+        """
+        self._check_can_sample()
+        rows, n, oldest = self.rows, self.num_envs, self._oldest_row()
+        sampleable = self.size - 1  # rows before the newest one, oldest first
+        order = (oldest + torch.arange(sampleable, device=self.device)) % rows  # (K,)
+        previous = (order - 1) % rows
+        ended = self.terminals[previous] | (self.next_index[previous] >= self.capacity)  # (K, N)
+        if self.size == self.rows:
+            ended[0] = False  # the wrapped buffer's oldest row: its episode began earlier
+        else:
+            ended[0] = True  # the first row ever written starts every env's first episode
+        starts = ended.flatten().nonzero().squeeze(1)  # positions k * N + env, (num_starts,)
+        if starts.numel() == 0:
+            raise ValueError(
+                "ReplayBuffer.sample_episodes: no episode start is stored yet; the buffer must "
+                "hold a whole episode's beginning (raise buffer_size above max_step * num_envs)."
+            )
+        pick = starts[torch.randint(starts.numel(), (num,), device=self.device)]  # (B,)
+        first, env = pick // n, pick % n
+        offsets = torch.arange(length, device=self.device).unsqueeze(1)  # (T, 1)
+        position = first.unsqueeze(0) + offsets  # (T, B): rows counted from the oldest
+        stored = position < sampleable
+        flat = order[position.clamp(max=sampleable - 1)] * n + env  # (T, B) flat indices
+        terminals = self.terminals.view(-1)[flat]
+        cut = self.next_index.view(-1)[flat] >= self.capacity
+        # a step belongs to the episode while no earlier step of it ended the episode
+        done_before = torch.cumsum((terminals | cut).int(), 0) - (terminals | cut).int()
+        mask = stored & (done_before == 0)
+        next_index = self.next_index.view(-1)[flat]
+        return Episodes(
+            states=self.store[flat],
+            actions=self.actions.flatten(0, 1)[flat],
+            rewards=self.rewards.view(-1)[flat],
+            terminals=terminals,
+            next_states=self.store[next_index],
+            mask=mask,
+        )
 
     def _gather(self, indices: torch.Tensor, weights: torch.Tensor) -> Batch:
         """The transitions at flat positions `indices (B,)`."""

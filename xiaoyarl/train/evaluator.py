@@ -50,9 +50,12 @@ def run_episodes(
     All sub-envs run in parallel; the loop ends when each has finished one episode (at the
     latest after `spec.max_step` steps). Finished sub-envs keep stepping but no longer count.
     In a multi-agent env the policy is called with the observations `(num_envs, A, O)` and the
-    action masks (or None), and the return is the team's (`team_reward`).
+    action masks (or None), and the return is the team's (`team_reward`). A policy with a
+    `reset()` (a recurrent one, `RecurrentGreedy`) is reset when the env is.
     """
     state, info = env.reset(seed=seed)
+    if hasattr(policy, "reset"):  # a recurrent policy: new episodes, new hidden states
+        policy.reset()
     multi = isinstance(env.spec, MultiAgentEnvSpec)
     n = env.spec.num_envs
     returns = torch.zeros(n, device=env.device)

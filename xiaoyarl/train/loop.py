@@ -227,8 +227,9 @@ class TrainLoop:
         t0 = time.perf_counter()
         logs = {k: v.item() for k, v in self.logs.items()}
         result = self.evaluator.evaluate(
-            self.agent.act, self.agent.policy_state, self.total_steps, t0 - self.start, logs
-        )
+            self.agent.evaluation_policy(), self.agent.policy_state, self.total_steps,
+            t0 - self.start, logs,
+        )  # fmt: skip
         self.eval_seconds += time.perf_counter() - t0
         self._results = [result]
 

@@ -156,11 +156,13 @@ class MultiAgentOffPolicy(AgentBase):
         packed = self.last_state
         for t in range(horizon_len):
             joint = layout.unpack(packed)
+            self.read_observation(joint)
             if self.explored < self.config.learning_starts:
                 action = self.random_joint_action(joint)
             else:
                 action = self.explore_joint_action(joint)
             obs, reward, terminal, truncate, info = env.step(action)
+            self.episodes_ended(terminal | truncate)
             final = layout.pack(info["final_obs"], info["final_state"],
                                 info.get("final_avail_actions"))  # fmt: skip
             states[t], actions[t] = packed, layout.pack_step(action, reward)
@@ -170,6 +172,13 @@ class MultiAgentOffPolicy(AgentBase):
             self.explored += n
         self.last_state = packed
         return Transitions(states, actions, rewards, terminals, truncates, next_states)
+
+    def read_observation(self, joint: Joint) -> None:
+        """Take in each exploring step's observations, whatever then acts (the random warm-up
+        too): recurrent agents advance their hidden state here; others need nothing."""
+
+    def episodes_ended(self, done: torch.Tensor) -> None:
+        """The sub-envs whose episode ended in the last step `(E,)` bool (they have reset)."""
 
     def random_joint_action(self, joint: Joint) -> torch.Tensor:
         """Uniformly random joint actions (the warm-up before learning starts)."""

@@ -21,8 +21,8 @@ from torch.nn import functional as F
 
 from xiaoyarl.agents.dqn import AgentDQN
 from xiaoyarl.agents.multi.common import Joint, MultiAgentOffPolicy, with_agent_ids
-from xiaoyarl.nets import RunningNorm, build_mlp
-from xiaoyarl.train.buffer import Batch
+from xiaoyarl.nets import RecurrentQNet, RunningNorm, build_mlp
+from xiaoyarl.train.buffer import Batch, Episodes
 
 
 class VDNMixer(nn.Module):
@@ -71,13 +71,43 @@ def masked(q: torch.Tensor, avail: torch.Tensor | None) -> torch.Tensor:
     return q if avail is None else q.masked_fill(~avail, -torch.inf)
 
 
+class RecurrentGreedy:
+    """The greedy joint policy of recurrent agent networks over one batch of episodes:
+    `(obs (E, A, O), avail) -> actions (E, A)`, carrying a hidden state per sub-env and agent
+    from call to call; `reset()` (the evaluator calls it when its env resets) starts new ones."""
+
+    def __init__(self, qnet: RecurrentQNet) -> None:
+        self.qnet = qnet
+        self.hidden: torch.Tensor | None = None  # (E * A, H)
+
+    def reset(self) -> None:
+        self.hidden = None
+
+    @torch.no_grad()
+    def __call__(self, obs: torch.Tensor, avail: torch.Tensor | None = None) -> torch.Tensor:
+        x = with_agent_ids(obs).flatten(0, 1)
+        if self.hidden is None or self.hidden.shape[0] != x.shape[0]:
+            self.hidden = self.qnet.initial_hidden(x.shape[0])
+        q, self.hidden = self.qnet.step(x, self.hidden)
+        return masked(q.view(*obs.shape[:2], -1), avail).argmax(-1)
+
+
 class AgentVDN(MultiAgentOffPolicy, AgentDQN):
-    """VDN: DQN on the team reward with Q_tot the sum of the agents' Q-values."""
+    """VDN: DQN on the team reward with Q_tot the sum of the agents' Q-values.
+
+    With `agent_rnn` the shared agent network is recurrent (`RecurrentQNet`, as the QMIX
+    paper's agents): exploring carries each agent's hidden state through the episode, and
+    every gradient step replays `batch_size // max_step` whole episodes from the buffer,
+    unrolled from their first step (the papers' episode replay), instead of single
+    transitions."""
 
     mixer_class: type[nn.Module] = VDNMixer
-    config_fields = AgentDQN.config_fields | {"reward_norm"}
+    config_fields = AgentDQN.config_fields | {"reward_norm", "agent_rnn"}
 
     def __init__(self, spec, config, device, learner: bool = True) -> None:
+        self.recurrent = bool(config.agent_rnn)
+        if self.recurrent:
+            self.qnet_class = RecurrentQNet  # differs: DRQN agents
         super().__init__(spec, config, device, learner)
         self.mixer = self.make_mixer().to(device)
         self.mixer_target = self.make_target(self.mixer)
@@ -87,9 +117,15 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
                          reward_stats=self.reward_stats)  # fmt: skip
         if any(True for _ in self.mixer.parameters()):
             self.optimizers["mixer"] = self.make_optimizer(self.mixer)
+        self.hidden: torch.Tensor | None = None  # recurrent: (E * A, H) while exploring
+        self.step_q: torch.Tensor | None = None  # recurrent: (E, A, U) of the current step
 
     def make_mixer(self) -> nn.Module:
         return self.mixer_class()
+
+    def graph_period(self) -> int | None:
+        # episode replay draws a data-dependent number of episode starts: no CUDA graphs
+        return None if self.recurrent else super().graph_period()
 
     # --- acting ---
     def agent_q(self, net: nn.Module, obs: torch.Tensor) -> torch.Tensor:
@@ -97,11 +133,37 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
         return net.q_values(with_agent_ids(obs))
 
     def greedy_joint_action(self, obs: torch.Tensor, avail: torch.Tensor | None) -> torch.Tensor:
+        if self.recurrent:
+            raise ValueError(
+                "a recurrent agent acts on whole episodes: use `evaluation_policy()` (a policy "
+                "that keeps the hidden states, reset with the env), not `act`."
+            )
         return masked(self.agent_q(self.qnet, obs), avail).argmax(-1)
+
+    def evaluation_policy(self):
+        return RecurrentGreedy(self.qnet) if self.recurrent else super().evaluation_policy()
+
+    def observe(self, obs: torch.Tensor, info: dict) -> torch.Tensor:
+        self.hidden = None  # the envs were reset: new episodes
+        return super().observe(obs, info)
+
+    def read_observation(self, joint: Joint) -> None:
+        if self.recurrent:  # differs: the hidden state takes in every step
+            x = with_agent_ids(joint.obs).flatten(0, 1)
+            if self.hidden is None:
+                self.hidden = self.qnet.initial_hidden(x.shape[0])
+            q, self.hidden = self.qnet.step(x, self.hidden)
+            self.step_q = q.view(*joint.obs.shape[:2], -1)
+
+    def episodes_ended(self, done: torch.Tensor) -> None:
+        if self.recurrent:  # a finished sub-env's agents start their next episode afresh
+            keep = (~done).repeat_interleave(self.multi_spec.num_agents).unsqueeze(1)
+            self.hidden = self.hidden * keep
 
     def explore_joint_action(self, joint: Joint) -> torch.Tensor:
         # differs from DQN: per agent, a random available action with probability epsilon
-        greedy = self.greedy_joint_action(joint.obs, joint.avail)
+        q = self.step_q if self.recurrent else self.agent_q(self.qnet, joint.obs)
+        greedy = masked(q, joint.avail).argmax(-1)
         random = self.random_joint_action(joint)
         explore = torch.rand(greedy.shape, device=self.device) < self.epsilon()
         return torch.where(explore, random, greedy)
@@ -111,6 +173,12 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
         self.reward_stats.update(rollout.rewards.reshape(-1, 1))
 
     # --- learning ---
+    def sample_batch(self) -> Batch | Episodes:
+        if not self.recurrent:
+            return super().sample_batch()
+        episodes = max(1, self.config.batch_size // self.multi_spec.max_step)
+        return self.buffer.sample_episodes(episodes, self.multi_spec.max_step)
+
     def next_team_value(self, joint: Joint) -> torch.Tensor:
         """Q_tot'(s', a*) `(B,)`: double Q, each agent's a* the online network's best
         available action, scored by the target networks."""
@@ -118,7 +186,9 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
         q = self.agent_q(self.qnet_target, joint.obs).gather(-1, best).squeeze(-1)  # (B, A)
         return self.mixer_target(q, joint.state)
 
-    def update_step(self, batch: Batch) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    def update_step(self, batch: Batch | Episodes) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        if self.recurrent:
+            return self.episode_update(batch)
         joint = self.layout.unpack(batch.states)
         actions, _ = self.layout.unpack_step(batch.actions)  # (B, A)
         with torch.no_grad():
@@ -130,13 +200,61 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
         q_tot = self.mixer(q, joint.state)
         # differs from DQN: the papers' squared TD error, not the Huber loss
         loss = (batch.weights * (target - q_tot).square()).mean()
+        return self.step_networks(loss, q_tot), (target - q_tot).detach()
+
+    def episode_update(self, episodes: Episodes) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """The same TD update on whole episodes `(T, B)` of recurrent agents: each network is
+        unrolled from the episode's first step; the next state's Q-values at step t come from
+        one more step on it from the hidden state after step t (on the kept last state where
+        the episode was truncated). The loss averages over the episodes' real steps."""
+        t_len, b = episodes.mask.shape
+        a = self.multi_spec.num_agents
+        joint = self.layout.unpack(episodes.states)  # obs (T, B, A, O), state (T, B, S)
+        after = self.layout.unpack(episodes.next_states)
+        actions, _ = self.layout.unpack_step(episodes.actions)  # (T, B, A)
+        x, x_next = with_agent_ids(joint.obs).flatten(1, 2), with_agent_ids(after.obs).flatten(1, 2)
+
+        def q_values(net: RecurrentQNet) -> tuple[torch.Tensor, torch.Tensor]:
+            """Q at every step and at its next state, `(T, B, A, U)` each."""
+            q, hidden = net.unroll(x)  # (T, B * A, U), (T, B * A, H)
+            q_next, _ = net.step(x_next.flatten(0, 1), hidden.flatten(0, 1))
+            return q.view(t_len, b, a, -1), q_next.view(t_len, b, a, -1)
+
+        q, q_next = q_values(self.qnet)
+        with torch.no_grad():
+            _, q_next_target = q_values(self.qnet_target)
+            best = masked(q_next.detach(), after.avail).argmax(-1, keepdim=True)  # double Q
+            next_q = q_next_target.gather(-1, best).squeeze(-1)  # (T, B, A)
+            next_value = self.mixer_target(next_q.flatten(0, 1), after.state.flatten(0, 1))
+            rewards = self.reward_stats(episodes.rewards.reshape(-1, 1)).squeeze(-1)
+            not_terminal = (~episodes.terminals).flatten().float()
+            target = rewards + self.config.gamma * not_terminal * next_value  # (T * B,)
+        chosen = q.gather(-1, actions.unsqueeze(-1)).squeeze(-1)  # (T, B, A)
+        q_tot = self.mixer(chosen.flatten(0, 1), joint.state.flatten(0, 1))
+        mask = episodes.mask.flatten().float()
+        loss = (mask * (target - q_tot).square()).sum() / mask.sum()
+        return self.step_networks(loss, q_tot, mask), ((target - q_tot) * mask).detach()
+
+    def step_networks(self, loss: torch.Tensor, q_tot: torch.Tensor,
+                      mask: torch.Tensor | None = None) -> dict[str, torch.Tensor]:  # fmt: skip
+        """One optimizer step of the agent network and the mixer, then the target update."""
         pairs = [(self.optimizers["qnet"], self.qnet)]
         if "mixer" in self.optimizers:
             pairs.append((self.optimizers["mixer"], self.mixer))
         self.optimizer_steps(loss, *pairs)
         self.update_targets((self.qnet_target, self.qnet), (self.mixer_target, self.mixer))
-        logs = {"critic_loss": loss.detach(), "q_value": q_tot.detach().mean()}
-        return logs, (target - q_tot).detach()
+        q_tot = q_tot.detach()
+        q_mean = q_tot.mean() if mask is None else (q_tot * mask).sum() / mask.sum()
+        return {"critic_loss": loss.detach(), "q_value": q_mean}
+
+    # --- the hidden state belongs to the training state ---
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "hidden": self.hidden}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        hidden = state.get("hidden")
+        self.hidden = None if hidden is None else hidden.to(self.device)
 
 
 class AgentQMIX(AgentVDN):
