@@ -231,7 +231,7 @@ class _ScriptedEnv:
 def test_a_lucky_evaluation_is_not_confirmed_and_the_best_policy_is_kept(tmp_path):
     from xiaoyarl.train.evaluator import Evaluator
 
-    scores = {100: 10.0, 101: 3.0, 102: 12.0}  # evaluation seeds 100, 101, 102 in turn
+    scores = {100: 10.0, 104: 3.0, 108: 12.0}  # evaluation k of 4 sub-envs: seed 100 + 4 k
     confirm = {"value": 4.0}
 
     def eval_returns(seed, n):
@@ -265,6 +265,42 @@ def test_a_lucky_evaluation_is_not_confirmed_and_the_best_policy_is_kept(tmp_pat
     with open(tmp_path / "recorder.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert [r["confirm_mean"] for r in rows] == ["4", "", "11"]
+
+
+def test_evaluations_never_reuse_start_states_within_or_across_runs(tmp_path):
+    """Every evaluation of a run starts its gymnasium sub-envs (sub-env i reset with seed + i)
+    from states no earlier evaluation used, and runs with neighbouring seeds evaluate on
+    unrelated starts: with seed + k per evaluation, 9 of 10 Pendulum starts repeated from one
+    evaluation to the next and from one run to the next."""
+    from xiaoyarl.envs import make_env
+    from xiaoyarl.train.evaluator import Evaluator, evaluation_seed
+
+    def first_states(run_seed, evaluations):
+        """The 10 start states of each of a run's first evaluations."""
+        found = []
+
+        def policy(state):  # the first call of an evaluation sees its start states
+            if len(found) == k:
+                found.append({tuple(s) for s in state.numpy().round(5).tolist()})
+            return torch.zeros(state.shape[0], 1)
+
+        env = make_env("Pendulum-v1", 10, backend="gymnasium", seed=0)
+        run_dir = tmp_path / f"{run_seed}_{evaluations}"
+        run_dir.mkdir()
+        evaluator = Evaluator(env, run_dir, None, evaluation_seed(run_seed), "t")
+        for k in range(evaluations):
+            evaluator.evaluate(policy, dict, k, 0.0, {})
+        env.close()
+        return found
+
+    run0, run1 = first_states(0, 3), first_states(1, 3)
+    assert all(len(s) == 10 for s in run0 + run1)
+    seen = set()
+    for s in run0 + run1:  # 60 starts, all different
+        assert not seen & s
+        seen |= s
+    assert abs(evaluation_seed(0) - evaluation_seed(1)) > 10_000
+    assert first_states(0, 1)[0] == run0[0]  # reproducible
 
 
 def test_plot_command_draws_what_training_drew(tmp_path):

@@ -22,7 +22,22 @@ from xiaoyarl.train.checkpoint import save_atomic
 from xiaoyarl.train.loggers import append_csv_row, truncate_csv_after
 
 RECORDER_FIELDS = ["step", "time", "eval_mean", "eval_std"]
-CONFIRM_SEED_OFFSET = 500_000  # confirmation k uses eval_seed + CONFIRM_SEED_OFFSET + k
+# Confirmations draw their seeds from eval_seed + CONFIRM_SEED_OFFSET on (evaluations below it).
+CONFIRM_SEED_OFFSET = 2**30
+
+
+def evaluation_seed(run_seed: int) -> int:
+    """The first seed of a run's evaluation episodes, in [0, 2**30): derived from the run's seed
+    through numpy's SeedSequence, so runs with neighbouring seeds evaluate on unrelated episodes.
+
+    Every evaluation resets its sub-envs with seeds none before it used (`Evaluator`), and a
+    gymnasium sub-env `i` is reset with `seed + i`: with bases `run_seed + k` instead, one run's
+    evaluations shared 9 of their 10 start states with the one before, and runs with seeds s
+    and s + 1 evaluated on the same starts, so that every run's final evaluation on Pendulum
+    fell on the same few hard starts (BENCHMARKS.md, stability)."""
+    import numpy as np
+
+    return int(np.random.SeedSequence([run_seed, 10_000]).generate_state(1)[0]) % 2**30
 
 
 class EvalResult(NamedTuple):
@@ -77,10 +92,12 @@ class Evaluator:
 
     Writes a row per evaluation to `recorder.csv`, saves the best policy to `actor.pt` and
     redraws `learning_curve.png` (at most every `plot_every` seconds, and at the end).
-    Evaluation `k` resets the env with seed `eval_seed + k`, so scores are reproducible and
-    independent of what happened before. When an evaluation reaches `target_return` and
-    `make_confirm_env` is given, the policy is scored again on the env it makes (of
-    `confirm_episodes` sub-envs, fresh seeds) before the target counts as reached.
+    Evaluation `k` resets the env with seed `eval_seed + k * num_envs` (sub-env `i` of a
+    gymnasium env gets that plus `i`), so scores are reproducible, independent of what happened
+    before, and no two evaluations of a run start from the same states (`evaluation_seed`).
+    When an evaluation reaches `target_return` and `make_confirm_env` is given, the policy is
+    scored again on the env it makes (of `confirm_episodes` sub-envs, fresh seeds) before the
+    target counts as reached.
     """
 
     def __init__(
@@ -118,7 +135,9 @@ class Evaluator:
     ) -> EvalResult:
         """Score `policy` (confirming a score at the target); record `step`, `elapsed` seconds
         and `logs`; keep the policy if it is the best so far."""
-        returns = run_episodes(self.env, policy, seed=self.eval_seed + self.num_evals)
+        # evaluation k resets its n sub-envs with seeds eval_seed + k n, ..., + k n + n - 1
+        seed = self.eval_seed + self.num_evals * self.env.spec.num_envs
+        returns = run_episodes(self.env, policy, seed=seed)
         self.num_evals += 1
         mean = returns.mean().item()
         std = returns.std(unbiased=False).item()
@@ -126,7 +145,8 @@ class Evaluator:
         target = self.target_return
         if target is not None and mean >= target and self.make_confirm_env is not None:
             self.confirm_env = self.confirm_env or self.make_confirm_env()
-            seed = self.eval_seed + CONFIRM_SEED_OFFSET + self.num_confirms
+            n = self.confirm_env.spec.num_envs
+            seed = self.eval_seed + CONFIRM_SEED_OFFSET + self.num_confirms * n
             confirm = run_episodes(self.confirm_env, policy, seed=seed)
             self.num_confirms += 1
             confirm_mean = confirm.mean().item()

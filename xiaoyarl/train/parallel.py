@@ -50,7 +50,7 @@ from xiaoyarl.config import Config
 from xiaoyarl.envs import make_env
 from xiaoyarl.envs.base import EnvSpec
 from xiaoyarl.errors import XiaoyaError
-from xiaoyarl.train.evaluator import EvalResult, Evaluator
+from xiaoyarl.train.evaluator import EvalResult, Evaluator, evaluation_seed
 from xiaoyarl.train.loggers import Loggers
 from xiaoyarl.train.loop import Callback, TrainLoop
 from xiaoyarl.train.progress import Console
@@ -527,7 +527,7 @@ class ParallelLoop(TrainLoop):
                          console, loggers, callbacks)  # fmt: skip
         one_worker = dataclasses.replace(agent.spec, num_envs=config.num_envs)
         setup = {"device": str(agent.device) if backend == "torch" else "cpu",
-                 "eval_seed": config.seed + 10_000, "run_dir": str(run_dir),
+                 "eval_seed": evaluation_seed(config.seed), "run_dir": str(run_dir),
                  "target": target, "title": title}  # fmt: skip
         self.runner = ParallelRunner(config, agent, one_worker, backend, setup, console.line)
         self.remote_state: dict | None = None  # the evaluator process's state, as last sent

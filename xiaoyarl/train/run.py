@@ -25,7 +25,7 @@ from xiaoyarl.envs.multi import (
 from xiaoyarl.errors import CheckpointError, ConfigError, EnvError
 from xiaoyarl.train import distributed
 from xiaoyarl.train.checkpoint import load_plain
-from xiaoyarl.train.evaluator import Evaluator
+from xiaoyarl.train.evaluator import Evaluator, evaluation_seed
 from xiaoyarl.train.loggers import Loggers, check_logger_packages
 from xiaoyarl.train.loop import CHECKPOINT_FORMAT, Callback, TrainLoop
 from xiaoyarl.train.progress import Console, warn
@@ -208,7 +208,7 @@ def _run(
     try:
         if not parallel and main:
             eval_env = build_env(config, config.eval_episodes, device, backend,
-                                 config.seed + 10_000)  # fmt: skip
+                                 evaluation_seed(config.seed))  # fmt: skip
         spec = env.spec
         agent_spec = spec
         if parallel:  # the learner sees the workers' sub-envs side by side
@@ -240,7 +240,7 @@ def _run(
 
         evaluator = None
         if main and not parallel:
-            evaluator = Evaluator(eval_env, run_dir, target, eval_seed=config.seed + 10_000,
+            evaluator = Evaluator(eval_env, run_dir, target, evaluation_seed(config.seed),
                                   title=title, make_confirm_env=make_confirm_env)  # fmt: skip
         common = (config, agent, env, evaluator, target, run_dir, backend, console, loggers,
                   callbacks)  # fmt: skip
