@@ -15,6 +15,8 @@ Shapes: B = batch, A = agents, O = observation, S = global state, U = actions.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -140,7 +142,8 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
             )
         return masked(self.agent_q(self.qnet, obs), avail).argmax(-1)
 
-    def evaluation_policy(self):
+    def evaluation_policy(self) -> Callable[..., torch.Tensor]:
+        # differs: recurrent agents evaluate with hidden states of their own
         return RecurrentGreedy(self.qnet) if self.recurrent else super().evaluation_policy()
 
     def observe(self, obs: torch.Tensor, info: dict) -> torch.Tensor:
