@@ -69,3 +69,21 @@ def test_stability_study_runs_and_resumes(tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     assert "seed 0: final" not in again.stdout  # nothing trained again
     assert "| sac Pendulum-v1, 30,000 steps, target -200 | sb3 | 1 |" in again.stdout
+
+
+def test_ensemble_study_runs_and_reuses_its_runs(tmp_path):
+    """Three tiny runs scored alone, in 3-ensembles, all together and fused; a second invocation
+    reuses the runs' final policies."""
+    command = [sys.executable, str(BENCH / "ensembles.py"), "--tasks", "ppo-pendulum", "--seeds",
+               "0", "1", "2", "--budget", "2048", "--runs", str(tmp_path / "runs"),
+               "--out", str(tmp_path / "out.json")]  # fmt: skip
+    first = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert first.stdout.count("ppo-pendulum seed") == 3
+    for row in ("| single runs (3) |", "| 3-ensembles (3) |", "| ensemble of all 3 |",
+                "| fusion of all 3 |"):  # fmt: skip
+        assert row in first.stdout
+    again = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "ppo-pendulum seed" not in again.stdout  # nothing trained again
+    assert again.stdout.split("\n\n")[-1] == first.stdout.split("\n\n")[-1]  # the same scores

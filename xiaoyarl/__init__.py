@@ -3,7 +3,7 @@
 from xiaoyarl.config import Config
 from xiaoyarl.envs import EnvSpec, VecEnv, make_env
 from xiaoyarl.errors import CheckpointError, ConfigError, EnvError, XiaoyaError
-from xiaoyarl.policy import Policy, evaluate, load_policy
+from xiaoyarl.policy import Policy, PolicyEnsemble, evaluate, load_ensemble, load_policy
 from xiaoyarl.train.evaluator import EvalResult
 from xiaoyarl.train.loop import Callback, TrainLoop
 from xiaoyarl.train.run import train_agent
@@ -19,10 +19,12 @@ __all__ = [
     "EnvSpec",
     "EvalResult",
     "Policy",
+    "PolicyEnsemble",
     "TrainLoop",
     "VecEnv",
     "XiaoyaError",
     "evaluate",
+    "load_ensemble",
     "load_policy",
     "make_env",
     "train_agent",

@@ -82,8 +82,14 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--summary-json", metavar="FILE", help="write the run summary as JSON")
     train.add_argument("--quiet", action="store_true", help="print only errors")
 
-    ev = sub.add_parser("eval", help="evaluate a run's best policy")
-    ev.add_argument("run_dir")
+    ev = sub.add_parser(
+        "eval",
+        help="evaluate a run's best policy, or several runs' policies acting as one",
+        description="Evaluate a run's best policy. Given several runs of one env, evaluate "
+        "their ensemble (continuous actions averaged, discrete ones by majority vote) and, on "
+        "the same episodes, each run alone.",
+    )
+    ev.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     ev.add_argument("--episodes", type=int, default=10)
     ev.add_argument("--seed", type=int, default=12_345)
 
@@ -311,8 +317,14 @@ def _apply_train_args(config: Config, args: argparse.Namespace) -> None:
 def _eval(args: argparse.Namespace) -> int:
     from xiaoyarl.policy import evaluate
 
-    result = evaluate(args.run_dir, episodes=args.episodes, seed=args.seed)
-    print(f"eval over {args.episodes} episodes: {result['mean']:.2f} ± {result['std']:.2f}")
+    runs = args.run_dirs
+    result = evaluate(runs if len(runs) > 1 else runs[0], episodes=args.episodes, seed=args.seed)
+    what = f" of the ensemble of {len(runs)} runs" if len(runs) > 1 else ""
+    print(f"eval{what} over {args.episodes} episodes: {result['mean']:.2f} ± {result['std']:.2f}")
+    if len(runs) > 1:  # each member on the same episodes, for comparison
+        for run_dir in runs:
+            alone = evaluate(run_dir, episodes=args.episodes, seed=args.seed)
+            print(f"  {run_dir} alone: {alone['mean']:.2f} ± {alone['std']:.2f}")
     return 0
 
 

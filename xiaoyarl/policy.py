@@ -1,14 +1,16 @@
-"""Inference from a finished run: `load_policy(run_dir)` and `evaluate(run_dir)`."""
+"""Inference from finished runs: `load_policy(run_dir)`, `load_ensemble(run_dirs)` (several
+runs' policies acting as one) and `evaluate(run_dir or run_dirs)`."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from xiaoyarl.config import Config
-from xiaoyarl.errors import CheckpointError
+from xiaoyarl.errors import CheckpointError, ConfigError
 from xiaoyarl.nets import ACTORS, ActorDiscretePPO, QNet, RecurrentQNet, RunningNorm
 from xiaoyarl.train.checkpoint import load_plain
 
@@ -200,19 +202,98 @@ def load_policy(run_dir: str | Path, device: str | torch.device = "cpu") -> Poli
     return (MultiAgentPolicy if "num_agents" in meta else Policy)(meta, device)
 
 
-def evaluate(run_dir: str | Path, episodes: int = 10, seed: int = 12_345) -> dict:
-    """Score a run's best policy on `episodes` fresh episodes of its env (same backend).
+class PolicyEnsemble(Policy):
+    """Several trained policies of one env acting as one (an averaged policy, for seeds or
+    population members trained apart). Deterministic actions: the mean of the members'
+    actions for continuous envs (each in [-1, 1] as agents see them, so the mean is too), the
+    members' majority vote for discrete ones (a tie goes to the first member's choice when it
+    is among the tied, else to the lowest index). `deterministic=False`: each observation is
+    acted on by one member drawn at random, exploring as that member does. Unlike
+    `xiaoyarl fuse`, which averages parameters into one network (sound for agents that share
+    an ancestry, as a population's do), this averages what the networks do, so the members
+    may have been trained from different seeds. Single-agent, feed-forward policies only."""
+
+    def __init__(self, members: Sequence[Policy], names: Sequence[str] | None = None) -> None:
+        names = list(names) if names is not None else [f"policy {i}" for i in range(len(members))]
+        if not members:
+            raise ConfigError("an ensemble needs at least one policy.")
+        for member, name in zip(members, names, strict=True):
+            if isinstance(member, MultiAgentPolicy | PolicyEnsemble):
+                raise ConfigError(
+                    f"{name}: ensembles take single-agent policies (not a multi-agent policy or "
+                    "another ensemble)."
+                )
+        first = members[0]
+        for member, name in zip(members[1:], names[1:], strict=True):
+            differ = [key for key in ("env_id", "state_dim", "action_dim", "if_discrete",
+                                      "action_low", "action_high")
+                      if member.meta.get(key) != first.meta.get(key)]  # fmt: skip
+            if differ:
+                raise ConfigError(
+                    f"{name} and {names[0]} act in different envs ({', '.join(differ)} differ): "
+                    "an ensemble's members must share the env."
+                )
+        self.members = list(members)
+        self.meta, self.device = first.meta, first.device
+        self.state_dim, self.if_discrete = first.state_dim, first.if_discrete
+        if not self.if_discrete:
+            self.low, self.high = first.low, first.high
+
+    @torch.no_grad()
+    def act_normalized(self, state: torch.Tensor) -> torch.Tensor:
+        actions = torch.stack([m.act_normalized(state) for m in self.members])  # (K, batch, ...)
+        if not self.if_discrete:  # in float64: K copies of one policy give its action exactly
+            return actions.double().mean(0).to(actions.dtype)
+        n = self.meta["action_dim"]
+        votes = torch.nn.functional.one_hot(actions.long(), n).sum(0).float()
+        votes += 0.5 * torch.nn.functional.one_hot(actions[0].long(), n)  # ties: the first's
+        return votes.argmax(-1)
+
+    @torch.no_grad()
+    def sample_normalized(self, state: torch.Tensor) -> torch.Tensor:
+        actions = torch.stack([m.sample_normalized(state) for m in self.members])
+        pick = torch.randint(len(self.members), (state.shape[0],), device=state.device)
+        return actions[pick, torch.arange(state.shape[0], device=state.device)]
+
+
+def load_ensemble(
+    run_dirs: Sequence[str | Path], device: str | torch.device = "cpu"
+) -> PolicyEnsemble:
+    """The best policies of several runs of one env, acting as one (`PolicyEnsemble`)."""
+    if isinstance(run_dirs, str | Path):
+        raise ConfigError("load_ensemble takes a list of run folders; use load_policy for one.")
+    members = [load_policy(run_dir, device) for run_dir in run_dirs]
+    return PolicyEnsemble(members, [str(run_dir) for run_dir in run_dirs])
+
+
+def evaluate(
+    run_dir: str | Path | Sequence[str | Path], episodes: int = 10, seed: int = 12_345
+) -> dict:
+    """Score a run's best policy on `episodes` fresh episodes of its env (same backend), or,
+    given several run folders, their ensemble (`load_ensemble`) on the first run's env.
 
     Returns {"mean", "std", "returns"}; episodes run as parallel sub-envs."""
     from xiaoyarl.train.evaluator import run_episodes
     from xiaoyarl.train.run import build_env
 
-    run_dir = Path(run_dir)
-    policy = load_policy(run_dir)
-    config_path = run_dir / "config.yaml"
-    if not config_path.is_file():
-        raise CheckpointError(f"{run_dir} has no config.yaml: it is not a xiaoyarl run folder.")
-    config = Config.load(config_path)
+    run_dirs = [Path(run_dir)] if isinstance(run_dir, str | Path) else [Path(d) for d in run_dir]
+    if not run_dirs:
+        raise ConfigError("evaluate needs at least one run folder.")
+    policy = load_policy(run_dirs[0]) if len(run_dirs) == 1 else load_ensemble(run_dirs)
+    configs = []
+    for folder in run_dirs:
+        config_path = folder / "config.yaml"
+        if not config_path.is_file():
+            raise CheckpointError(f"{folder} has no config.yaml: it is not a xiaoyarl run folder.")
+        configs.append(Config.load(config_path))
+    config = configs[0]
+    for folder, other in zip(run_dirs[1:], configs[1:], strict=True):
+        if (other.env_id, other.env_kwargs) != (config.env_id, config.env_kwargs):
+            raise ConfigError(
+                f"{folder} was trained on {other.env_id} {other.env_kwargs or ''} and "
+                f"{run_dirs[0]} on {config.env_id} {config.env_kwargs or ''}: an ensemble is "
+                "evaluated on one env."
+            )
     with build_env(config, episodes, torch.device("cpu"), config.backend, seed) as env:
         policy.reset()
         returns = run_episodes(env, policy.act_normalized, seed=seed)
