@@ -225,11 +225,17 @@ def run_sb3(task: Task, seed: int, threads: int | None, root: Path) -> dict:
     from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.vec_env import VecNormalize
 
+    from xiaoyarl.train.evaluator import CONFIRM_SEED_OFFSET, evaluation_seed
     from xiaoyarl.train.progress import process_seconds
 
     env = make_vec_env(task.env_id, n_envs=task.n_envs, seed=seed)
-    eval_env = make_vec_env(task.env_id, n_envs=10, seed=seed + 10_000)
-    confirm_env = make_vec_env(task.env_id, n_envs=CONFIRM_EPISODES, seed=seed + 20_000)
+    # Evaluation starts as xiaoyarl's evaluator draws them (`evaluation_seed`): with seeds
+    # `seed + 10_000`, runs with neighbouring seeds shared their sub-envs' streams, and the 10
+    # runs of a Pendulum table ended on 19 distinct start states (BENCHMARKS.md, stability).
+    eval_seed = evaluation_seed(seed)
+    eval_env = make_vec_env(task.env_id, n_envs=10, seed=eval_seed)
+    confirm_env = make_vec_env(task.env_id, n_envs=CONFIRM_EPISODES,
+                               seed=CONFIRM_SEED_OFFSET + eval_seed)  # fmt: skip
     if task.normalize:  # evaluation sees observations scaled with the training statistics
         env = VecNormalize(env)
         eval_env = VecNormalize(eval_env, training=False, norm_reward=False)
