@@ -50,17 +50,22 @@ EPISODES = 100
 EVAL_SEED = 2**31 + 17
 
 
-def train(name: str, seed: int, root: Path, threads: int, budget: int | None) -> Path:
-    """Train one seed of the task with xiaoyarl's defaults (as the stability study does) and
-    return the folder holding its final policy."""
+def final_policy(run_dir: Path) -> Path:
+    """The folder holding a run's final policy (written by `train`)."""
+    return run_dir.with_name(f"{run_dir.name}-final")
+
+
+def train(name: str, seed: int, root: Path, threads: int, budget: int) -> Path:
+    """Train one seed of the task with xiaoyarl's defaults (as the stability study does), keep
+    its final policy in `final_policy(run_dir)`, and return the run folder."""
     task = TASKS[name]
-    run_dir, final = root / name / f"seed{seed}", root / name / f"seed{seed}-final"
-    if (final / "actor.pt").is_file():
-        return final  # done in an earlier invocation
+    run_dir = root / name / f"seed{seed}"
+    if (final_policy(run_dir) / "actor.pt").is_file():
+        return run_dir  # done in an earlier invocation
     shutil.rmtree(run_dir, ignore_errors=True)  # an interrupted run starts again
     config = Config(
         algo=task.algo, env_id=task.env_id, backend=task.backend, seed=seed, threads=threads,
-        max_steps=min(budget or task.budget, task.budget), target_return=task.target,
+        max_steps=budget, target_return=task.target,
         eval_every=task.eval_every, stop_at_target=False, eval_episodes=10, cwd=str(run_dir),
     )  # fmt: skip
     started = time.perf_counter()
@@ -68,7 +73,8 @@ def train(name: str, seed: int, root: Path, threads: int, budget: int | None) ->
     print(f"{name} seed {seed}: trained {summary['total_steps']:,} env steps in "
           f"{time.perf_counter() - started:.0f} s, last evaluation "
           f"{summary['final_eval_mean']:.1f}", flush=True)  # fmt: skip
-    return fuse_runs([run_dir], final)  # the final agent, bit for bit
+    fuse_runs([run_dir], final_policy(run_dir))  # the final agent, bit for bit
+    return run_dir
 
 
 def stats(scores: list[float], target: float) -> dict:
@@ -83,15 +89,17 @@ def stats(scores: list[float], target: float) -> dict:
     }
 
 
-def study(name: str, seeds: list[int], root: Path, threads: int, budget: int | None) -> dict:
-    finals = [train(name, seed, root, threads, budget) for seed in seeds]
+def study(name: str, seeds: list[int], root: Path, threads: int, cap: int | None) -> dict:
+    budget = min(cap or TASKS[name].budget, TASKS[name].budget)
+    runs = [train(name, seed, root, threads, budget) for seed in seeds]
+    finals = [final_policy(run) for run in runs]
     score = lambda runs: evaluate(runs, episodes=EPISODES, seed=EVAL_SEED)["mean"]  # noqa: E731
     singles = [score(run) for run in finals]
     k = len(finals)
     triples = [score([finals[(i + j) % k] for j in range(3)]) for i in range(k)]
     fused_dir = root / name / "fused-all"
     shutil.rmtree(fused_dir, ignore_errors=True)
-    fuse_runs([f.parent / f.name.removesuffix("-final") for f in finals], fused_dir)
+    fuse_runs(runs, fused_dir)
     target = TASKS[name].target
     return {
         "singles": singles,
@@ -102,7 +110,7 @@ def study(name: str, seeds: list[int], root: Path, threads: int, budget: int | N
         "ensembles_of_3_stats": stats(triples, target),
         "target": target,
         "seeds": seeds,
-        "budget": min(budget or TASKS[name].budget, TASKS[name].budget),
+        "budget": budget,
     }
 
 
