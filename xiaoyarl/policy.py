@@ -25,10 +25,7 @@ class Policy:
     `explore_rate` for Q-learning (DQN family)."""
 
     def __init__(self, meta: dict, device: str | torch.device = "cpu") -> None:
-        self.meta = meta
-        self.device = torch.device(device)
-        self.state_dim = meta["state_dim"]
-        self.if_discrete = meta["if_discrete"]
+        self._bind(meta, device)
         if meta["actor_class"] not in ACTORS:
             raise CheckpointError(f"unknown actor class {meta['actor_class']} in policy file.")
         norm = RunningNorm(meta["state_dim"], meta["state_norm"], meta.get("state_norm_clip", 10.0))
@@ -37,6 +34,13 @@ class Policy:
         )
         self.actor.load_state_dict(meta["actor"])
         self.actor.to(self.device).eval()
+
+    def _bind(self, meta: dict, device: str | torch.device) -> None:
+        """What `predict` needs besides the actions: the env's shapes and action bounds."""
+        self.meta = meta
+        self.device = torch.device(device)
+        self.state_dim = meta["state_dim"]
+        self.if_discrete = meta["if_discrete"]
         if not self.if_discrete:
             self.low = torch.tensor(meta["action_low"], device=self.device)
             self.high = torch.tensor(meta["action_high"], device=self.device)
@@ -234,10 +238,7 @@ class PolicyEnsemble(Policy):
                     "an ensemble's members must share the env."
                 )
         self.members = list(members)
-        self.meta, self.device = first.meta, first.device
-        self.state_dim, self.if_discrete = first.state_dim, first.if_discrete
-        if not self.if_discrete:
-            self.low, self.high = first.low, first.high
+        self._bind(first.meta, first.device)  # no actor of its own: the members act
 
     @torch.no_grad()
     def act_normalized(self, state: torch.Tensor) -> torch.Tensor:
