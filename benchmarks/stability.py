@@ -74,7 +74,14 @@ TASKS: dict[str, Task] = {
     ),  # fmt: skip
     # the Hopper tasks are compare.py's fixed-budget ones
     "ppo-hopper": compare.TASKS["ppo-hopper-300k"],
-    "sac-hopper": compare.TASKS["sac-hopper-100k"],
+    # SAC Hopper at 100k env steps is ~20 hours of one core for 30 runs: the 2-core machine's
+    # table is at 30k (the off-policy Pendulum budget), where a target of 1,000 is out of reach
+    # of every seed, so its target is 500 (set before the runs), where reaching it and falling
+    # back below it can be seen within the budget
+    "sac-hopper": replace(
+        compare.TASKS["sac-hopper-100k"], target=500, budget=30_000, eval_every=2_000
+    ),  # fmt: skip
+    "sac-hopper-100k": compare.TASKS["sac-hopper-100k"],
 }
 H_TERM_ALGOS = ("ppo", "a2c", "ddpg", "td3", "sac", "modsac", "redq")
 VARIANTS = ("xiaoyarl", "xiaoyarl+h_term", "sb3")
