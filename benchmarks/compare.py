@@ -228,6 +228,7 @@ def run_sb3(task: Task, seed: int, threads: int | None, root: Path) -> dict:
     from xiaoyarl.train.evaluator import CONFIRM_SEED_OFFSET, evaluation_seed
     from xiaoyarl.train.progress import process_seconds
 
+    os.environ.setdefault("SB3_LOGDIR", str(root / "sb3"))  # not a new empty folder in /tmp
     env = make_vec_env(task.env_id, n_envs=task.n_envs, seed=seed)
     # Evaluation starts as xiaoyarl's evaluator draws them (`evaluation_seed`): with seeds
     # `seed + 10_000`, runs with neighbouring seeds shared their sub-envs' streams, and the 10
