@@ -125,22 +125,46 @@ def test_missing_unknown_module_keeps_the_exception_text():
 
 # --- Atari --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("env_id", ["ALE/Pong-v5", "PongNoFrameskip-v4", "Breakout-v4"])
-def test_unregistered_atari_id_says_what_to_install(env_id):
-    if env_id in gymnasium.registry:
-        pytest.skip("ale-py's envs are registered here")
+def test_atari_id_without_ale_py_says_what_to_install(env_id, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ale_py", None)  # as if ale-py were not installed
+    for registered in [i for i in gymnasium.registry if is_atari_id(i)]:
+        monkeypatch.delitem(gymnasium.registry, registered)
     with pytest.raises(EnvError) as excinfo:
         GymVecEnv(env_id)
     message = str(excinfo.value)
-    for words in [env_id, "Atari", "`pip install ale-py`", "ROMs", "no CNN encoder", "MLPs"]:
+    for words in [env_id, "Atari", "`pip install ale-py`", "ROMs", "pixels", "obs_type: ram"]:
         assert words in message
     assert "unknown environment" not in message
 
 
-def test_atari_id_with_a_missing_ale_py_module():
-    if importlib.util.find_spec("ale_py") is not None:
-        pytest.skip("ale-py is installed")
+def test_atari_id_with_a_missing_ale_py_module(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ale_py", None)
     with pytest.raises(EnvError, match="pip install ale-py"):
         GymVecEnv("ale_py:ALE/Pong-v5")
+
+
+def test_atari_id_with_ale_py_installed_is_found_without_importing_it():
+    """ale-py registers its games only once imported: the adapter imports it for the user, so
+    the message is about pixels (true), not about installing ale-py (already there)."""
+    pytest.importorskip("ale_py")
+    with pytest.raises(EnvError) as excinfo:
+        GymVecEnv("ALE/Pong-v5")
+    message = str(excinfo.value)
+    assert "holds images" in message and "obs_type: ram" in message
+    assert "pip install" not in message and "-ram" not in message
+    env = GymVecEnv("ALE/Pong-v5", num_envs=1, env_kwargs={"obs_type": "ram"})  # the hint works
+    assert env.spec.state_dim == 128
+    env.close()
+
+
+def test_atari_id_that_ale_py_does_not_have():
+    pytest.importorskip("ale_py")
+    with pytest.raises(EnvError) as excinfo:
+        GymVecEnv("Pong-ram-v4")  # ale-py 0.10+ has no '-ram' ids
+    message = str(excinfo.value)
+    assert "registers no such game" in message and "obs_type: ram" in message
+    with pytest.raises(EnvError, match="Did you mean 'ALE/Pong-v5'"):
+        GymVecEnv("ALE/Pongg-v5")
 
 
 def test_atari_ids_are_recognised():

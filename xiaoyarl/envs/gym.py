@@ -53,9 +53,10 @@ _WRAP_ADVICE = (
 IMAGE_ADVICE = (
     "xiaoyarl's networks are MLPs on flat state vectors, and pixels are not flattened silently "
     "(an MLP on raw pixels learns next to nothing); a CNN encoder is not built yet. Use a "
-    "state-based variant of the task (e.g. a '-ram' Atari id or the env's state-observation "
-    "option), or wrap the env in your own module with a wrapper that produces a feature vector "
-    "and pass 'my_module:MyEnv-v0'"
+    "state-based variant of the task (for an Atari game, its 128-byte RAM: "
+    "--set env_kwargs={obs_type: ram}; or the env's own state-observation option), or wrap the "
+    "env in your own module with a wrapper that produces a feature vector and pass "
+    "'my_module:MyEnv-v0'"
 )
 
 # Games of the Arcade Learning Environment (the Atari-57 benchmark), to recognise Atari ids
@@ -89,15 +90,6 @@ def is_atari_id(env_id: str) -> bool:
         return True
     match = _ATARI_ID.fullmatch(env_id)
     return match is not None and match["game"] in _ATARI_GAMES
-
-
-def _atari_ram_id(env_id: str) -> str | None:
-    """The RAM-observation variant of an Atari id ('ALE/Pong-ram-v5', 'Pong-ramNoFrameskip-v4')."""
-    match = _ATARI_ID.fullmatch(env_id)
-    if match is None:
-        return None
-    mode = match["mode"] or ""
-    return f"{match['ale'] or ''}{match['game']}-ram{mode}-v{match['version']}"
 
 
 class GymVecEnv(VecEnv):
@@ -452,6 +444,8 @@ def _resolve(env_id: str, env_kwargs: dict | None) -> tuple[str, dict]:
                 f"(installed, its folder on PYTHONPATH, or '{module}.py' in the current "
                 f"directory) and imports without error."
             ) from e
+    if is_atari_id(registered_id) and registered_id not in gymnasium.registry:
+        _register_atari()  # ale-py registers its games only once imported
     try:
         registration = gymnasium.spec(registered_id)
     except gymnasium.error.Error as e:
@@ -541,20 +535,32 @@ def _unknown_env_error(env_id: str, registered_id: str) -> EnvError:
     )
 
 
+def _register_atari() -> bool:
+    """Register the Atari games of ale-py with gymnasium; False if ale-py is not installed."""
+    try:
+        import ale_py
+    except ImportError:
+        return False
+    gymnasium.register_envs(ale_py)
+    return True
+
+
 def _atari_error(env_id: str, registered_id: str) -> EnvError:
-    """`EnvError` for an Atari id that is not registered (ale-py is missing or not imported)."""
-    ram_id = _atari_ram_id(registered_id)
-    ram = (
-        f" The RAM variant ('ale_py:{ram_id}', a 128-byte state vector) works with an MLP."
-        if ram_id is not None
-        else ""
-    )
+    """`EnvError` for an Atari id that is not registered: ale-py is missing, or has no such id."""
+    if not _register_atari():
+        return EnvError(
+            f"'{env_id}' is an Atari game, and Atari envs need the ale-py package "
+            f"(`pip install ale-py`; it ships the game ROMs). Note also that Atari observations "
+            f"are pixels, which xiaoyarl cannot learn from yet: with ale-py installed, "
+            f"--set env_kwargs={{obs_type: ram}} gives the game's 128-byte RAM as the state."
+        )
+    games = sorted(i for i in gymnasium.registry if i.startswith("ALE/"))
+    close = difflib.get_close_matches(registered_id, games, n=3)
+    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     return EnvError(
-        f"'{env_id}' is an Atari game, and Atari envs are not registered here: they need the "
-        f"ale-py package (`pip install ale-py`; ale-py 0.9+ ships the game ROMs), imported "
-        f"before the env is made (pass 'ale_py:{registered_id}', which imports it). Note also "
-        f"that Atari observations are pixels and xiaoyarl has no CNN encoder for pixel "
-        f"observations yet: its networks are MLPs on flat state vectors.{ram}"
+        f"'{env_id}' looks like an Atari id, but ale-py (installed) registers no such game.{hint} "
+        f"ale-py's ids are 'ALE/<Game>-v5' (and '<Game>NoFrameskip-v4'); RAM observations are "
+        f"an option of those ids (--set env_kwargs={{obs_type: ram}}), not ids of their own."
     )
 
 
