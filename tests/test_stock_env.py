@@ -355,6 +355,18 @@ def test_data_file_and_default_market(tmp_path):
     assert default.spec.state_dim == 1 + 2 * 5 + 8 * 5 and default.spec.max_step == 252
 
 
+def test_an_unsorted_data_file_is_refused_with_a_hint_the_env_accepts(tmp_path):
+    pytest.importorskip("pandas")
+    path = tmp_path / "panel.csv"
+    MARKET.to_frame().iloc[::-1].to_csv(path, index=False)
+    with pytest.raises(MarketDataError, match="not sorted.*sort=True"):
+        StockTradingEnv(1, data=str(path))
+    sorted_env = StockTradingEnv(2, seed=0, data=str(path), sort=True)  # the hint works
+    assert torch.equal(sorted_env.reset(seed=1)[0], make(2).reset(seed=1)[0])
+    with pytest.raises(ConfigError, match="sort"):
+        StockTradingEnv(1, sort=True)  # nothing to sort in a synthetic market
+
+
 def test_the_real_sample_as_a_market():
     pytest.importorskip("backtesting", reason="the GOOG sample ships with `backtesting`")
     env = StockTradingEnv(2, seed=0, market="goog", turbulence_threshold=3.0)

@@ -83,6 +83,7 @@ class TradingConfig:
     market: str | Market | None = None  # synthetic | file | goog (real sample) | a Market;
     # None: "file" when `data` is given, else "synthetic"
     data: str | None = None  # CSV / Parquet panel for market "file" (see finance.load_market)
+    sort: bool = False  # market "file": sort the rows by date then ticker (else refused unsorted)
     structure: str = "regimes"  # synthetic: regimes | mean_reversion | momentum | random_walk
     market_seed: int = 0  # synthetic: seed of the market (the env's seed only draws start days)
     num_assets: int = 5  # synthetic: number of assets
@@ -148,6 +149,10 @@ class TradingConfig:
             bad("data", "market 'file' needs data=PATH to a CSV or Parquet panel")
         if self.data is not None and market != "file":
             bad("data", f"data=PATH reads a file, but market is {market!r}: leave market unset")
+        if not isinstance(self.sort, bool):
+            bad("sort", "true or false")
+        if self.sort and market != "file":
+            bad("sort", "it sorts the rows of a file: give data=PATH too")
         if self.structure not in STRUCTURES:
             bad("structure", f"choose one of {', '.join(STRUCTURES)}")
         for name, low in (("num_assets", 1), ("num_days", 2), ("hmax", 1), ("max_step", 1)):
@@ -202,7 +207,7 @@ def build_market(config: TradingConfig) -> Market:
             config.start_date,
         )  # fmt: skip
     if market == "file":
-        return load_market(config.data)
+        return load_market(config.data, sort=config.sort)
     return load_sample(market.upper())
 
 
