@@ -7,6 +7,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+PACKAGE_DIR = Path(__file__).resolve().parent.parent / "xiaoyarl"
+
+
+def library_frames(text: str) -> list[str]:
+    """The lines of `text` that are Python traceback frames in the library's own files.
+
+    Matched by the package's full path, so a clone whose path contains 'xiaoyarl/' (and a torch
+    C++ trace that prints the path of the venv inside it) is not taken for one.
+    """
+    return [line for line in text.splitlines() if f'File "{PACKAGE_DIR}{os.sep}' in line]
+
+
 # A tiny but complete PPO run on the torch-native CartPole: 16 envs x 16 steps per rollout.
 TINY = ["--num-envs", "16", "--set", "horizon_len=16", "--threads", "1", "--eval-episodes", "2"]
 

@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+from helpers import PACKAGE_DIR, library_frames
+
 from xiaoyarl.train.plots import read_population_csv
 
 
@@ -130,7 +132,7 @@ def test_launchers_join_and_leave_one_population(tmp_path):
         _wait(lambda: not _slots_of([procs["a"].pid, procs["b"].pid]), 60, "the slots to exit")
         for name in "ab":
             text = logs[name].read_text()
-            assert "xiaoyarl/" not in text, text[-3000:]  # no traceback through the library
+            assert not library_frames(text), text[-3000:]  # no traceback through the library
             if procs[name].poll() is None:
                 os.killpg(procs[name].pid, signal.SIGKILL)
             procs[name].wait(timeout=60)
@@ -146,3 +148,12 @@ def test_launchers_join_and_leave_one_population(tmp_path):
     assert state["done"]
     time.sleep(1)
     assert not _processes_of(out), "processes of the population are left"
+
+
+def test_the_traceback_check_is_not_fooled_by_the_clone_path():
+    """A clone whose path holds 'xiaoyarl/' prints it in torch's C++ traces: not a library frame
+    (the earlier check, `"xiaoyarl/" not in text`, failed there)."""
+    cpp_trace = "frame #3: c10::Error in /home/me/xiaoyarl/.venv/lib/torch/lib/libtorch_cpu.so"
+    assert not library_frames(cpp_trace)
+    frame = f'  File "{PACKAGE_DIR}{os.sep}train{os.sep}population.py", line 3, in run'
+    assert library_frames(f"Traceback (most recent call last):\n{frame}\nValueError") == [frame]
