@@ -65,6 +65,26 @@ def test_critic_loss_uses_the_whole_td_target_and_the_importance_weights(cls):
     assert td_errors.shape == (6,)
 
 
+@pytest.mark.parametrize("cls", [AgentTD3, AgentSAC, AgentREDQ], ids=["td3", "sac", "redq"])
+def test_priority_of_a_critic_ensemble_is_the_mean_absolute_td_error(cls):
+    """Critics whose errors have opposite signs must not cancel in the priority (the signed mean
+    over critics gave such a transition too low a priority)."""
+    agent, _ = make_agent(cls, policy_noise_std=0.0)
+    batch = weighted_batch(agent)
+    with torch.no_grad():
+        torch.manual_seed(11)
+        next_v = agent.next_value(batch.next_states)
+        target = batch.rewards + agent.config.gamma * (~batch.terminals).float() * next_v
+        q = agent.critic_q(batch.states, batch.actions)  # (num_critics, B), before the step
+    want = torch.stack([
+        sum(abs(target[i] - q[k, i]) for k in range(q.shape[0])) / q.shape[0]
+        for i in range(len(target))
+    ])  # fmt: skip
+    torch.manual_seed(11)
+    _, td_errors = agent.update_step(batch)
+    torch.testing.assert_close(td_errors, want, rtol=1e-5, atol=1e-6)
+
+
 def test_gradient_step_sets_each_priority_to_its_td_error():
     agent, env = make_agent(AgentDQN, per=True, batch_size=16, learning_starts=0)
     twin, _ = make_agent(AgentDQN, per=True, batch_size=16, learning_starts=0)

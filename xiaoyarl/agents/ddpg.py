@@ -127,4 +127,4 @@ class AgentDDPG(AgentBase):
                 self.update_targets((self.actor_target, self.actor))
         if self.critic_target_due(actor_updated):
             self.update_targets((self.critic_target, self.critic))
-        return logs, td_errors.detach().mean(0)
+        return logs, td_errors.detach().abs().mean(0)  # critics of opposite error: no cancelling
