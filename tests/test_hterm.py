@@ -135,6 +135,7 @@ def test_checkpoint_round_trip():
     h = HTerm(h_config(), torch.device("cpu"))
     for rollout in rollouts[:3]:
         h.add(*rollout)
+    h.sample(10)  # the windows' generator has moved on from its seed
     copy = HTerm(h_config(), torch.device("cpu"))
     copy.load_state_dict(h.state_dict())
     for rollout in rollouts[3:]:
@@ -142,6 +143,28 @@ def test_checkpoint_round_trip():
         copy.add(*rollout)
     assert torch.equal(h.states, copy.states) and torch.equal(h.r_norm, copy.r_norm)
     assert torch.equal(h.starts, copy.starts)
+    assert torch.equal(h.sample(50), copy.sample(50))  # it goes on drawing the same windows
+
+
+def test_windows_come_from_a_generator_of_its_own():
+    """Drawing windows leaves torch's global generator (which several learners share for their
+    update) where it was; the generator follows the run's seed; a checkpoint written before
+    it was saved still loads."""
+    rollouts = random_rollouts(seed=5)
+    h = HTerm(h_config(), torch.device("cpu"))
+    other_seed = HTerm(h_config(seed=1), torch.device("cpu"))
+    for rollout in rollouts:
+        h.add(*rollout)
+        other_seed.add(*rollout)
+    before = torch.get_rng_state()
+    index = h.sample(100)
+    assert torch.equal(torch.get_rng_state(), before)
+    assert not torch.equal(index, other_seed.sample(100))
+    old = h.state_dict()
+    del old["generator"]
+    restored = HTerm(h_config(), torch.device("cpu"))
+    restored.load_state_dict(old)
+    assert torch.equal(restored.sample(100), index)  # from the seed again
 
 
 @pytest.mark.parametrize("algo", ["ppo", "ddpg", "td3", "sac"])

@@ -157,10 +157,13 @@ class AgentBase:
 
     # --- the H-term add-on (`agents/hterm.py`) ---
     def h_term_observe(self, rollout: NamedTuple) -> None:
-        """Give the H-term's buffer the rollout's episodes (when the add-on is on)."""
+        """Give the H-term's buffer the rollout's episodes (when the add-on is on); with
+        several learners the H-term starts once every rank's buffer is ready."""
         if self.h_term is not None:
             dones = rollout.terminals | rollout.truncates
             self.h_term.add(rollout.states, rollout.actions, rollout.rewards, dones)
+            if self.data_parallel is not None:
+                self.h_term.all_ranks_ready = self.data_parallel.every(self.h_term.ready)
 
     def h_term_logprob(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """log pi(a | s) `(n,)` of stored actions: what the H-term raises (agents with it)."""
@@ -308,6 +311,8 @@ class AgentBase:
                 if isinstance(module, RunningNorm):
                     module.moments = data_parallel.moments
         self.state_norm.moments = data_parallel.moments
+        if self.h_term is not None:  # each rank draws its windows from a stream of its own
+            self.h_term.seed(self.config.seed, data_parallel.rank)
 
     @torch.no_grad()
     def act(self, state: torch.Tensor) -> torch.Tensor:

@@ -21,9 +21,14 @@ log pi for each family: PPO and A2C, their own (Gaussian or categorical); SAC, t
 Gaussian's density of the stored action; DDPG and TD3 (deterministic actors), the density of
 their exploration distribution N(actor(s), explore_noise_std^2) at the stored action.
 
-The buffer is part of the agent's checkpoint. With several learners each rank keeps its own
-trajectories. CUDA-graph replay is off while the H-term is on (the sampled windows change
-size as the buffer fills).
+The windows are drawn from a generator of the H-term's own (seeded from the run's seed,
+part of the checkpoint with the buffer), never from torch's global one: whether the H-term is
+on must not shift the random numbers the rest of the run draws. With several learners each
+rank keeps its own trajectories and draws its windows from a generator of its own (seeded
+by rank), so the random state the ranks share for their update (`train/distributed.py`) stays
+alike; the objective starts on every rank together, once every rank's kept trajectories
+suffice. CUDA-graph replay is off while the H-term is on (the sampled windows change size as
+the buffer fills).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from collections.abc import Callable
 import torch
 
 LOGPROB_CLAMP = (-16.0, 2.0)  # ElegantRL's bounds on a window's cumulative log-probability
+SEED_OFFSET = 50_000  # the windows' generator: run seed + this (+ rank), apart from the others
 
 
 class HTerm:
@@ -56,7 +62,16 @@ class HTerm:
         # closed trajectories, oldest first: (states, actions, rewards)
         self.trajectories: deque[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = deque()
         self.stored = 0  # states in `trajectories`
+        # several learners: whether every rank's buffer is ready (set by the agent on each
+        # rollout, `AgentBase.h_term_observe`); one process: always
+        self.all_ranks_ready = True
+        self.generator = torch.Generator(device=device)
+        self.seed(config.seed)
         self._rebuild()
+
+    def seed(self, seed: int, rank: int = 0) -> None:
+        """Restart the windows' generator from run seed `seed` (rank `rank` of several)."""
+        self.generator.manual_seed(seed + SEED_OFFSET + rank)
 
     # --- the buffer ---
     @torch.no_grad()
@@ -129,14 +144,22 @@ class HTerm:
             self.starts = torch.cat(starts).to(self.device)
 
     @property
-    def active(self) -> bool:
-        """Whether the objective is on: enough kept states, and at least one whole window."""
+    def ready(self) -> bool:
+        """Whether this buffer can feed the objective: enough kept states, and at least one
+        whole window."""
         return self.starts is not None and self.kept_states >= self.start
+
+    @property
+    def active(self) -> bool:
+        """Whether the objective is on: this buffer is ready, and (several learners) every
+        rank's is."""
+        return self.ready and self.all_ranks_ready
 
     # --- the objective ---
     def sample(self, num_windows: int) -> torch.Tensor:
         """Flat indices `(num_windows, K)` of windows drawn uniformly."""
-        pick = torch.randint(self.starts.shape[0], (num_windows,), device=self.device)
+        pick = torch.randint(self.starts.shape[0], (num_windows,), device=self.device,
+                             generator=self.generator)  # fmt: skip
         return self.starts[pick].unsqueeze(1) + torch.arange(self.k, device=self.device)
 
     def objective(self, logprob: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
@@ -164,6 +187,7 @@ class HTerm:
             "first_block": self.first_block,
             "open_from": self.open_from,
             "trajectories": list(self.trajectories),
+            "generator": {"device": self.device.type, "state": self.generator.get_state()},
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -176,3 +200,8 @@ class HTerm:
         self.trajectories = deque(to_device(t) for t in state["trajectories"])
         self.stored = sum(r.shape[0] for _, _, r in self.trajectories)
         self._rebuild()
+        # absent from checkpoints that drew the windows from torch's global generator; a CPU
+        # and a CUDA generator's states differ in kind: the generator goes on from its seed
+        generator = state.get("generator")
+        if generator is not None and generator["device"] == self.device.type:
+            self.generator.set_state(generator["state"])

@@ -104,7 +104,9 @@ class AgentModSAC(AgentSAC):
     (critic updates so far) < 1 / (2 - r): every critic step when the critic is accurate, every
     other step when it is not. Both counts restart with every call, as in ElegantRL's
     `update_net`, so a rise of the loss after a calm phase slows the actor at once rather than
-    stopping it for thousands of steps. (This reads L on the host once per gradient step.)"""
+    stopping it for thousands of steps. (This reads L on the host once per gradient step.)
+    With several learners L follows the critic loss averaged over the ranks (that of the union
+    of their batches), so that every rank steps the actor at the same gradient steps."""
 
     def __init__(
         self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True
@@ -121,6 +123,8 @@ class AgentModSAC(AgentSAC):
 
     def should_update_actor(self, critic_loss: torch.Tensor) -> bool:
         # differs: adaptive actor-update frequency
+        if self.data_parallel is not None:  # the same decision on every rank
+            critic_loss = self.data_parallel.average(critic_loss)
         self.critic_loss_avg = 0.995 * self.critic_loss_avg + 0.005 * critic_loss.item()
         self.critic_updates += 1
         reliability = math.exp(-(self.critic_loss_avg**2))

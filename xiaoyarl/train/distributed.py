@@ -16,9 +16,12 @@ Data parallelism, as one process with K times the sub-envs:
   observation and reward normalisers, PPO's advantage normalisation. The update's random
   numbers (PPO's mini-batch order, SAC's and TD3's noise, REDQ's critic subsets) come from a
   random state the ranks share, drawn for the union of their batches, each rank keeping its
-  part. So K ranks compute the update of one process on the union of their data (tested to
-  1e-6 for PPO and SAC), with `batch_size` transitions per rank per mini-batch or gradient
-  step: the effective batch is K x batch_size.
+  part. Choices an update makes from its data are made alike on every rank, from statistics
+  of the union (ModSAC's actor schedule reads the critic loss averaged over the ranks; the
+  H-term starts once every rank's trajectories suffice, and draws its windows from each
+  rank's own generator, `agents/hterm.py`). So K ranks compute the update of one process on
+  the union of their data (tested to 1e-6 for PPO and SAC), with `batch_size` transitions
+  per rank per mini-batch or gradient step: the effective batch is K x batch_size.
 - Gloo on a CPU, NCCL on GPUs (one per rank: `cuda:LOCAL_RANK`). CUDA graphs are not used.
 - Rank 0 evaluates, prints, and writes the run folder (recorder, learning curve, `actor.pt`,
   `checkpoint/state.pt`, atomically, as one process does); each other rank writes what is its
@@ -118,6 +121,19 @@ class DataParallel:
         for p, g in zip(params, grads, strict=True):
             p.grad = flat[offset : offset + g.numel()].view_as(g)
             offset += g.numel()
+
+    def average(self, x: torch.Tensor) -> torch.Tensor:
+        """The mean over the ranks of `x` (a statistic of each rank's batch, such as its loss):
+        the union's, alike on every rank, for decisions every rank must take alike."""
+        total = x.detach().clone()
+        dist.all_reduce(total)
+        return total / self.world_size
+
+    def every(self, flag: bool) -> bool:
+        """Whether `flag` holds on every rank (so that all switch something on together)."""
+        value = torch.tensor([int(flag)], device=self.device)
+        dist.all_reduce(value, op=dist.ReduceOp.MIN)
+        return bool(value.item())
 
     def moments(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:
         """Mean `(dim,)`, population variance `(dim,)` and size of the union of every rank's
