@@ -1,6 +1,7 @@
 """Config: defaults, validation messages, --set parsing, YAML round trip."""
 
 import pytest
+from helpers import cli
 
 from xiaoyarl import Config, ConfigError
 
@@ -99,3 +100,64 @@ def test_bad_yaml_files(tmp_path):
         Config.load(tmp_path / "unknown.yaml")
     with pytest.raises(ConfigError, match="cannot read config file"):
         Config.load(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize("algo", ["ddpg", "td3"])
+def test_h_term_on_ddpg_and_td3_needs_exploration_noise(algo):
+    """Their H-term density is N(actor(s), explore_noise_std^2): log 0 without noise."""
+    config = Config(algo=algo, env_id="Pendulum-v1", h_term=True, explore_noise_std=0.0)
+    with pytest.raises(ConfigError) as err:
+        config.validate()
+    for word in ["explore_noise_std=0.0", "h_term", "set explore_noise_std > 0 or h_term off"]:
+        assert word in str(err.value)
+    Config(algo=algo, env_id="Pendulum-v1", explore_noise_std=0.0).validate()  # no H-term: fine
+    Config(algo="sac", env_id="Pendulum-v1", h_term=True, explore_noise_std=0.0).validate()
+
+
+def test_h_term_without_exploration_noise_is_refused_on_the_command_line(tmp_path):
+    refused = cli("train", "td3", "Pendulum-v1", "--set", "h_term=true", "--set",
+                  "explore_noise_std=0", "--cwd", str(tmp_path / "r"))  # fmt: skip
+    assert refused.returncode == 2 and "explore_noise_std=0.0" in refused.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_python_config_refuses_an_unknown_keyword_naming_the_closest_field():
+    with pytest.raises(ConfigError, match=r"unknown config field 'learningrate'.*learning_rate"):
+        Config(learningrate=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("gamma", "fast", ["gamma='fast'", "number"]),
+        ("batch_size", 256.5, ["batch_size=256.5", "integer"]),
+        ("state_norm", 1, ["state_norm=1", "boolean"]),
+        ("net_dims", [64, "wide"], ["net_dims", "list of integers"]),
+    ],
+)
+def test_python_config_refuses_a_wrong_type_naming_field_value_and_type(field, value, words):
+    with pytest.raises(ConfigError) as err:
+        Config(**{field: value})
+    for word in words:
+        assert word in str(err.value)
+
+
+def test_python_config_converts_values_as_the_command_line_does():
+    """A number given as text, an integer given as a whole float, a tuple for a list."""
+    config = Config(gamma="0.9", batch_size=256.0, net_dims=(32, 32), cwd="yes")
+    assert config.gamma == 0.9 and isinstance(config.gamma, float)
+    assert config.batch_size == 256 and isinstance(config.batch_size, int)
+    assert config.net_dims == [32, 32] and config.cwd == "yes"  # a folder name stays as given
+
+
+def test_validate_checks_the_type_of_a_field_assigned_later(tmp_path):
+    from xiaoyarl import train_agent
+
+    config = Config(env_id="CartPole-v1", cwd=str(tmp_path / "run"))
+    config.gamma = "fast"
+    with pytest.raises(ConfigError, match="gamma='fast' is not a valid number"):
+        train_agent(config, log=None)
+    assert not (tmp_path / "run").exists()  # refused before the run folder is written
+    config.gamma = 0.99
+    config.batch_size = 64.0
+    assert config.validate().batch_size == 64 and isinstance(config.batch_size, int)

@@ -46,6 +46,17 @@ def test_search_space_samples_and_perturbs_within_bounds():
         assert w["horizon_len"] == 64
 
 
+@pytest.mark.parametrize("value, factor, moved", [
+    (1, 1.2, 2), (2, 1.2, 3), (2, 0.8, 1), (3, 0.8, 2),  # at least one step
+    (10, 1.2, 12), (10, 0.8, 8),  # larger values: times the factor, rounded
+    (1, 0.8, 1), (16, 1.2, 16), (20, 0.8, 16),  # at a bound it stays; beyond, it is clamped
+])  # fmt: skip
+def test_perturbing_a_small_integer_moves_it_at_least_one_step_within_bounds(value, factor, moved):
+    space = SearchSpace({"policy_delay": {"uniform": [1, 16]}})
+    got = space.perturb({"policy_delay": value}, random.Random(0), (factor,), 0.0)
+    assert got["policy_delay"] == moved and isinstance(got["policy_delay"], int)
+
+
 @pytest.mark.parametrize("spec, words", [
     ({"learning_rat": {"uniform": [0, 1]}}, "unknown config field"),
     ({"seed": 3}, "sets seed itself"),

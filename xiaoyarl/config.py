@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import inspect
 import math
+import numbers
 import re
 import types
 import typing
@@ -26,8 +28,28 @@ BACKENDS = ("auto", "torch", "gymnasium", "envpool", "playground")
 VECTOR_MODES = ("sync", "async")
 # the agents whose actor the H-term add-on (`h_term`) extends
 H_TERM_ALGOS = ("ppo", "a2c", "ddpg", "td3", "sac", "modsac", "redq")
+# those whose H-term density is their Gaussian exploration noise (`AgentDDPG.h_term_logprob`)
+H_TERM_NOISE_ALGOS = ("ddpg", "td3")
 
 
+def _refuse_unknown_keywords(cls: type) -> type:
+    """`Config(learningrate=...)` raises the ConfigError `--set` gives (the field's name and the
+    closest ones), not the dataclass's TypeError."""
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def checked_init(self, *args: object, **kwargs: object) -> None:
+        names = self.field_names()
+        for name in kwargs:
+            if name not in names:
+                raise _unknown_field(name, names, type(self).__name__)
+        init(self, *args, **kwargs)
+
+    cls.__init__ = checked_init
+    return cls
+
+
+@_refuse_unknown_keywords
 @dataclass
 class Config:
     """Every knob of a training run. Defaults work across tasks; none is tuned to one benchmark."""
@@ -91,6 +113,13 @@ class Config:
     lambda_gae_adv: float = 0.95  # GAE lambda
     lambda_entropy: float = 0.0  # entropy bonus coefficient
 
+    # --- MAPPO's value loss (mappo; agents/multi/mappo.py), as the MAPPO paper's code ---
+    value_clip: bool = True  # MAPPO: the critic's (standardised) prediction also clipped to
+    # +-ratio_clip around its prediction before the update, the larger of the two losses taken
+    value_loss: str = "huber"  # MAPPO: the critic's loss, "huber" (squared error within
+    # +-huber_delta of the standardised return, linear beyond) or "mse" (squared error)
+    huber_delta: float = 10.0  # MAPPO: where the "huber" value loss turns linear
+
     # --- off-policy (DQN family, DDPG, TD3, SAC, REDQ) ---
     buffer_size: int = 1_000_000  # replay capacity in transitions (on the training device)
     learning_starts: int = 1_000  # env steps of uniformly random actions before learning
@@ -136,6 +165,16 @@ class Config:
     h_term_drop: float = 0.125  # fraction of the stored trajectories, lowest returns, left out
     h_term_start: int = 4096  # kept states needed before the H-term starts
     h_term_capacity: int = 65_536  # states of the most recent whole trajectories stored
+
+    def __post_init__(self) -> None:
+        self._convert_fields(type(self).__name__)
+
+    def _convert_fields(self, source: str) -> None:
+        """Convert every value to its field's type as `--set` and YAML files do (an integer
+        given as a whole float, a number given as text, a tuple for a list); a value that does
+        not fit raises a ConfigError naming the field, the value and the type."""
+        for name, kind in _field_types().items():
+            setattr(self, name, _convert(name, getattr(self, name), kind, source))
 
     @classmethod
     def field_names(cls) -> list[str]:
@@ -204,14 +243,8 @@ class Config:
 
     def set(self, name: str, value: object, source: str = "--set") -> None:
         """Set field `name` from a Python value or a string (parsed as YAML), checking its type."""
-        names = self.field_names()
-        if name not in names:
-            close = difflib.get_close_matches(name, names, n=3)
-            hint = f" Did you mean {', '.join(close)}?" if close else ""
-            raise ConfigError(
-                f"{source}: unknown config field '{name}'.{hint} "
-                f"Run `xiaoyarl list --fields` to see every field."
-            )
+        if name not in self.field_names():
+            raise _unknown_field(name, self.field_names(), source)
         setattr(self, name, _convert(name, value, _field_types()[name], source))
 
     def apply_overrides(self, pairs: list[str]) -> None:
@@ -225,8 +258,12 @@ class Config:
             self.set(name.strip(), value.strip())
 
     def validate(self) -> Config:
-        """Reject bad values with a message naming the field, the value and what is allowed."""
+        """Reject bad values with a message naming the field, the value and what is allowed.
+        Values assigned after construction are first converted to their field's type (or
+        refused) as in `Config(...)`."""
         from xiaoyarl.agents import ALGORITHMS
+
+        self._convert_fields("invalid config")
 
         def bad(name: str, allowed: str) -> None:
             raise ConfigError(
@@ -301,6 +338,13 @@ class Config:
                 f"invalid config: h_term=True does not apply to {self.algo}: the H-term adds to "
                 f"the objective of a policy network's log-probabilities; it is available for "
                 f"{', '.join(H_TERM_ALGOS)}. Remove the setting."
+            )
+        if self.h_term and self.algo in H_TERM_NOISE_ALGOS and self.explore_noise_std <= 0:
+            raise ConfigError(
+                f"invalid config: explore_noise_std={self.explore_noise_std!r} with h_term=True "
+                f"on {self.algo}: the H-term needs the exploration density N(actor(s), "
+                f"explore_noise_std^2), which has no log-probability without noise; set "
+                f"explore_noise_std > 0 or h_term off (the default noise is 0.1)."
             )
         off_policy = (ALGORITHMS[self.algo][0] or ALGORITHMS[self.algo][1]).if_off_policy
         on_policy = not off_policy
@@ -452,21 +496,32 @@ def _on_policy_eval_every(rollout: int) -> int:
 
 
 # --- value conversion for --set, YAML and from_dict ---------------------------------------------
+def _unknown_field(name: str, names: list[str], source: str) -> ConfigError:
+    close = difflib.get_close_matches(name, names, n=3)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    return ConfigError(
+        f"{source}: unknown config field '{name}'.{hint} "
+        f"Run `xiaoyarl list --fields` to see every field."
+    )
+
+
+@functools.cache
 def _field_types() -> dict[str, object]:
     return typing.get_type_hints(Config)
 
 
 def _convert(name: str, value: object, kind: object, source: str) -> object:
-    """Convert `value` (a Python value, or a string parsed as YAML) to the type of field `name`."""
-    if isinstance(value, str) and kind is not str:
-        try:
-            value = yaml.safe_load(value) if value.strip() else None
-        except yaml.YAMLError:
-            pass
+    """Convert `value` (a Python value, or a string parsed as YAML unless the field holds text)
+    to the type of field `name`."""
     is_union = typing.get_origin(kind) in (typing.Union, types.UnionType)
     args = typing.get_args(kind) if is_union else ()
     optional = type(None) in args
     base = next(a for a in args if a is not type(None)) if args else kind
+    if isinstance(value, str) and base is not str:  # a folder named "yes" stays "yes"
+        try:
+            value = yaml.safe_load(value) if value.strip() else None
+        except yaml.YAMLError:
+            pass
     if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
         if optional:
             return None
@@ -481,10 +536,10 @@ def _convert(name: str, value: object, kind: object, source: str) -> object:
         if base is int:
             if isinstance(value, bool):
                 raise ValueError
-            if isinstance(value, float) and value.is_integer():
+            if isinstance(value, numbers.Integral):
                 return int(value)
-            if isinstance(value, int):
-                return value
+            if isinstance(value, numbers.Real) and float(value).is_integer():
+                return int(value)
             raise ValueError
         if base is float:
             if isinstance(value, bool):

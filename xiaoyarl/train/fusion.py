@@ -7,6 +7,15 @@ and divided by the sum of the weights last, so fusing K copies of one agent give
 back bit for bit. Integer tensors (counters) and everything that is not a network or optimizer
 state (replay buffer, env state, counters) come from the first agent.
 
+Two kinds of entries in the networks' state dicts are not averaged:
+- running normalisers (`RunningNorm`: `mean`, `var`, `count`) get the mean and variance of the
+  runs' data pooled (Chan et al.'s parallel formula: the variance includes the spread between
+  the runs' means), each run's samples counted times its weight; the count is the weighted
+  average of the runs' counts, one run's worth of data, so the fused normaliser moves with new
+  data as fast as each run's did;
+- per-sub-env state (`RewardScaler.returns`, the discounted return of each sub-env's episode in
+  progress) is the first run's: the fused run continues the first run's envs.
+
 `fuse_runs` applies this to run folders and writes a new run folder: `config.yaml`, a
 checkpoint that `--resume` continues, and `actor.pt` for `load_policy` and `xiaoyarl eval`.
 """
@@ -25,6 +34,10 @@ from xiaoyarl.train.checkpoint import load_plain, save_atomic
 # Config fields that decide the shape of an agent's networks and optimizer state: runs that
 # differ in one of these cannot be fused.
 ARCHITECTURE = ("algo", "env_id", "backend", "net_dims", "num_critics", "state_norm")
+# The buffers of a `RunningNorm` (xiaoyarl/nets.py) in a state dict, after the module's prefix.
+NORM_KEYS = ("mean", "var", "count")
+# Per-sub-env buffers (`RewardScaler.returns`), kept from the first run.
+SUB_ENV_KEYS = ("returns",)
 
 
 def average(tensors: Sequence[torch.Tensor], weights: Sequence[float]) -> torch.Tensor:
@@ -62,9 +75,51 @@ def fuse_trees(trees: Sequence[object], weights: Sequence[float], path: str = "s
     return first  # ints, bools, strings, None: the first agent's
 
 
+def fuse_nets(nets: Sequence[dict], weights: Sequence[float]) -> dict:
+    """The networks' state dicts (`{name: state_dict}` per agent) averaged, except normalisers
+    (pooled statistics) and per-sub-env buffers (the first agent's); see the module's docstring."""
+    fused = fuse_trees(nets, weights, "nets")
+    for name, first in nets[0].items():
+        for key in first:
+            prefix, _, leaf = key.rpartition(".")
+            prefix = f"{prefix}." if prefix else ""
+            if leaf in SUB_ENV_KEYS:
+                fused[name][key] = first[key].clone()
+            elif leaf == NORM_KEYS[0] and all(prefix + k in first for k in NORM_KEYS):
+                stats = [[n[name][prefix + k] for k in NORM_KEYS] for n in nets]
+                for k, value in zip(NORM_KEYS, pool_statistics(stats, weights), strict=True):
+                    fused[name][prefix + k] = value
+    return fused
+
+
+def pool_statistics(
+    stats: Sequence[Sequence[torch.Tensor]], weights: Sequence[float]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Mean, variance and count of K normalisers' data pooled, from each one's `(mean (dim,),
+    var (dim,), count ())`, its samples counted `weight` times (c_i = w_i n_i, C = sum c_i):
+
+        mean = sum c_i m_i / C,    var = sum c_i (v_i + (m_i - mean)^2) / C.
+
+    The spread term is written as sum_{i<j} c_i c_j (m_i - m_j)^2 / C^2 (the same sum), so that
+    runs with equal means add exactly nothing. The count is the weighted average of the counts.
+    Sums in float64."""
+    means = [m.double() for m, _, _ in stats]
+    variances = [v.double() for _, v, _ in stats]
+    counts = [w * n.double() for w, (_, _, n) in zip(weights, stats, strict=True)]
+    total = sum(counts)
+    mean = sum(c * m for c, m in zip(counts, means, strict=True)) / total
+    spread = sum(counts[i] * counts[j] * (means[i] - means[j]).square()
+                 for i in range(len(stats)) for j in range(i + 1, len(stats)))  # fmt: skip
+    var = sum(c * v for c, v in zip(counts, variances, strict=True)) / total + spread / total**2
+    count = total / sum(weights)
+    m0, v0, n0 = stats[0]
+    return mean.to(m0.dtype), var.to(v0.dtype), count.to(n0.dtype)
+
+
 def fuse_agent_states(states: Sequence[dict], weights: Sequence[float] | None = None) -> dict:
     """An agent state (`AgentBase.state_dict()`) whose networks and optimizer states are the
-    weighted average of `states`'; the rest (buffer, counters, last state) is the first's."""
+    weighted average of `states`' (normalisers: their pooled statistics; per-sub-env buffers:
+    the first's); the rest (buffer, counters, last state) is the first's."""
     if not states:
         raise ConfigError("fusion needs at least one agent.")
     weights = list(weights) if weights is not None else [1.0] * len(states)
@@ -74,7 +129,7 @@ def fuse_agent_states(states: Sequence[dict], weights: Sequence[float] | None = 
             f"all zero; got {weights}."
         )
     fused = dict(states[0])
-    fused["nets"] = fuse_trees([s["nets"] for s in states], weights, "nets")
+    fused["nets"] = fuse_nets([s["nets"] for s in states], weights)
     optimizers = {}
     for name in states[0]["optimizers"]:
         group_state = [s["optimizers"][name] for s in states]

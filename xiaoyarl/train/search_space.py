@@ -9,10 +9,11 @@ A search space is a mapping of Config field -> distribution, written in YAML:
     horizon_len: 128            # fixed: every member gets this value
 
 Explore (population-based training, Jaderberg et al. 2017): a numeric value is multiplied by
-one of the perturbation factors (0.8 or 1.2) and kept within its bounds; a choice moves to a
-neighbouring option; with `resample_probability` a value is drawn afresh instead. Fields that
-fix the shape of the networks or buffers (`STRUCTURAL`) are sampled once per member and copied
-with the weights, never perturbed.
+one of the perturbation factors (0.8 or 1.2) and kept within its bounds; an integer is rounded,
+but moves at least one step in the factor's direction (1 -> 2 up, 2 -> 1 down), except at a
+bound, where it stays; a choice moves to a neighbouring option; with `resample_probability` a
+value is drawn afresh instead. Fields that fix the shape of the networks or buffers
+(`STRUCTURAL`) are sampled once per member and copied with the weights, never perturbed.
 """
 
 from __future__ import annotations
@@ -74,7 +75,16 @@ class Param:
             i = options.index(value) if value in options else rng.randrange(len(options))
             return options[min(max(i + rng.choice((-1, 1)), 0), len(options) - 1)]
         low, high = self.args
-        return self._typed(min(max(value * rng.choice(factors), low), high))
+        factor = rng.choice(factors)
+        if not _field_is_int(self.field):
+            return float(min(max(value * factor, low), high))
+        # round(2 * 0.8) == 2: an integer moves at least one step in the factor's direction
+        moved = round(value * factor)
+        if factor > 1:
+            moved = max(moved, value + 1)
+        elif factor < 1:
+            moved = min(moved, value - 1)
+        return min(max(moved, math.ceil(low)), math.floor(high))  # at a bound it stays
 
     def _typed(self, value: float) -> object:
         return round(value) if _field_is_int(self.field) else float(value)
