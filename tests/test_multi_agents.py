@@ -354,3 +354,147 @@ def test_recurrent_agents_explore_act_and_save_a_policy(tmp_path):
 
     with pytest.raises(ConfigError, match="recurrent"):
         export_policy(tmp_path / "r", fmt="torchscript")
+
+
+# --- MAPPO's value loss, masked relaxed actions, priorities of joint TD errors -----------------
+def mappo_value_loss_reference(value, old, target, clip, delta):
+    """The MAPPO reference implementation's `cal_value_loss`, sample by sample: the Huber
+    loss of the error of the prediction and of the prediction clipped to +-clip around the
+    one before the update, the larger of the two (all in standardised units). Times 2: PPO's
+    update halves the value loss (0.5 * squared error)."""
+
+    def huber(error):
+        return error**2 / 2 if abs(error) <= delta else delta * (abs(error) - delta / 2)
+
+    losses = []
+    for v, v_old, g in zip(value.tolist(), old.tolist(), target.tolist(), strict=True):
+        v_clipped = v_old + min(max(v - v_old, -clip), clip)
+        losses.append(2 * max(huber(g - v), huber(g - v_clipped)))
+    return torch.tensor(losses)
+
+
+def test_mappo_value_loss_is_the_papers_clipped_huber_loss():
+    """MAPPO's defaults, as its paper's code: the standardised prediction clipped to
+    +-ratio_clip around the critic's output before the update, the Huber loss (delta 10) of
+    both errors, the larger one; both switched off, the plain squared error of before."""
+    agent, env = make_agent("mappo", "SpreadDiscrete-v0")
+    cfg = agent.config
+    assert (cfg.value_clip, cfg.value_loss, cfg.huber_delta) == (True, "huber", 10.0)
+    agent.value_norm.mean.fill_(3.0)
+    agent.value_norm.var.fill_(4.0)
+    states = torch.randn(6, env.spec.state_dim + 3)
+    with torch.no_grad():
+        value = agent.critic(states)
+    # (old - value, target - value): clipping binds and raises the loss; Huber's linear part;
+    # both; neither; clipping binds but the unclipped error is the larger; the old prediction
+    # on the far side
+    old = value + torch.tensor([0.5, 0.0, 1.0, 0.1, 0.5, -3.0])
+    target = value + torch.tensor([-1.0, 25.0, -30.0, 0.3, 1.0, 12.0])
+    returns = target * 2.0 + 3.0  # standardised by the running mean 3 and variance 4
+    got = agent.value_loss(states, returns, old)
+    want = mappo_value_loss_reference(value, old, target, cfg.ratio_clip, 10.0)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert want[0] == pytest.approx(1.3**2)  # clipped: the prediction moved 0.2, not 0.5
+    assert want[1] == pytest.approx(2 * 10 * (25 - 5))  # Huber's linear part
+    plain = (agent.critic(states) - (returns - 3.0) / (4.0 + 1e-8) ** 0.5).square()
+    assert not torch.allclose(got, plain)
+    off, _ = make_agent("mappo", "SpreadDiscrete-v0", value_clip=False, value_loss="mse")
+    off.critic.load_state_dict(agent.critic.state_dict())
+    off.value_norm.load_state_dict(agent.value_norm.state_dict())
+    assert torch.equal(off.value_loss(states, returns, old), plain)
+
+
+def test_mappo_clips_around_the_critics_outputs_before_the_update(monkeypatch):
+    """Every mini-batch's old values are the critic's (standardised) outputs on its samples
+    before the update's first step, as the rollout's collecting critic gave them."""
+    import copy
+
+    agent, env = make_agent("mappo", "SpreadDiscrete-v0")
+    rollout = agent.explore_env(env, 8)
+    before = copy.deepcopy(agent.critic)
+    seen = []
+    value_loss = agent.value_loss
+
+    def spy(critic_states, returns, old_values):
+        seen.append((critic_states, old_values))
+        return value_loss(critic_states, returns, old_values)
+
+    monkeypatch.setattr(agent, "value_loss", spy)
+    agent.update_net(rollout)
+    assert len(seen) > 1
+    with torch.no_grad():
+        for critic_states, old_values in seen:
+            torch.testing.assert_close(old_values, before(critic_states))
+        assert not torch.allclose(agent.critic(seen[-1][0]), seen[-1][1])  # the critic moved
+
+
+@pytest.mark.parametrize("algo", ["maddpg", "matd3"])
+def test_discrete_actor_update_relaxes_only_available_actions(algo, monkeypatch):
+    """The Gumbel-softmax actions the critic scores in the actor's update weigh unavailable
+    actions 0 (as exploring and the target actions do), and the gradients stay finite."""
+    from dataclasses import replace
+
+    from xiaoyarl.train.buffer import Batch
+
+    env = make_multi_agent_env("SpreadDiscrete-v0", 4, seed=0)
+    spec = replace(env.spec, has_action_mask=True)
+    config = Config(algo=algo, env_id="SpreadDiscrete-v0", num_envs=4, **SMALL)
+    config = config.resolve(batched=True)
+    torch.manual_seed(0)
+    agent = agent_class(algo, spec)(spec, config, torch.device("cpu"))
+    b, a, u = 64, spec.num_agents, spec.action_dim
+    avail = torch.rand(b, a, u) < 0.3
+    avail[..., 0] = True  # action 0 (no move) always available
+    states = agent.layout.pack(torch.randn(b, a, spec.obs_dim), torch.randn(b, spec.state_dim),
+                               avail)  # fmt: skip
+    actions = torch.zeros(b, a, dtype=torch.int64)
+    rewards = torch.randn(b, a)
+    not_done = torch.zeros(b, dtype=torch.bool)
+    batch = Batch(states, agent.layout.pack_step(actions, rewards), rewards.mean(1), not_done,
+                  states, torch.arange(b), torch.ones(b))  # fmt: skip
+    seen = []
+    critic_q_for_actor = agent.critic_q_for_actor
+
+    def spy(critic_states, joint_actions):
+        joint_actions.retain_grad()
+        seen.append(joint_actions)
+        return critic_q_for_actor(critic_states, joint_actions)
+
+    monkeypatch.setattr(agent, "critic_q_for_actor", spy)
+    agent.update_step(batch)
+    (joint,) = seen
+    slots = joint.view(b, a, a, u)  # (B, agent whose Q, agent slot, U)
+    own = slots[:, torch.arange(a), torch.arange(a)]  # (B, A, U) each agent's relaxed action
+    assert torch.equal(own[~avail], torch.zeros_like(own[~avail]))
+    torch.testing.assert_close(own.sum(-1), torch.ones(b, a))
+    assert torch.isfinite(joint.grad).all()
+    assert all(torch.isfinite(p.grad).all() for p in agent.actor.parameters())
+
+
+@pytest.mark.parametrize("algo", ["maddpg", "matd3"])
+def test_centralized_critic_priority_is_the_mean_absolute_td_error(algo):
+    """Prioritized replay gets the mean of the agents' (and critics') absolute TD errors:
+    errors +1 and -1 give priority 1, not 0."""
+    from xiaoyarl.train.buffer import Batch
+
+    agent, env = make_agent(algo, "TwoStepGame-v0")  # two agents
+    rollout = agent.explore_env(env, 4)
+    states = rollout.states.flatten(0, 1)
+    actions, _ = agent.layout.unpack_step(rollout.actions.flatten(0, 1))  # (B, 2)
+    b = states.shape[0]
+    taken = agent.for_every_agent(agent.joint_features(actions))
+    with torch.no_grad():
+        state = agent.critic_states(agent.layout.unpack(states).state)
+        q = agent.critic_q(state, taken).view(-1, b, 2)  # (critics, B, agents)
+    rewards = q[0] + torch.tensor([1.0, -1.0])  # terminal steps: TD errors +1 and -1
+    batch = Batch(states, agent.layout.pack_step(actions, rewards), rewards.mean(1),
+                  torch.ones(b, dtype=torch.bool), rollout.next_states.flatten(0, 1),
+                  torch.arange(b), torch.ones(b))  # fmt: skip
+    _, priorities = agent.update_step(batch)
+    want = torch.tensor([
+        sum(abs(rewards[i, j] - q[c, i, j]) for c in range(q.shape[0]) for j in range(2))
+        / (2 * q.shape[0]) for i in range(b)
+    ])  # fmt: skip
+    torch.testing.assert_close(priorities, want)
+    if algo == "maddpg":  # one critic
+        torch.testing.assert_close(priorities, torch.ones(b))

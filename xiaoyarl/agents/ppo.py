@@ -134,12 +134,15 @@ class AgentPPO(AgentBase):
         the actor's states."""
         return rollout.states, rollout.next_states
 
-    def values(self, critic_states: torch.Tensor) -> torch.Tensor:
-        """V of a batch of critic inputs `(B, S) -> (B,)`, in return units."""
-        return self.critic(critic_states)
+    def values(self, outputs: torch.Tensor) -> torch.Tensor:
+        """V in return units `(B,)` from the critic's outputs `(B,)`: PPO's critic outputs V."""
+        return outputs
 
-    def value_loss(self, critic_states: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
-        """Squared error of V against the returns, per sample `(B,)`."""
+    def value_loss(
+        self, critic_states: torch.Tensor, returns: torch.Tensor, old_outputs: torch.Tensor
+    ) -> torch.Tensor:
+        """Squared error of V against the returns, per sample `(B,)`. `old_outputs` `(B,)`, the
+        critic's outputs before this update, are for MAPPO's clipped value loss."""
         return (self.critic(critic_states) - returns).square()
 
     def logprob_entropy(
@@ -198,8 +201,10 @@ class AgentPPO(AgentBase):
             dones = rollout.terminals | rollout.truncates
             rewards = self.reward_scaler(rollout.rewards, dones)
             critic_now, critic_next = self.critic_inputs(rollout)
-            values = self.values(critic_now.flatten(0, 1)).view(horizon_len, num_envs)
-            next_values = self.values(critic_next.flatten(0, 1)).view(horizon_len, num_envs)
+            old_outputs = self.critic(critic_now.flatten(0, 1))  # (T * N,) before the update
+            values = self.values(old_outputs).view(horizon_len, num_envs)
+            next_outputs = self.critic(critic_next.flatten(0, 1))
+            next_values = self.values(next_outputs).view(horizon_len, num_envs)
             advantages = compute_gae(
                 rewards,
                 values,
@@ -241,7 +246,8 @@ class AgentPPO(AgentBase):
             objective = batch_mean(self.actor_objective(ratio, advantages[idx], logprob))
             actor_loss = -(objective + cfg.lambda_entropy * batch_mean(entropy))
             actor_loss = actor_loss + self.h_term_loss()[0]
-            critic_loss = 0.5 * batch_mean(self.value_loss(critic_states[idx], returns[idx]))
+            value_loss = self.value_loss(critic_states[idx], returns[idx], old_outputs[idx])
+            critic_loss = 0.5 * batch_mean(value_loss)
             self.optimizer_steps(
                 actor_loss + critic_loss,
                 (self.optimizers["actor"], self.actor),

@@ -13,7 +13,8 @@ else is the single-agent algorithm's own: `AgentMADDPG` takes DDPG's target netw
 exploration noise, `AgentMATD3` TD3's clipped double Q (two critics), target policy smoothing
 and delayed actor and target updates, through the very hooks TD3 overrides in DDPG.
 Discrete actions go through the Gumbel-softmax (a straight-through one-hot sample) as in the
-MADDPG paper; the critic sees one-hot actions.
+MADDPG paper, over the agent's available actions only (exploring, target and relaxed
+actions alike); the critic sees one-hot actions.
 Shapes: B = batch, A = agents, O = observation, S = global state, U = action size.
 """
 
@@ -27,7 +28,7 @@ from xiaoyarl.agents.ddpg import AgentDDPG
 from xiaoyarl.agents.multi.common import Joint, MultiAgentOffPolicy, with_agent_ids
 from xiaoyarl.agents.multi.value_decomposition import masked
 from xiaoyarl.agents.td3 import AgentTD3
-from xiaoyarl.nets import ActorGumbel, CriticEnsemble, RunningNorm, sample_categorical
+from xiaoyarl.nets import MASKED_LOGIT, ActorGumbel, CriticEnsemble, RunningNorm, sample_categorical
 from xiaoyarl.train.buffer import Batch
 
 
@@ -88,11 +89,16 @@ class CentralizedCritic(MultiAgentOffPolicy):
         b, a = obs.shape[:2]  # DDPG's target action (TD3: with clipped smoothing noise)
         return self.target_action(obs.flatten(0, 1)).view(b, a, -1)
 
-    def policy_joint(self, obs: torch.Tensor) -> torch.Tensor:
-        """Every agent's action from the actor, differentiable `(B, A, U)`."""
+    def policy_joint(self, obs: torch.Tensor, avail: torch.Tensor | None) -> torch.Tensor:
+        """Every agent's action from the actor, differentiable `(B, A, U)`, for observations
+        `(B, A, O)` and masks `(B, A, U)` or None: discrete, a Gumbel-softmax one-hot sample
+        among the available actions."""
         obs = with_agent_ids(obs)
         if self.multi_spec.if_discrete:
-            return self.actor.relaxed(obs)
+            logits = self.actor.logits(obs)
+            if avail is not None:  # a finite floor, not -inf: its gradients stay finite
+                logits = logits.masked_fill(~avail, MASKED_LOGIT)
+            return F.gumbel_softmax(logits, hard=True)
         return self.actor(obs)
 
     # --- learning ---
@@ -119,20 +125,21 @@ class CentralizedCritic(MultiAgentOffPolicy):
         logs = {"critic_loss": critic_loss.detach(), "q_value": q.detach().mean()}
         actor_updated = self.should_update_actor(critic_loss.detach())
         if actor_updated:
-            logs.update(self.update_joint_actor(joint.obs, taken, states))
+            logs.update(self.update_joint_actor(joint, taken, states))
             self.update_targets((self.actor_target, self.actor))
         if self.critic_target_due(actor_updated):
             self.update_targets((self.critic_target, self.critic))
-        return logs, td_errors.detach().mean((0, 2))
+        # priority: the mean absolute TD error of the critics and agents (signs do not cancel)
+        return logs, td_errors.detach().abs().mean((0, 2))
 
     def update_joint_actor(
-        self, obs: torch.Tensor, taken: torch.Tensor, states: torch.Tensor
+        self, joint: Joint, taken: torch.Tensor, states: torch.Tensor
     ) -> dict[str, torch.Tensor]:
         """Ascend each agent's Q_i(s, a_1..mu(o_i)..a_A) (the first critic), the other agents'
         actions as stored."""
         a = self.multi_spec.num_agents
         own = torch.eye(a, device=self.device).view(1, a, a, 1)  # agent i's own slot
-        mine = self.policy_joint(obs).unsqueeze(1)  # (B, 1, A, U)
+        mine = self.policy_joint(joint.obs, joint.avail).unsqueeze(1)  # (B, 1, A, U)
         mixed = taken.unsqueeze(1) * (1 - own) + mine * own  # (B, A agents, A slots, U)
         q = self.critic_q_for_actor(states, mixed.flatten(2).flatten(0, 1))[0]
         actor_loss = -q.mean()

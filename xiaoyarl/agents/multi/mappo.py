@@ -6,7 +6,11 @@ parameter sharing and a centralized value function: one actor for all agents on 
 observation and agent id, one critic V_i(s) on the global state and the agent id. Each
 (sub-env, agent) pair is one of PPO's "sub-envs": its rewards, advantages and returns are the
 agent's own (in shared-reward envs they are all the team's). Value normalisation as in the
-paper: the critic learns returns standardised with their running mean and variance.
+paper: the critic learns returns standardised with their running mean and variance. The value
+loss as in the paper's code (`use_clipped_value_loss`, `use_huber_loss`, `huber_delta` 10): the
+larger of the Huber losses of the standardised prediction and of the prediction clipped to
++-ratio_clip around the critic's output before the update (`value_clip`, `value_loss`,
+`huber_delta`; off and "mse": PPO's plain squared error).
 Shapes: T = horizon, E = sub-envs, A = agents, O = observation, S = global state, U = actions.
 """
 
@@ -25,7 +29,19 @@ from xiaoyarl.agents.multi.common import (
 from xiaoyarl.agents.ppo import AgentPPO
 from xiaoyarl.config import Config
 from xiaoyarl.envs.multi.base import MultiAgentEnvSpec, MultiAgentVecEnv, team_reward
+from xiaoyarl.errors import ConfigError
 from xiaoyarl.nets import ActorDiscretePPO, CriticV, RunningNorm
+
+VALUE_LOSSES = ("huber", "mse")
+
+
+def squared_or_huber(error: torch.Tensor, kind: str, huber_delta: float) -> torch.Tensor:
+    """Per-sample loss of an error `(B,)`: its square ("mse"), or ("huber") its square within
+    +-huber_delta and linear beyond. Twice the usual Huber loss: PPO's update halves it."""
+    if kind == "mse":
+        return error.square()
+    size = error.abs()
+    return torch.where(size <= huber_delta, error.square(), huber_delta * (2 * size - huber_delta))
 
 
 class MultiRollout(NamedTuple):
@@ -65,10 +81,17 @@ class AgentMAPPO(AgentPPO):
     """MAPPO with a Gaussian actor (continuous actions)."""
 
     if_multi_agent = True
+    config_fields = AgentPPO.config_fields | {"value_clip", "value_loss", "huber_delta"}
 
     def __init__(
         self, spec: MultiAgentEnvSpec, config: Config, device: torch.device, learner: bool = True
     ) -> None:
+        if config.value_loss not in VALUE_LOSSES:
+            raise ConfigError(f"invalid config: value_loss={config.value_loss!r}; value_loss "
+                              f"must be one of {', '.join(VALUE_LOSSES)}.")  # fmt: skip
+        if not config.huber_delta > 0:
+            raise ConfigError(f"invalid config: huber_delta={config.huber_delta!r}; "
+                              f"huber_delta must be a number > 0.")  # fmt: skip
         self.multi_spec = spec
         self.layout = JointLayout(spec)
         super().__init__(agent_view(spec), config, device, learner)
@@ -167,18 +190,28 @@ class AgentMAPPO(AgentPPO):
     def critic_inputs(self, rollout: PPOView) -> tuple[torch.Tensor, torch.Tensor]:
         return rollout.critic_states, rollout.next_critic_states  # differs: centralized
 
-    def values(self, critic_states: torch.Tensor) -> torch.Tensor:
+    def values(self, outputs: torch.Tensor) -> torch.Tensor:
         # differs: the critic predicts standardised values
         std = (self.value_norm.var + 1e-8).sqrt()
-        return self.critic(critic_states) * std + self.value_norm.mean
+        return outputs * std + self.value_norm.mean
 
     def observe_returns(self, returns: torch.Tensor) -> None:
         self.value_norm.update(returns.unsqueeze(1))  # differs: value normalisation
 
-    def value_loss(self, critic_states: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
-        # differs: against the standardised returns
+    def value_loss(
+        self, critic_states: torch.Tensor, returns: torch.Tensor, old_outputs: torch.Tensor
+    ) -> torch.Tensor:
+        # differs: against the standardised returns; the paper's clipped Huber loss
+        cfg = self.config
         target = (returns - self.value_norm.mean) / (self.value_norm.var + 1e-8).sqrt()
-        return (self.critic(critic_states) - target).square()
+        value = self.critic(critic_states)  # standardised, as `old_outputs`
+        loss = squared_or_huber(target - value, cfg.value_loss, cfg.huber_delta)
+        if cfg.value_clip:
+            step = (value - old_outputs).clamp(-cfg.ratio_clip, cfg.ratio_clip)
+            clipped = squared_or_huber(target - (old_outputs + step), cfg.value_loss,
+                                       cfg.huber_delta)  # fmt: skip
+            loss = torch.max(loss, clipped)
+        return loss
 
     def update_state_norms(self, rollout: PPOView, critic_states: torch.Tensor) -> None:
         self.state_norm.update(rollout.states.flatten(0, 1))  # differs: two normalisers
