@@ -161,3 +161,9 @@ def test_validate_checks_the_type_of_a_field_assigned_later(tmp_path):
     config.gamma = 0.99
     config.batch_size = 64.0
     assert config.validate().batch_size == 64 and isinstance(config.batch_size, int)
+
+
+@pytest.mark.parametrize(("field", "value"), [("value_loss", "l1"), ("huber_delta", 0.0)])
+def test_mappo_value_loss_settings_are_checked(field, value):
+    with pytest.raises(ConfigError, match=f"{field}="):
+        Config(algo="mappo", env_id="SpreadDiscrete-v0", **{field: value}).validate()

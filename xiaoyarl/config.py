@@ -30,6 +30,8 @@ VECTOR_MODES = ("sync", "async")
 H_TERM_ALGOS = ("ppo", "a2c", "ddpg", "td3", "sac", "modsac", "redq")
 # those whose H-term density is their Gaussian exploration noise (`AgentDDPG.h_term_logprob`)
 H_TERM_NOISE_ALGOS = ("ddpg", "td3")
+# MAPPO's value losses (`value_loss`)
+VALUE_LOSSES = ("huber", "mse")
 
 
 def _refuse_unknown_keywords(cls: type) -> type:
@@ -326,6 +328,10 @@ class Config:
             bad("per", "false with agent_rnn (recurrent agents replay whole episodes, uniformly)")
         if not (math.isfinite(self.hypernet_init_gain) and self.hypernet_init_gain > 0):
             bad("hypernet_init_gain", "a finite number > 0, e.g. 0.001")
+        if self.value_loss not in VALUE_LOSSES:
+            bad("value_loss", f"one of {', '.join(VALUE_LOSSES)}")
+        if not (math.isfinite(self.huber_delta) and self.huber_delta > 0):
+            bad("huber_delta", "a finite number > 0, e.g. 10.0")
         if self.target_q_reduce not in ("min", "mean"):
             bad("target_q_reduce", "min or mean")
         for name in ("h_term_gamma", "h_term_lambda"):

@@ -29,10 +29,7 @@ from xiaoyarl.agents.multi.common import (
 from xiaoyarl.agents.ppo import AgentPPO
 from xiaoyarl.config import Config
 from xiaoyarl.envs.multi.base import MultiAgentEnvSpec, MultiAgentVecEnv, team_reward
-from xiaoyarl.errors import ConfigError
 from xiaoyarl.nets import ActorDiscretePPO, CriticV, RunningNorm
-
-VALUE_LOSSES = ("huber", "mse")
 
 
 def squared_or_huber(error: torch.Tensor, kind: str, huber_delta: float) -> torch.Tensor:
@@ -86,12 +83,6 @@ class AgentMAPPO(AgentPPO):
     def __init__(
         self, spec: MultiAgentEnvSpec, config: Config, device: torch.device, learner: bool = True
     ) -> None:
-        if config.value_loss not in VALUE_LOSSES:
-            raise ConfigError(f"invalid config: value_loss={config.value_loss!r}; value_loss "
-                              f"must be one of {', '.join(VALUE_LOSSES)}.")  # fmt: skip
-        if not config.huber_delta > 0:
-            raise ConfigError(f"invalid config: huber_delta={config.huber_delta!r}; "
-                              f"huber_delta must be a number > 0.")  # fmt: skip
         self.multi_spec = spec
         self.layout = JointLayout(spec)
         super().__init__(agent_view(spec), config, device, learner)
