@@ -68,6 +68,7 @@ DISTRIBUTED_CASES = {  # id: (algo, env, target, env-step budget), with 2 gloo l
     "ppo-cartpole-2-learners": ("ppo", "CartPole-v1", 475, 2_000_000),
     "ppo-pendulum-2-learners": ("ppo", "Pendulum-v1", -200, 8_000_000),
     "sac-pendulum-2-learners": ("sac", "Pendulum-v1", -200, 60_000),
+    "modsac-pendulum-2-learners": ("modsac", "Pendulum-v1", -200, 60_000),
 }
 
 
