@@ -22,7 +22,7 @@ memory of the training process, and the ratio SB3 / xiaoyarl of the median secon
 from process start. Also xiaoyarl-only rows for its torch-native envs (what a user gets by
 switching `--backend torch`) and the random-action throughput of each bare simulator.
 
-    pip install -e .[bench]
+    pip install -e '.[bench]'
     python benchmarks/compare.py --quick                 # a subset, under ~15 minutes
     python benchmarks/compare.py                         # every task, 3 seeds
     python benchmarks/compare.py --tasks sac-pendulum --seeds 0 1 2 3 4
@@ -158,7 +158,7 @@ TASKS: dict[str, Task] = {
     ),  # fmt: skip
 }
 QUICK = ["ppo-cartpole", "sac-pendulum", "ppo-cartpole-torch"]
-# need `pip install -e .[mujoco]`; run with --tasks NAME
+# need `pip install -e '.[mujoco]'`; run with --tasks NAME
 LONG = ["sac-hopper", "sac-hopper-100k", "ppo-hopper-300k"]
 SB3_CLASSES = {"ppo": "PPO", "a2c": "A2C", "dqn": "DQN", "sac": "SAC", "td3": "TD3", "ddpg": "DDPG"}
 
@@ -465,7 +465,7 @@ def main() -> None:
     if needs_sb3 and importlib.util.find_spec("stable_baselines3") is None:
         raise SystemExit(
             "compare.py trains Stable-Baselines3 beside xiaoyarl, and it is not installed: "
-            "pip install -e .[bench] (or pick only xiaoyarl-only tasks with --tasks)."
+            "pip install -e '.[bench]' (or pick only xiaoyarl-only tasks with --tasks)."
         )
 
     results: dict[str, dict[str, list[dict]]] = {}

@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     try:
         import mpe2
     except ImportError:
-        print("  mpe2 is not installed (pip install -e .[multi]): skipping its rows")
+        print("  mpe2 is not installed (pip install -e '.[multi]'): skipping its rows")
         mpe2 = None
     if mpe2 is not None:
         for n in args.mpe2_sizes:

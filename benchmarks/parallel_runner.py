@@ -9,7 +9,7 @@ out; they are reported as `first_round_seconds` in the run summary). Torch threa
 their default (one per core) in every row: the single process and the learner use them for
 the update; workers step their envs with one thread each.
 Rows run alternately, once per repeat, so machine drift hits
-all of them; the median is reported. BipedalWalker-v3 needs Box2D: `pip install -e .[box2d]`.
+all of them; the median is reported. BipedalWalker-v3 needs Box2D: `pip install -e '.[box2d]'`.
 
     python benchmarks/parallel_runner.py --env BipedalWalker-v3 --workers 1 2 --steps 40000
 """

@@ -7,7 +7,7 @@ torch observation, reward and flags out (DLPack both ways), the time limit and a
 included. A step of N sub-envs counts as N steps. Compilation (of the reset and of the first
 two steps) happens before the clock starts and is reported separately.
 
-    pip install -e .[playground]
+    pip install -e '.[playground]'
     python benchmarks/playground_throughput.py --tasks CartpoleBalance CheetahRun \
         --num-envs 1 16 256 4096 --impls jax warp --seconds 3 --json playground.json
 """

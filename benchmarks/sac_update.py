@@ -6,7 +6,7 @@ hidden units, batch 256, Adam, a learned temperature, and a replay buffer of 100
 transitions. xiaoyarl times `buffer.sample` + `AgentSAC.update_step`; Stable-Baselines3 times
 `SAC.train(gradient_steps=N, batch_size=256)`, which samples and updates the same way. The two
 are measured alternately (A, B, A, B, ...) and the median of `--repeats` rounds is reported.
-Stable-Baselines3 comes with the bench extra: `pip install -e .[bench]`.
+Stable-Baselines3 comes with the bench extra: `pip install -e '.[bench]'`.
 
     python benchmarks/sac_update.py --threads 1 --steps 200 --repeats 5
 """
@@ -111,7 +111,7 @@ def main() -> None:
         ratio = statistics.median(times["stable-baselines3"]) / statistics.median(times["xiaoyarl"])
         print(f"\nStable-Baselines3 / xiaoyarl: {ratio:.2f}x")
     else:
-        print("\n(stable-baselines3 is not installed: pip install -e .[bench])")
+        print("\n(stable-baselines3 is not installed: pip install -e '.[bench]')")
     if args.json:
         Path(args.json).write_text(json.dumps(times, indent=2))
 

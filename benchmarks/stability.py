@@ -15,7 +15,7 @@ a plot per task of every seed's curve with each variant's median and interquarti
 Runs resume: each finished run is a JSON file in `--out`, and a later invocation skips it, so
 a study can be spread over several sessions (each table should come from one machine).
 
-    pip install -e .[bench] (and .[mujoco] for the Hopper tasks)
+    pip install -e '.[bench]' (and pip install -e '.[mujoco]' for the Hopper tasks)
     python benchmarks/stability.py --tasks ppo-cartpole sac-pendulum --seeds 0 1 2 3 4 5 6 7 8 9
     python benchmarks/stability.py --report-only           # tables and plots from --out
 """

@@ -145,7 +145,119 @@ def test_playground_backend_without_the_extra_or_task_gets_a_clear_error(tmp_pat
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     if importlib.util.find_spec("mujoco_playground") is None:
-        assert "pip install -e .[playground]" in result.stderr
+        assert "pip install -e '.[playground]'" in result.stderr
     else:
         assert "no task 'NoSuchTask'" in result.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_resume_of_a_spent_budget_says_nothing_was_trained_and_how_to_go_on(tmp_path):
+    run = str(tmp_path / "run")
+    first = cli("train", "ppo", "CartPole-v1", *TINY, "--max-steps", "512", "--eval-every", "256",
+                "--cwd", run)  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    again = cli("train", "ppo", "CartPole-v1", "--resume", run)
+    assert again.returncode == 0, again.stderr
+    out = again.stdout + again.stderr
+    assert "resumed from step 512" in out
+    for words in ("budget of 512 env steps", "already spent", "nothing was trained",
+                  "--max-steps"):  # fmt: skip
+        assert words in out, out
+    more = cli("train", "ppo", "CartPole-v1", "--resume", run, "--max-steps", "768")
+    assert more.returncode == 0 and "nothing was trained" not in more.stdout + more.stderr
+    assert "after 768 steps" in more.stdout
+
+
+def test_resume_of_a_solved_run_says_the_target_was_reached_and_how_to_train_on(tmp_path):
+    run = str(tmp_path / "run")
+    first = cli("train", "a2c", "CartPole-v1", *TINY, "--max-steps", "2048", "--eval-every",
+                "256", "--target-return", "5", "--cwd", run)  # fmt: skip
+    assert first.returncode == 0 and "target 5 reached at step 256" in first.stdout
+    again = cli("train", "a2c", "CartPole-v1", "--resume", run)
+    assert again.returncode == 0, again.stderr
+    out = again.stdout + again.stderr
+    for words in ("target 5 was already reached at step 256", "--target-return none"):
+        assert words in out, out
+
+
+def _two_tiny_runs(root):
+    """Two seeds of a tiny PPO CartPole run, trained in this process."""
+    import torch
+
+    from xiaoyarl import Config, train_agent
+
+    runs = []
+    threads = torch.get_num_threads()
+    for seed in (0, 1):
+        run = root / f"CartPole-v1_ppo_{seed}"
+        train_agent(Config(algo="ppo", env_id="CartPole-v1", seed=seed, num_envs=16,
+                           horizon_len=16, max_steps=768, eval_every=256, eval_episodes=2,
+                           threads=1, cwd=str(run)), log=None)  # fmt: skip
+        runs.append(run)
+    torch.set_num_threads(threads)
+    return runs
+
+
+def test_plot_draws_several_runs_on_one_figure(tmp_path):
+    """`xiaoyarl plot RUN RUN --out FILE`: every run's evaluations (mean, std band) and its
+    training-episode returns, labelled by run, on one figure; one run keeps its own curve."""
+    from xiaoyarl.train.plots import comparison_figure
+
+    runs = _two_tiny_runs(tmp_path)
+    fig = comparison_figure(runs)
+    labels = [line.get_label() for ax in fig.axes for line in ax.get_lines()]
+    for run in runs:
+        assert labels.count(run.name) == 2, labels  # its evaluations and its training episodes
+    evals, train = fig.axes
+    assert len(evals.collections) >= 2  # a std band per run
+    assert "training" in train.get_ylabel() and "evaluation" in evals.get_ylabel()
+    out = tmp_path / "both.png"
+    result = cli("plot", *map(str, runs), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert out.is_file() and out.stat().st_size > 1000 and str(out) in result.stdout
+    one = cli("plot", str(runs[0]))  # one run: its learning_curve.png, as before
+    assert one.returncode == 0 and str(runs[0] / "learning_curve.png") in one.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "hint"),
+    [
+        (["train", "ppo", "CartPole-v1", "--set", "gamma", "0.9"], "--set gamma=0.9"),
+        (["train", "ppo", "CartPole-v1", "--set", "gamma=0.9", "--set", "net_dims", "[8]"],
+         "--set net_dims=[8]"),
+        (["population", "ppo", "CartPole-v1", "--set", "gamma", "0.9"], "--set gamma=0.9"),
+    ],
+)  # fmt: skip
+def test_set_without_an_equals_sign_suggests_key_equals_value(args, hint, capsys):
+    from xiaoyarl.cli import main
+
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert f"--set takes key=value: did you mean {hint}?" in err, err
+    assert "unrecognized arguments" not in err
+
+
+def test_list_fields_names_the_automatic_values_per_algorithm(capsys):
+    """Fields that default to null say what they become for each algorithm (and backend or
+    device where it matters), computed by `Config.resolve` rather than copied."""
+    from xiaoyarl import Config
+    from xiaoyarl.cli import main
+
+    assert main(["list", "--fields"]) == 0
+    out = capsys.readouterr().out
+    assert "_auto_defaults" not in out
+
+    def block(field):
+        lines = out[out.index(f"\n  {field} ") :].splitlines()[1:]
+        return "\n".join([lines[0]] + [line for line in lines[1:] if line.startswith("      ")])
+
+    for field in ("learning_rate", "batch_size", "horizon_len", "repeat_times"):
+        text = block(field)
+        for algo in ("ppo", "sac", "a2c", "dqn"):
+            values = {getattr(Config(algo=algo).resolve(batched, device), field)
+                      for batched in (True, False) for device in ("cpu", "cuda")}  # fmt: skip
+            line = next((line for line in text.splitlines()
+                         if algo in line.split(":")[0].replace(",", " ").split()), "")  # fmt: skip
+            for value in values:
+                assert f"{value:g}" in line, (field, algo, value, text)
+    assert "torch-native" in block("horizon_len") and "gymnasium" in block("horizon_len")

@@ -128,6 +128,6 @@ def test_export_errors_are_clear(runs, tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="unknown export format 'tflite'.*onnx, torchscript"):
         export_policy(runs["ppo-CartPole"], fmt="tflite")
     monkeypatch.setitem(sys.modules, "onnxscript", None)  # as if not installed
-    with pytest.raises(XiaoyaError, match=r"onnxscript.*pip install -e \.\[export\]"):
+    with pytest.raises(XiaoyaError, match=r"onnxscript.*pip install -e '\.\[export\]'"):
         export_policy(runs["ppo-CartPole"], tmp_path / "x.onnx")
     assert not (tmp_path / "x.onnx").exists()

@@ -328,7 +328,7 @@ def test_unsupported_spaces_raise(env_module, name, pattern):
 def test_missing_simulator_names_the_pip_extra(env_id, module, extra):
     if importlib.util.find_spec(module) is not None:
         pytest.skip(f"{module} is installed")
-    with pytest.raises(EnvError, match=rf"pip install -e \.\[{extra}\]"):
+    with pytest.raises(EnvError, match=rf"pip install -e '\.\[{extra}\]'"):
         GymVecEnv(env_id)
 
 

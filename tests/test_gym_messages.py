@@ -94,7 +94,7 @@ def test_flat_and_2d_float_observations_are_not_images(shape, dtype):
 # --- missing simulators -------------------------------------------------------------------------
 def assert_one_fix(message: str, extra: str) -> None:
     assert message.count("pip install") == 1, message
-    assert f"`pip install -e .[{extra}]`" in message
+    assert f"`pip install -e '.[{extra}]'`" in message
     assert "swig" not in message and "gymnasium[box2d]" not in message
 
 

@@ -1,6 +1,6 @@
 """The `mujoco` extra works: MuJoCo tasks through the gymnasium adapter, observations passed
 on unclipped, and `xiaoyarl train sac Hopper-v5` runs end to end. Skipped where the extra is
-not installed (`pip install -e .[mujoco]`); the default suite needs none of the extras."""
+not installed (`pip install -e '.[mujoco]'`); the default suite needs none of the extras."""
 
 import json
 

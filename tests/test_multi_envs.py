@@ -172,7 +172,7 @@ try:
 except ImportError:  # the 'multi' extra is not installed
     simple_spread_v3 = None
 needs_mpe2 = pytest.mark.skipif(
-    simple_spread_v3 is None, reason="needs mpe2 (pip install -e .[multi])"
+    simple_spread_v3 is None, reason="needs mpe2 (pip install -e '.[multi]')"
 )
 
 

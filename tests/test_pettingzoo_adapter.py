@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-pettingzoo = pytest.importorskip("pettingzoo", reason="needs pettingzoo (pip install -e .[multi])")
+pettingzoo = pytest.importorskip(
+    "pettingzoo", reason="needs pettingzoo (pip install -e '.[multi]')"
+)
 from gymnasium import spaces  # noqa: E402
 
 from xiaoyarl.envs.multi import SpreadContinuousEnv, SpreadDiscreteEnv  # noqa: E402
@@ -221,7 +223,7 @@ def test_box_actions_are_rescaled_and_state_is_used() -> None:
 
 
 def test_clear_errors(monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(EnvError, match=r"pip install -e \.\[multi\]"):
+    with pytest.raises(EnvError, match=r"pip install -e '\.\[multi\]'"):
         monkeypatch.setitem(sys.modules, "mpe2", None)  # as if mpe2 were not installed
         PettingZooVecEnv("mpe2:simple_spread_v3")
     monkeypatch.undo()

@@ -1,6 +1,6 @@
 """The MuJoCo Playground (MJX, JAX) adapter keeps the VecEnv contract on the CPU, shares its
 observation memory with torch, and PPO learns through it (skipped without the extra:
-`pip install -e .[playground]`). The first step of each env size compiles for tens of seconds,
+`pip install -e '.[playground]'`). The first step of each env size compiles for tens of seconds,
 so the contract tests share one env."""
 
 import pytest

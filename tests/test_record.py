@@ -145,9 +145,9 @@ def test_record_errors_are_clear(runs, tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="must end in .gif or .mp4"):
         record_video(runs["ppo-CartPole"], tmp_path / "video.avi")
     monkeypatch.setitem(sys.modules, "imageio_ffmpeg", None)  # as if not installed
-    with pytest.raises(XiaoyaError, match=r"pip install -e \.\[render\]"):
+    with pytest.raises(XiaoyaError, match=r"pip install -e '\.\[render\]'"):
         record_video(runs["ppo-CartPole"], tmp_path / "video.mp4")
     monkeypatch.setitem(sys.modules, "pygame", None)
-    with pytest.raises(XiaoyaError, match=r"'CartPole-v1'.*pip install -e \.\[render\]"):
+    with pytest.raises(XiaoyaError, match=r"'CartPole-v1'.*pip install -e '\.\[render\]'"):
         record_video(runs["ppo-CartPole"], tmp_path / "video.gif")
     assert list(tmp_path.iterdir()) == []  # no video, and no partial file left behind

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -93,8 +94,17 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--episodes", type=int, default=10)
     ev.add_argument("--seed", type=int, default=12_345)
 
-    plot = sub.add_parser("plot", help="(re)draw a run's learning_curve.png")
-    plot.add_argument("run_dir")
+    plot = sub.add_parser(
+        "plot",
+        help="(re)draw a run's learning_curve.png, or compare several runs on one figure",
+        description="Redraw a run's learning_curve.png. Given several runs (seeds, algorithms), "
+        "draw them on one figure: evaluation returns (mean and std band) above, the mean "
+        "returns of the training episodes below, each run labelled by its folder name.",
+    )
+    plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    plot.add_argument("--out", metavar="FILE",
+                      help="image file (default: RUN_DIR/learning_curve.png for one run, "
+                           "comparison.png for several)")  # fmt: skip
 
     rec = sub.add_parser("record", help="write a video (GIF or MP4) of a run's best policy")
     rec.add_argument("run_dir")
@@ -330,14 +340,22 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _plot(args: argparse.Namespace) -> int:
     from xiaoyarl.train.evaluator import plot_learning_curve
+    from xiaoyarl.train.plots import plot_runs
 
-    run_dir = Path(args.run_dir)
-    if not (run_dir / "recorder.csv").is_file():
-        raise XiaoyaError(f"{run_dir} has no recorder.csv: it is not a xiaoyarl run folder yet.")
+    runs = [Path(run) for run in args.run_dirs]
+    for run_dir in runs:
+        if not (run_dir / "recorder.csv").is_file():
+            raise XiaoyaError(
+                f"{run_dir} has no recorder.csv: it is not a xiaoyarl run folder yet."
+            )
+    if len(runs) > 1:
+        print(plot_runs(runs, args.out or "comparison.png"))
+        return 0
+    run_dir = runs[0]
     title = target = None
     if not (run_dir / "plot.json").is_file() and (run_dir / "config.yaml").is_file():
         title, target = _plot_info_of_old_run(Config.load(run_dir / "config.yaml"))
-    print(plot_learning_curve(run_dir, title, target))
+    print(plot_learning_curve(run_dir, title, target, out=args.out))
     return 0
 
 
@@ -495,7 +513,8 @@ def _check_env(args: argparse.Namespace) -> int:
 
 def _list_fields() -> None:
     """Every Config field: default, description and, for algorithm-specific fields, which
-    algorithms read it."""
+    algorithms read it; for a field whose null default is chosen per algorithm, backend and
+    device, what it becomes (`_automatic_values`)."""
     import dataclasses
 
     from xiaoyarl.agents import ALGORITHMS
@@ -505,15 +524,102 @@ def _list_fields() -> None:
         for field in set().union(*(c.config_fields for c in pair if c is not None)):
             readers.setdefault(field, []).append(algo)
     docs = Config.field_docs()
+    automatic = _automatic_values(readers)
     print("config fields (--set name=value; default, then what it does):")
+    print("  (null: chosen per algorithm, backend and device, as listed under the field, with the")
+    print("  other automatic fields left null; torch-native includes Playground's JAX tasks)")
     for f in dataclasses.fields(Config):
         default = f.default_factory() if callable(f.default_factory) else f.default
         who = f" [{', '.join(readers[f.name])}]" if f.name in readers else ""
-        print(f"  {f.name:18s} {default!r:12s} {docs.get(f.name, '')}{who}")
+        doc = docs.get(f.name, "")
+        if f.name in automatic:  # the listing below replaces the pointer to the code
+            doc = re.sub(r"[.;]?\s*\(?None: (?:see )?`_auto_defaults`\)?", "", doc).strip()
+            doc = f"{doc}; null gives:" if doc else "null gives:"
+        print(f"  {f.name:18s} {default!r:12s} {doc}{who}")
+        for line in automatic.get(f.name, ()):
+            print(f"      {line}")
+
+
+# The settings an automatic default may depend on: (batched env, device type) -> label.
+_SETTINGS = {(True, "cpu"): "torch-native, CPU", (True, "cuda"): "torch-native, GPU",
+             (False, "cpu"): "gymnasium, CPU", (False, "cuda"): "gymnasium, GPU"}  # fmt: skip
+
+
+def _automatic_values(readers: dict[str, list[str]]) -> dict[str, list[str]]:
+    """For each field whose null default `Config.resolve` fills in, lines `algo, algo: value`
+    grouping the algorithms that get the same values; a value that depends on the backend or
+    the device is given for each. Computed by resolving a default Config of every algorithm in
+    every setting, so the listing cannot drift from the rules in `config.py`."""
+    import dataclasses
+
+    from xiaoyarl.agents import ALGORITHMS
+
+    nulls = [f.name for f in dataclasses.fields(Config) if getattr(Config(), f.name) is None]
+    resolved = {(algo, setting): Config(algo=algo).resolve(*setting)
+                for algo in ALGORITHMS for setting in _SETTINGS}  # fmt: skip
+    found: dict[str, list[str]] = {}
+    for name in nulls:
+        groups: dict[str, list[str]] = {}  # the values' text -> the algorithms that get them
+        for algo in readers.get(name, ALGORITHMS):
+            values = {s: getattr(resolved[algo, s], name) for s in _SETTINGS}
+            if None not in values.values():
+                groups.setdefault(_describe_values(values), []).append(algo)
+        if groups:
+            found[name] = [f"{', '.join(algos)}: {text}" for text, algos in groups.items()]
+    return found
+
+
+def _describe_values(values: dict[tuple[bool, str], object]) -> str:
+    """`64 (torch-native, CPU), 16 (torch-native, GPU), 128 (gymnasium)`, merging the settings
+    that share a value: `1 (torch-native), 8 (gymnasium)`, or a single value."""
+
+    def show(value: object) -> str:
+        if isinstance(value, bool):
+            return str(value).lower()
+        return f"{value:g}" if isinstance(value, float) else str(value)
+
+    def merged(settings: list[tuple[bool, str]]) -> dict[str, list[tuple[bool, str]]]:
+        by_value: dict[str, list[tuple[bool, str]]] = {}
+        for setting in settings:
+            by_value.setdefault(show(values[setting]), []).append(setting)
+        return by_value
+
+    if len(merged(list(_SETTINGS))) == 1:
+        return show(next(iter(values.values())))
+    parts = []
+    for batched, kind in ((True, "torch-native"), (False, "gymnasium")):
+        by_value = merged([(batched, "cpu"), (batched, "cuda")])
+        if len(by_value) == 1:
+            parts.append(f"{next(iter(by_value))} ({kind})")
+        else:
+            parts += [f"{value} ({_SETTINGS[where[0]]})" for value, where in by_value.items()]
+    return ", ".join(parts)
+
+
+def _set_without_equals(argv: list[str]) -> str | None:
+    """The fix for `--set gamma 0.9` (argparse would say only "unrecognized arguments: 0.9"),
+    or None when every --set is followed by a key=value."""
+    for i, token in enumerate(argv[:-1]):
+        if token == "--":
+            break
+        if token == "--set" and i + 2 < len(argv):
+            key, value = argv[i + 1], argv[i + 2]
+        elif token.startswith("--set="):
+            key, value = token.removeprefix("--set="), argv[i + 1]
+        else:
+            continue
+        is_value = not value.startswith("-") or re.fullmatch(r"-[\d.]\S*", value)
+        if key and "=" not in key and not key.startswith("-") and is_value:
+            return f"--set takes key=value: did you mean --set {key}={value}?"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    hint = _set_without_equals(argv)
+    if hint is not None:
+        print(f"xiaoyarl: error: {hint}", file=sys.stderr)
+        return 2
     args = _parser().parse_args(argv)
     args.argv = argv
     handler = {

@@ -64,7 +64,7 @@ class Config:
     vector_mode: str = "sync"  # gymnasium backend: sync (one process) | async (a process per env)
     env_kwargs: dict | None = None  # keyword arguments of the env (e.g. StockTrading-v0's market;
     # gymnasium.make's kwargs), as a mapping: --set env_kwargs={market: synthetic}
-    num_envs: int | None = None  # None: torch-native 16 on CPU / 1024 on GPU; gymnasium 8
+    num_envs: int | None = None  # None: automatic per algorithm and backend
     seed: int = 0  # derives every generator of the run (torch, envs, evaluation envs)
     device: str = "auto"  # auto (cuda when available) | cpu | cuda | cuda:N
     threads: int | None = None  # torch CPU threads of the process; None: automatic (1, measured)
@@ -96,7 +96,7 @@ class Config:
     # --- networks and optimisation ---
     net_dims: list[int] | None = None  # hidden widths; None: [64, 64] on-policy and DQN family,
     # [256, 256] other off-policy
-    learning_rate: float | None = None  # None: see `_auto_defaults`
+    learning_rate: float | None = None  # Adam's step size; None: automatic per algorithm
     clip_grad_norm: float = 0.5  # max global gradient norm per network
     gamma: float = 0.99  # discount factor
     state_norm: bool | None = None  # running mean/std of observations; None: on-policy only
@@ -105,10 +105,10 @@ class Config:
     # vdn, qmix: team rewards standardised by their running mean and std, as EPyMARL (None: off)
 
     # --- rollout and update schedule ---
-    horizon_len: int | None = None  # steps per sub-env per rollout; None: see `_auto_defaults`
-    batch_size: int | None = None  # transitions per gradient step; None: see `_auto_defaults`
+    horizon_len: int | None = None  # steps per sub-env per rollout; None: automatic per algorithm
+    batch_size: int | None = None  # transitions per gradient step; None: automatic per algorithm
     repeat_times: float | None = None  # on-policy: passes (epochs) over each rollout;
-    # off-policy: gradient steps per env step (the update-to-data ratio). None: `_auto_defaults`
+    # off-policy: gradient steps per env step (the update-to-data ratio). None: automatic
 
     # --- on-policy (PPO / A2C) ---
     ratio_clip: float = 0.2  # PPO clip range epsilon

@@ -29,7 +29,7 @@ from xiaoyarl.train.checkpoint import atomic_output
 # Default file name of each format, in the run folder; none collides with `actor.pt`.
 FORMATS = {"onnx": "policy.onnx", "torchscript": "policy.torchscript.pt"}
 
-_EXPORT_EXTRA = "pip install -e .[export]"
+_EXPORT_EXTRA = "pip install -e '.[export]'"
 
 
 class DeployedPolicy(nn.Module):

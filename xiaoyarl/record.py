@@ -141,7 +141,7 @@ def _render(env: gymnasium.Env, env_id: str) -> np.ndarray:
     except (gymnasium.error.DependencyNotInstalled, ImportError) as e:
         raise XiaoyaError(
             f"cannot render environment '{env_id}': a package its renderer needs is not "
-            f"installed ({e}). Install the renderer with `pip install -e .[render]`."
+            f"installed ({e}). Install the renderer with `pip install -e '.[render]'`."
         ) from None
     frame = np.asarray(frame)
     if frame.ndim != 3 or frame.shape[-1] != 3 or frame.dtype != np.uint8:
@@ -184,7 +184,7 @@ def _check_mp4_writer_installed() -> None:
     except ImportError as e:
         raise XiaoyaError(
             f"writing an MP4 needs the packages imageio and imageio-ffmpeg ({e}). Install them "
-            f"with `pip install -e .[render]`, or write a .gif instead."
+            f"with `pip install -e '.[render]'`, or write a .gif instead."
         ) from None
 
 

@@ -1,6 +1,6 @@
 """`EnvPoolVecEnv`: EnvPool's C++ thread-pool simulators behind the `VecEnv` contract.
 
-`backend="envpool"` (optional: `pip install -e .[envpool]`) steps EnvPool's own
+`backend="envpool"` (optional: `pip install -e '.[envpool]'`) steps EnvPool's own
 implementations of classic-control, Box2D and MuJoCo tasks in C++ threads, a fast CPU vector
 env for tasks that have no torch-native version. EnvPool resets a finished sub-env on the step
 *after* it ends (that step ignores its action and returns the first observation); here the
@@ -36,7 +36,7 @@ class EnvPoolVecEnv(GymVecEnv):
             import envpool
         except ImportError:
             raise EnvError(
-                "backend 'envpool' needs the envpool package: pip install -e .[envpool] "
+                "backend 'envpool' needs the envpool package: pip install -e '.[envpool]' "
                 "(Linux, x86-64). Or use --backend gymnasium."
             ) from None
         if num_envs < 1:

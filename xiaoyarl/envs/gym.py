@@ -506,7 +506,7 @@ def _make(env_id: str, registered_id: str, kwargs: dict) -> gymnasium.Env:
         what = f"module '{module}'" if module else "a simulator it needs"
         detail = "" if "pip install" in str(e) else f" ({type(e).__name__}: {e})"
         fix = (
-            f"Install it with `pip install -e .[{extra}]` (this project's '{extra}' extra)"
+            f"Install it with `pip install -e '.[{extra}]'` (this project's '{extra}' extra)"
             if extra is not None
             else "Install the package that provides it"
         )

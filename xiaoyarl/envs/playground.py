@@ -1,6 +1,6 @@
 """`PlaygroundVecEnv`: MuJoCo Playground's MJX tasks (JAX) behind the `VecEnv` contract.
 
-`backend="playground"` (optional: `pip install -e .[playground]`) runs a MuJoCo Playground task
+`backend="playground"` (optional: `pip install -e '.[playground]'`) runs a MuJoCo Playground task
 (`CartpoleBalance`, `CheetahRun`, `Go1JoystickFlatTerrain`, ...; `mujoco_playground.registry`)
 as one jitted JAX function that steps every sub-env at once, vmapped, on the device that
 matches the torch device (a GPU for `cuda:N`, the CPU for `cpu`). Observations, rewards and
@@ -38,7 +38,7 @@ import torch
 from xiaoyarl.envs.base import EnvSpec, VecEnv
 from xiaoyarl.errors import EnvError
 
-INSTALL = "pip install -e .[playground] (and jax[cuda12] for a GPU)"
+INSTALL = "pip install -e '.[playground]' (and pip install 'jax[cuda12]' for a GPU)"
 
 
 def _import() -> tuple[Any, Any]:

@@ -34,7 +34,7 @@ COLUMN_ALIASES = {"tic": "ticker"}  # FinRL's name for the ticker column
 # plus a training and a backtest period of at least 20 days each.
 MIN_DATES = 100
 SAMPLES = ("GOOG",)  # real daily samples that `load_sample` can read (`finance-sample` extra)
-INSTALL_FINANCE = "pip install 'xiaoyarl[finance]' (pandas; pyarrow for Parquet)"
+INSTALL_FINANCE = "pip install -e '.[finance]' (pandas; pyarrow for Parquet)"
 
 
 @dataclass(frozen=True, eq=False)
@@ -328,7 +328,7 @@ def sample_path(name: str = "GOOG") -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise MarketDataError(
             f"the {name} sample ships with the 'backtesting' package, which is not installed: "
-            f"pip install 'xiaoyarl[finance-sample]' (backtesting>=0.6)."
+            f"pip install -e '.[finance-sample]' (backtesting>=0.6)."
         )
     path = Path(next(iter(spec.submodule_search_locations))) / "test" / f"{name.upper()}.csv"
     if not path.is_file():

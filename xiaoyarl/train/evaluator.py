@@ -21,7 +21,10 @@ from xiaoyarl.envs.multi.base import MultiAgentEnvSpec, MultiAgentVecEnv, team_r
 from xiaoyarl.train.checkpoint import save_atomic
 from xiaoyarl.train.loggers import append_csv_row, truncate_csv_after
 
-RECORDER_FIELDS = ["step", "time", "eval_mean", "eval_std"]
+# The columns of `recorder.csv` from its first row on (the README's promise), whether or not that
+# row has a value (confirm_*: empty where the evaluation was not confirmed); the update's named
+# losses follow, sorted, and a loss first logged later widens the header (`append_csv_row`).
+RECORDER_FIELDS = ["step", "time", "eval_mean", "eval_std", "confirm_mean", "confirm_std"]
 # Confirmations draw their seeds from eval_seed + CONFIRM_SEED_OFFSET on (evaluations below it).
 CONFIRM_SEED_OFFSET = 2**30
 
@@ -212,11 +215,14 @@ def write_plot_info(run_dir: Path, title: str, target_return: float | None) -> N
 
 
 def plot_learning_curve(
-    run_dir: str | Path, title: str | None = None, target_return: float | None = None
+    run_dir: str | Path,
+    title: str | None = None,
+    target_return: float | None = None,
+    out: str | Path | None = None,
 ) -> Path | None:
-    """Draw `learning_curve.png` from `recorder.csv`: evaluation return (mean ± std) over env
-    steps, with the target as a dashed line. Title and target default to what the run stored in
-    `plot.json`. Returns the PNG's path, or None with no data yet."""
+    """Draw `learning_curve.png` (or `out`) from `recorder.csv`: evaluation return (mean ± std)
+    over env steps, with the target as a dashed line. Title and target default to what the run
+    stored in `plot.json`. Returns the image's path, or None with no data yet."""
     run_dir = Path(run_dir)
     rows = read_recorder(run_dir)
     if not rows:
@@ -257,7 +263,10 @@ def plot_learning_curve(
     ax.set_title(title or "")
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right")
-    return save_figure(fig, run_dir / "learning_curve.png")
+    if out is None:
+        return save_figure(fig, run_dir / "learning_curve.png")
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    return save_figure(fig, Path(out))
 
 
 def save_figure(fig, path: Path) -> Path:  # noqa: ANN001 - a matplotlib Figure

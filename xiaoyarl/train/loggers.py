@@ -89,18 +89,40 @@ class EpisodeStats:
 # --- files and loggers ---------------------------------------------------------------------------
 def append_csv_row(path: Path, row: dict, first_fields: list[str]) -> None:
     """Append `row` to the CSV at `path`; a new file gets `first_fields` then the rest, sorted.
-    Keys the header does not name are left out; numbers are written with 6 significant digits."""
-    new = not path.exists()
-    if new:
-        fields = first_fields + sorted(k for k in row if k not in first_fields)
-    else:
+
+    A row with a key the header does not name (a loss that an off-policy agent logs only once
+    learning starts) widens the header: the file is rewritten with the new columns appended,
+    sorted, and empty cells in the earlier rows. Numbers are written with 6 significant digits.
+    """
+    if path.exists():
         with open(path, newline="") as f:
-            fields = next(csv.reader(f), first_fields)
+            fields = next(csv.reader(f), None) or list(first_fields)
+    else:
+        fields = list(first_fields)
+    new_fields = sorted(k for k in row if k not in fields)
+    if new_fields:
+        _rewrite_with_header(path, fields + new_fields)
+    fields = fields + new_fields
+    new = not path.exists() or path.stat().st_size == 0
     with open(path, "a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore", restval="")
+        writer = csv.DictWriter(f, fieldnames=fields, restval="")
         if new:
             writer.writeheader()
         writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
+
+
+def _rewrite_with_header(path: Path, fields: list[str]) -> None:
+    """Rewrite the CSV at `path` (if there is one) under the wider header `fields`, atomically."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields, restval="", extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(tmp, path)
 
 
 def truncate_csv_after(path: Path, step: int) -> None:
@@ -126,7 +148,7 @@ def check_logger_packages(config: Config) -> None:
     for name, extra in (("tensorboard", "tensorboard"), ("wandb", "wandb")):
         if getattr(config, name) and importlib.util.find_spec(name) is None:
             raise ConfigError(
-                f"{name}=true needs the {name} package: pip install -e .[{extra}] "
+                f"{name}=true needs the {name} package: pip install -e '.[{extra}]' "
                 f"(or pip install {name})."
             )
 

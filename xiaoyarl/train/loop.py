@@ -32,7 +32,7 @@ from xiaoyarl.envs.base import VecEnv
 from xiaoyarl.train.checkpoint import save_atomic
 from xiaoyarl.train.evaluator import EvalResult, Evaluator
 from xiaoyarl.train.loggers import EpisodeStats, Loggers
-from xiaoyarl.train.progress import Console, process_seconds, progress_text
+from xiaoyarl.train.progress import Console, TrainingSpeed, process_seconds, progress_text
 
 CHECKPOINT_FORMAT = "xiaoyarl-checkpoint-1"
 
@@ -123,8 +123,8 @@ class TrainLoop:
         self.start = 0.0  # perf_counter at the loop's start, less the seconds of earlier runs
         self.startup_seconds = 0.0  # from the process's start to the loop's
         self.recent_return: float | None = None
-        self.sps_mark = (time.perf_counter(), 0)  # (time, step) of the last progress update
-        self.sps = 0.0
+        self.speed = TrainingSpeed()  # env steps per second, evaluations and checkpoints left out
+        self.flushed_at = time.perf_counter()  # when training episodes were last written
         self._results: list[EvalResult] = []  # evaluations not yet reported
 
     # --- checkpoints ---------------------------------------------------------------------------
@@ -196,6 +196,29 @@ class TrainLoop:
             self.next_checkpoint, self.total_steps + self.config.checkpoint_every
         )
 
+    def resume_notes(self) -> tuple[str | None, str | None]:
+        """What a resumed run should be told before training on: (a warning that the budget is
+        already spent, so nothing will be trained; a note that the target was already reached,
+        so the run stops at the next evaluation that reaches it), each None when it does not
+        apply. Both say how to train on."""
+        cfg = self.config
+        if self.total_steps >= cfg.max_steps:
+            return (
+                f"nothing was trained: the budget of {cfg.max_steps:,} env steps (max_steps) is "
+                f"already spent (the run is at step {self.total_steps:,}). To train on, resume "
+                f"with a larger budget, e.g. --max-steps {2 * max(cfg.max_steps, 1)}.",
+                None,
+            )
+        last = self.last_eval
+        if cfg.stop_at_target and last is not None and last.reached(self.target):
+            return None, (
+                f"the target {self.target:g} was already reached at step {last.step:,}: "
+                f"training stops at the next evaluation that reaches "
+                f"it again; --target-return none trains on to the budget of "
+                f"{cfg.max_steps:,} env steps."
+            )
+        return None, None
+
     def save(self, state: dict | None = None) -> None:
         save_atomic(state if state is not None else self.state_dict(), self.ckpt_path)
         self.saved_step = self.total_steps
@@ -259,7 +282,8 @@ class TrainLoop:
         stop_reason = "max_steps"
         self.start = time.perf_counter() - self.train_seconds
         self.startup_seconds = process_seconds()
-        self.sps_mark = (time.perf_counter(), self.total_steps)
+        self.speed.restart(self.total_steps)
+        self.flushed_at = time.perf_counter()
         with StopSignals() as signals:
             try:
                 self.start_workers()
@@ -282,13 +306,16 @@ class TrainLoop:
                     if self.total_steps >= self.next_eval:
                         self.next_eval = eval_due(self.total_steps, self.next_eval,
                                                   cfg.eval_every)  # fmt: skip
-                        self.request_evaluation()
-                    stop_reason = self._take_evaluations() or stop_reason
+                        with self.speed.paused():
+                            self.request_evaluation()
+                    with self.speed.paused():  # the evaluations' lines, logs and callbacks
+                        stop_reason = self._take_evaluations() or stop_reason
                     self._progress()
                     if self.total_steps >= self.next_checkpoint:
                         self.next_checkpoint = self.total_steps + cfg.checkpoint_every
                         self.train_seconds = time.perf_counter() - self.start
-                        self.save()
+                        with self.speed.paused():
+                            self.save()
                     if signals.received:
                         stop_reason = signals.received
                     elif self.stop_path.exists():
@@ -374,17 +401,14 @@ class TrainLoop:
 
     def _progress(self, force: bool = False) -> None:
         """Refresh the progress bar (and, with it, a row of training-episode statistics)."""
+        sps = self.speed.update(self.total_steps)
         now = time.perf_counter()
-        since, step = self.sps_mark
-        if not self.sps:  # until the first one-second mark: the rate so far
-            self.sps = (self.total_steps - step) / max(now - since, 1e-9)
-        if now - since >= 1.0 or force:
-            self.sps = (self.total_steps - step) / max(now - since, 1e-9)
-            self.sps_mark = (now, self.total_steps)
+        if now - self.flushed_at >= 1.0 or force:
+            self.flushed_at = now
             self._flush_episodes()
         if self.console.status_due(force):
             eval_mean = self.last_eval.mean if self.last_eval is not None else None
-            self.console.status(progress_text(self.total_steps, self.config.max_steps, self.sps,
+            self.console.status(progress_text(self.total_steps, self.config.max_steps, sps,
                                               eval_mean, self.recent_return))  # fmt: skip
 
     # --- failures ------------------------------------------------------------------------------

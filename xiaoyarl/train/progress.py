@@ -12,7 +12,8 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 LIVE_EVERY = 0.2  # seconds between redraws of the bar on a terminal
@@ -103,6 +104,62 @@ class Console:
             _silence(self.stream)
 
 
+class TrainingSpeed:
+    """Env steps per second of training alone, for the progress bar and its time left.
+
+    Time spent inside `paused()` (evaluations, checkpoints) is left out, so that the speed does
+    not collapse after each evaluation, and the rate is an exponential moving average (weight
+    `smoothing` for the newest) of windows of at least `window` seconds of training, so that it
+    neither flickers between rollouts nor jumps. Until the first full window it is the rate so
+    far. `clock` is a function of no arguments returning seconds (tests pass a fake one).
+    """
+
+    def __init__(
+        self,
+        step: int = 0,
+        clock: Callable[[], float] = time.perf_counter,
+        window: float = 1.0,
+        smoothing: float = 0.3,
+    ) -> None:
+        self.clock = clock
+        self.window = window
+        self.smoothing = smoothing
+        self.rate = 0.0  # env steps per second; 0 until measured
+        self.windows = 0  # full windows measured
+        self.restart(step)
+
+    def restart(self, step: int) -> None:
+        """Measure from `step`, now (the start of a run, or of a resumed one)."""
+        self.mark_time = self.clock()
+        self.mark_step = step
+        self.paused_seconds = 0.0  # inside `paused()` since the mark
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Leave the time spent in this block out of the speed."""
+        start = self.clock()
+        try:
+            yield
+        finally:
+            self.paused_seconds += self.clock() - start
+
+    def update(self, step: int) -> float:
+        """The training speed once `step` env steps are done (also kept in `rate`)."""
+        now = self.clock()
+        seconds = now - self.mark_time - self.paused_seconds
+        if seconds <= 0 or step == self.mark_step:
+            return self.rate  # nothing trained since the mark: nothing new to say
+        rate = (step - self.mark_step) / seconds
+        if seconds >= self.window:
+            first = self.windows == 0
+            self.rate = rate if first else self.smoothing * rate + (1 - self.smoothing) * self.rate
+            self.windows += 1
+            self.mark_time, self.mark_step, self.paused_seconds = now, step, 0.0
+        elif self.windows == 0:
+            self.rate = rate
+        return self.rate
+
+
 def progress_text(
     step: int,
     max_steps: int,
@@ -110,12 +167,18 @@ def progress_text(
     last_eval: float | None,
     train_return: float | None,
 ) -> str:
-    """`[######----]  45% 45,056/100,000 steps | 12,345 sps | 4s left | eval 475.0 | ep 180.3`."""
-    frac = min(1.0, step / max(1, max_steps))
+    """`[######----]  45% 45,056/100,000 steps | 12,345 sps | 4s left | eval 475.0 | ep 180.3`.
+
+    The last rollout may carry a run past its budget (budgets are rounded up to whole
+    rollouts): the bar then shows the budget, 100% and no time left."""
+    shown = min(step, max_steps)
+    frac = shown / max(1, max_steps)
     filled = int(round(20 * frac))
-    left = (max_steps - step) / sps if sps > 0 else math.inf
+    left = (max_steps - shown) / sps if sps > 0 else math.inf
+    if shown == max_steps:
+        left = 0.0
     parts = [
-        f"[{'#' * filled}{'-' * (20 - filled)}] {100 * frac:3.0f}% {step:,}/{max_steps:,} steps",
+        f"[{'#' * filled}{'-' * (20 - filled)}] {100 * frac:3.0f}% {shown:,}/{max_steps:,} steps",
         f"{sps:,.0f} sps",
         f"{_duration(left)} left",
     ]

@@ -257,6 +257,11 @@ def _run(
         if checkpoint is not None:
             loop.load(checkpoint)
             console.line(f"resumed from step {loop.total_steps}")
+            spent, reached = loop.resume_notes()
+            if spent is not None and main:
+                warn(spent)  # shown even with --quiet: the command did nothing
+            if reached is not None:
+                console.line(reached)
         elif main:
             (run_dir / "stop").unlink(missing_ok=True)
         try:

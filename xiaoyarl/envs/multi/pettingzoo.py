@@ -30,7 +30,7 @@ step. Agents are `possible_agents`, in their order (A of them):
 - Seeding: `reset(seed)` resets sub-env i with `seed + i`; the constructor's seed is used by
   the first `reset()` that is given none; auto-resets continue each sub-env's own generator.
 
-PettingZoo and the simulators are optional: `pip install -e .[multi]` installs pettingzoo and
+PettingZoo and the simulators are optional: `pip install -e '.[multi]'` installs pettingzoo and
 mpe2.
 """
 
@@ -50,7 +50,7 @@ from xiaoyarl.errors import EnvError
 
 DEFAULT_MAX_STEP = 1000  # time limit given to envs that declare none
 
-INSTALL_ADVICE = "install the multi-agent extra with `pip install -e .[multi]` (pettingzoo, mpe2)"
+INSTALL_ADVICE = "install the multi-agent extra with `pip install -e '.[multi]'` (pettingzoo, mpe2)"
 _EXTRA_MODULES = ("pettingzoo", "mpe2")  # modules that the 'multi' extra installs
 _OBS_ADVICE = (
     "PettingZooVecEnv needs Box observations (or a dict with a Box 'observation' and an "
