@@ -7,7 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-PACKAGE_DIR = Path(__file__).resolve().parent.parent / "xiaoyarl"
+import xiaoyarl
+
+PACKAGE_DIR = Path(xiaoyarl.__file__).parent  # as tracebacks print it (not resolved)
 
 
 def library_frames(text: str) -> list[str]:

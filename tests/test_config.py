@@ -167,3 +167,36 @@ def test_validate_checks_the_type_of_a_field_assigned_later(tmp_path):
 def test_mappo_value_loss_settings_are_checked(field, value):
     with pytest.raises(ConfigError, match=f"{field}="):
         Config(algo="mappo", env_id="SpreadDiscrete-v0", **{field: value}).validate()
+
+
+def test_a_mappo_run_saved_before_its_value_loss_fields_resumes_with_the_loss_it_had(tmp_path):
+    """A MAPPO run written before value_clip/value_loss existed trained on the squared error: its
+    saved config means that, while a config file (a preset) gets today's defaults."""
+    import yaml
+
+    from xiaoyarl.errors import CheckpointError
+    from xiaoyarl.train.loop import CHECKPOINT_FORMAT
+    from xiaoyarl.train.run import _check_resumable
+
+    values = Config(algo="mappo", env_id="SpreadDiscrete-v0").to_dict()
+    for name in ("value_clip", "value_loss", "huber_delta"):
+        del values[name]
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(values))
+    saved = Config.load_saved(path)
+    assert saved.value_clip is False and saved.value_loss == "mse"
+    assert Config.load(path).value_clip is True
+    checkpoint = {"format": CHECKPOINT_FORMAT, "config": values}
+    _check_resumable(checkpoint, saved, tmp_path)  # the same settings: resumable
+    with pytest.raises(CheckpointError, match="value_clip: checkpoint False, now True"):
+        _check_resumable(checkpoint, Config(algo="mappo", env_id="SpreadDiscrete-v0"), tmp_path)
+    ppo = {k: v for k, v in Config(algo="ppo").to_dict().items() if k != "value_clip"}
+    assert Config.from_saved(ppo).value_clip is True  # read by MAPPO alone: other runs unchanged
+
+
+def test_numpy_scalars_are_taken_as_python_values():
+    import numpy as np
+
+    config = Config(state_norm=np.bool_(True), batch_size=np.int64(64), gamma=np.float32(0.5))
+    assert config.state_norm is True and config.batch_size == 64 and config.gamma == 0.5
+    assert type(config.batch_size) is int and type(config.gamma) is float

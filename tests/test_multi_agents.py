@@ -376,7 +376,8 @@ def mappo_value_loss_reference(value, old, target, clip, delta):
 def test_mappo_value_loss_is_the_papers_clipped_huber_loss():
     """MAPPO's defaults, as its paper's code: the standardised prediction clipped to
     +-ratio_clip around the critic's output before the update, the Huber loss (delta 10) of
-    both errors, the larger one; both switched off, the plain squared error of before."""
+    both errors, the larger one; both switched off, the plain squared error of before. The
+    Huber loss is the symmetric one (the paper's code gives errors below -delta no loss)."""
     agent, env = make_agent("mappo", "SpreadDiscrete-v0")
     cfg = agent.config
     assert (cfg.value_clip, cfg.value_loss, cfg.huber_delta) == (True, "huber", 10.0)

@@ -80,16 +80,17 @@ def _h_term_rank(rank: int, store: str, out: str) -> None:
     agent.attach_data_parallel(data_parallel)
     torch.manual_seed(100 + rank)
     g = torch.Generator().manual_seed(rank)
-    ready, start = [], torch.zeros(2, 3)
+    ready, active, start = [], [], torch.zeros(2, 3)
     for i in range(100):  # 100 rollouts of 5 x 2 env steps: 1,000 gradient steps
         # rank 0's episodes last 5 steps; rank 1's first ones end in rollout 50
         data = rollout(start, 5, g, 1.0, terminal_at=4 if rank == 0 or i >= 49 else None)
         agent.update_net(data)
         start = data.next_states[-1]
         ready.append(agent.h_term.kept_states >= agent.h_term.start)
+        active.append(agent.h_term.active)
     assert agent.updates == 1000
     torch.save({"shared": data_parallel.shared_cpu, "ready": ready,
-                "active": agent.h_term.active}, f"{out}{rank}.pt")  # fmt: skip
+                "active": active}, f"{out}{rank}.pt")  # fmt: skip
     dist.destroy_process_group()
 
 
@@ -98,5 +99,6 @@ def test_h_term_keeps_the_ranks_shared_random_state_alike(tmp_path):
                        nprocs=2, start_method="spawn")  # fmt: skip
     ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1)]
     assert ranks[0]["ready"][0] and not ranks[1]["ready"][48]  # rank 0's buffer filled first
-    assert ranks[0]["active"] and ranks[1]["active"]  # and the H-term ran on both in the end
+    assert ranks[0]["active"] == ranks[1]["active"]  # it starts on both ranks together,
+    assert not any(ranks[0]["active"][:49]) and ranks[0]["active"][-1]  # once both are ready
     assert torch.equal(ranks[0]["shared"], ranks[1]["shared"]), "the shared generators drifted"

@@ -288,7 +288,7 @@ def _train(args: argparse.Namespace) -> int:
         # Resume from the run's own config; options given now still override it.
         saved_path = Path(config.cwd or default_run_dir(config)) / "config.yaml"
         if saved_path.is_file():
-            saved = Config.load(saved_path)
+            saved = Config.load_saved(saved_path)
             _apply_train_args(saved, args)
             config = saved
     summary = train_agent(config, resume=bool(args.resume), log=None if args.quiet else print)
@@ -532,9 +532,9 @@ def _list_fields() -> None:
         default = f.default_factory() if callable(f.default_factory) else f.default
         who = f" [{', '.join(readers[f.name])}]" if f.name in readers else ""
         doc = docs.get(f.name, "")
-        if f.name in automatic:  # the listing below replaces the pointer to the code
-            doc = re.sub(r"[.;]?\s*\(?None: (?:see )?`_auto_defaults`\)?", "", doc).strip()
-            doc = f"{doc}; null gives:" if doc else "null gives:"
+        if f.name in automatic:  # what null gives, listed below
+            doc = f"{doc}{who}; null gives:" if doc else f"null gives{who}:"
+            who = ""
         print(f"  {f.name:18s} {default!r:12s} {doc}{who}")
         for line in automatic.get(f.name, ()):
             print(f"      {line}")

@@ -20,6 +20,7 @@ import typing
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 from xiaoyarl.errors import ConfigError
@@ -211,6 +212,20 @@ class Config:
         return config
 
     @classmethod
+    def from_saved(cls, values: dict, source: str = "config") -> Config:
+        """The config a run was trained with, from what it saved (its config.yaml or its
+        checkpoint's config): fields it lacks because it was written before they existed take
+        the values that reproduce that run (`saved_run_values`), not today's defaults."""
+        if not isinstance(values, dict):
+            raise ConfigError(f"{source}: expected a mapping of field: value, got {values!r}.")
+        return cls.from_dict({**saved_run_values(values), **values}, source=source)
+
+    @classmethod
+    def load_saved(cls, path: str | Path) -> Config:
+        """`from_saved` of a run's config.yaml."""
+        return cls.from_saved(_read_yaml(Path(path)), source=str(path))
+
+    @classmethod
     def from_preset(cls, algo: str, env_id: str) -> Config:
         """A Config for `algo` on `env_id` that starts from the pair's task preset
         (`xiaoyarl/presets.py`), or from the defaults when the pair has none."""
@@ -226,16 +241,8 @@ class Config:
 
     @classmethod
     def load(cls, path: str | Path) -> Config:
-        path = Path(path)
-        try:
-            text = path.read_text()
-        except OSError as e:
-            raise ConfigError(f"cannot read config file {path}: {e.strerror}.") from None
-        try:
-            values = yaml.safe_load(text) or {}
-        except yaml.YAMLError as e:
-            raise ConfigError(f"config file {path} is not valid YAML: {e}") from None
-        return cls.from_dict(values, source=str(path))
+        """A config file (a preset, a user's file): the fields it names, defaults for the rest."""
+        return cls.from_dict(_read_yaml(Path(path)), source=str(path))
 
     def save(self, path: str | Path) -> None:
         path = Path(path)
@@ -501,6 +508,27 @@ def _on_policy_eval_every(rollout: int) -> int:
     return max(20_000, 8 * rollout)
 
 
+def saved_run_values(saved: dict) -> dict:
+    """Values for the fields a run's saved config lacks, where today's defaults would change what
+    that run computed: the fields were added, with new behaviour as their default, after it was
+    written. (MAPPO's clipped Huber value loss came on 2026-11-25; earlier runs used the squared
+    error.)"""
+    if saved.get("algo") == "mappo":
+        return {"value_clip": False, "value_loss": "mse"}
+    return {}
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {path}: {e.strerror}.") from None
+    try:
+        return yaml.safe_load(text) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"config file {path} is not valid YAML: {e}") from None
+
+
 # --- value conversion for --set, YAML and from_dict ---------------------------------------------
 def _unknown_field(name: str, names: list[str], source: str) -> ConfigError:
     close = difflib.get_close_matches(name, names, n=3)
@@ -534,8 +562,8 @@ def _convert(name: str, value: object, kind: object, source: str) -> object:
         raise ConfigError(f"{source}: {name} cannot be empty; it needs a {_describe(base)}.")
     try:
         if base is bool:
-            if isinstance(value, bool):
-                return value
+            if isinstance(value, bool | np.bool_):
+                return bool(value)
             raise ValueError
         if base in (int, float) and isinstance(value, str):
             value = float(value.replace("_", ""))  # YAML 1.1 reads 1e5 as a string

@@ -441,8 +441,12 @@ class ActorGumbel(nn.Module):
     def forward(self, state: torch.Tensor) -> torch.Tensor:
         return self.logits(state).argmax(-1)
 
-    def relaxed(self, state: torch.Tensor) -> torch.Tensor:
-        return F.gumbel_softmax(self.logits(state), hard=True)
+    def relaxed(self, state: torch.Tensor, avail: torch.Tensor | None = None) -> torch.Tensor:
+        """A Gumbel-softmax one-hot sample among the available actions (`avail`, bool, or all)."""
+        logits = self.logits(state)
+        if avail is not None:  # a finite floor, not -inf: its gradients stay finite
+            logits = logits.masked_fill(~avail, MASKED_LOGIT)
+        return F.gumbel_softmax(logits, hard=True)
 
 
 # Actor classes by name, so a saved policy (`actor.pt`) can be rebuilt without pickling modules.

@@ -162,7 +162,7 @@ class AgentBase:
         if self.h_term is not None:
             dones = rollout.terminals | rollout.truncates
             self.h_term.add(rollout.states, rollout.actions, rollout.rewards, dones)
-            if self.data_parallel is not None:
+            if self.data_parallel is not None and not self.h_term.all_ranks_ready:
                 self.h_term.all_ranks_ready = self.data_parallel.every(self.h_term.ready)
 
     def h_term_logprob(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
@@ -313,6 +313,7 @@ class AgentBase:
         self.state_norm.moments = data_parallel.moments
         if self.h_term is not None:  # each rank draws its windows from a stream of its own
             self.h_term.seed(self.config.seed, data_parallel.rank)
+            self.h_term.all_ranks_ready = False  # until every rank's buffer is (h_term_observe)
 
     @torch.no_grad()
     def act(self, state: torch.Tensor) -> torch.Tensor:

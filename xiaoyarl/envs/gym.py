@@ -550,9 +550,10 @@ def _atari_error(env_id: str, registered_id: str) -> EnvError:
     if not _register_atari():
         return EnvError(
             f"'{env_id}' is an Atari game, and Atari envs need the ale-py package "
-            f"(`pip install ale-py`; it ships the game ROMs). Note also that Atari observations "
-            f"are pixels, which xiaoyarl cannot learn from yet: with ale-py installed, "
-            f"--set env_kwargs={{obs_type: ram}} gives the game's 128-byte RAM as the state."
+            f"(`pip install -e '.[atari]'`, or `pip install ale-py`; it ships the game ROMs). "
+            f"Note also that Atari observations are pixels, which xiaoyarl cannot learn from "
+            f"yet: with ale-py installed, --set env_kwargs={{obs_type: ram}} gives the game's "
+            f"128-byte RAM as the state."
         )
     games = sorted(i for i in gymnasium.registry if i.startswith("ALE/"))
     close = difflib.get_close_matches(registered_id, games, n=3)

@@ -286,7 +286,8 @@ def frame_to_market(
             i = int((order != np.arange(len(frame))).nonzero()[0][0])
             raise MarketDataError(
                 f"{source}: rows are not sorted by date then ticker: {row(i)} is out of place. "
-                f"Sort the file (frame.sort_values(['date', 'ticker'])) or pass sort=True."
+                f"Sort the file (frame.sort_values(['date', 'ticker'])) or pass sort=True (for "
+                f"StockTrading-v0: --set env_kwargs={{data: ..., sort: true}})."
             )
         frame = frame.loc[order].reset_index(drop=True)
     tickers = sorted(frame["ticker"].unique())

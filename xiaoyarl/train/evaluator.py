@@ -19,7 +19,7 @@ import torch
 from xiaoyarl.envs.base import VecEnv
 from xiaoyarl.envs.multi.base import MultiAgentEnvSpec, MultiAgentVecEnv, team_reward
 from xiaoyarl.train.checkpoint import save_atomic
-from xiaoyarl.train.loggers import append_csv_row, truncate_csv_after
+from xiaoyarl.train.loggers import append_csv_row, read_csv_floats, truncate_csv_after
 
 # The columns of `recorder.csv` from its first row on (the README's promise), whether or not that
 # row has a value (confirm_*: empty where the evaluation was not confirmed); the update's named
@@ -193,16 +193,7 @@ class Evaluator:
 
 def read_recorder(run_dir: str | Path) -> list[dict[str, float]]:
     """Rows of `recorder.csv` as dicts of floats (empty cells skipped)."""
-    import csv
-
-    path = Path(run_dir) / "recorder.csv"
-    if not path.exists():
-        return []
-    with open(path, newline="") as f:
-        return [
-            {k: float(v) for k, v in row.items() if v not in ("", None)}
-            for row in csv.DictReader(f)
-        ]
+    return read_csv_floats(Path(run_dir) / "recorder.csv")
 
 
 def write_plot_info(run_dir: Path, title: str, target_return: float | None) -> None:

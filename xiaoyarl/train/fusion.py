@@ -171,7 +171,7 @@ def fuse_runs(
     fused = dict(checkpoints[0])
     fused["agent"] = fuse_agent_states([c["agent"] for c in checkpoints], weights)
     fused["evaluator"] = None  # a new run: its first evaluation scores the fused policy
-    config = Config.from_dict({**first, "cwd": str(out)}, source=str(run_dirs[0]))
+    config = Config.from_saved({**first, "cwd": str(out)}, source=str(run_dirs[0]))
     fused["config"] = config.to_dict()
 
     # the fused policy, for `load_policy` and `xiaoyarl eval`, through the agent itself

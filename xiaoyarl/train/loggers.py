@@ -117,12 +117,24 @@ def _rewrite_with_header(path: Path, fields: list[str]) -> None:
         return
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
+    _write_rows_atomic(path, [fields] + [[row.get(k) or "" for k in fields] for row in rows])
+
+
+def _write_rows_atomic(path: Path, rows: list[list]) -> None:
+    """Replace the CSV at `path` by `rows` (the header first) through a temporary file."""
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields, restval="", extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
+        csv.writer(f).writerows(rows)
     os.replace(tmp, path)
+
+
+def read_csv_floats(path: Path) -> list[dict[str, float]]:
+    """Rows of a run CSV as dicts of floats (empty cells left out); [] without the file."""
+    if not path.is_file():
+        return []
+    with open(path, newline="") as f:
+        return [{k: float(v) for k, v in row.items() if v not in ("", None)}
+                for row in csv.DictReader(f)]  # fmt: skip
 
 
 def truncate_csv_after(path: Path, step: int) -> None:
@@ -135,10 +147,7 @@ def truncate_csv_after(path: Path, step: int) -> None:
     if not rows:
         return
     kept = [rows[0]] + [r for r in rows[1:] if r and int(float(r[0])) <= step]
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", newline="") as f:
-        csv.writer(f).writerows(kept)
-    os.replace(tmp, path)
+    _write_rows_atomic(path, kept)
 
 
 def check_logger_packages(config: Config) -> None:

@@ -206,7 +206,7 @@ class TrainLoop:
             return (
                 f"nothing was trained: the budget of {cfg.max_steps:,} env steps (max_steps) is "
                 f"already spent (the run is at step {self.total_steps:,}). To train on, resume "
-                f"with a larger budget, e.g. --max-steps {2 * max(cfg.max_steps, 1)}.",
+                f"with a larger budget (max_steps), e.g. --max-steps {2 * max(cfg.max_steps, 1)}.",
                 None,
             )
         last = self.last_eval

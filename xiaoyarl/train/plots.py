@@ -100,15 +100,6 @@ def plot_population(folder: str | Path) -> Path | None:
     return save_figure(fig, folder / "population.png")
 
 
-def _read_floats(path: Path) -> list[dict[str, float]]:
-    """Rows of a run CSV as dicts of floats (empty cells left out); [] without the file."""
-    if not path.is_file():
-        return []
-    with open(path, newline="") as f:
-        return [{k: float(v) for k, v in row.items() if v not in ("", None)}
-                for row in csv.DictReader(f)]  # fmt: skip
-
-
 def _run_config(run_dir: Path) -> dict:
     path = run_dir / "config.yaml"
     return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
@@ -137,6 +128,7 @@ def comparison_figure(run_dirs: Sequence[str | Path]):  # noqa: ANN201 - a matpl
     import matplotlib.pyplot as plt
 
     from xiaoyarl.train.evaluator import read_recorder
+    from xiaoyarl.train.loggers import read_csv_floats
 
     runs = [Path(run) for run in run_dirs]
     fig, (evals, train) = plt.subplots(2, 1, figsize=(8, 6.4), dpi=110, sharex=True)
@@ -152,7 +144,7 @@ def comparison_figure(run_dirs: Sequence[str | Path]):  # noqa: ANN201 - a matpl
         evals.fill_between(steps, [m - s for m, s in zip(mean, std, strict=True)],
                            [m + s for m, s in zip(mean, std, strict=True)], color=color,
                            alpha=0.15, linewidth=0)  # fmt: skip
-        episodes = [r for r in _read_floats(run / "episodes.csv") if "return_mean" in r]
+        episodes = [r for r in read_csv_floats(run / "episodes.csv") if "return_mean" in r]
         if episodes:
             trained = True
             train.plot([r["step"] for r in episodes], [r["return_mean"] for r in episodes],

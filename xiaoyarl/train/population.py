@@ -142,7 +142,7 @@ class Population:
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
         settings = yaml.safe_load((self.folder / "population.yaml").read_text())
-        self.config = Config.from_dict(settings["config"], source=str(self.folder))
+        self.config = Config.from_saved(settings["config"], source=str(self.folder))
         self.pop = PopulationConfig.from_dict(settings["population"])
         self.space = SearchSpace(self.pop.search_space)
         self.board = Leaderboard(self.folder / "leaderboard", self.pop.leaderboard_size)

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from xiaoyarl.agents import agent_class
-from xiaoyarl.config import Config, ignored_fields
+from xiaoyarl.config import Config, ignored_fields, saved_run_values
 from xiaoyarl.envs import is_batched, is_torch_native, make_env
 from xiaoyarl.envs.base import EnvSpec, VecEnv
 from xiaoyarl.envs.multi import (
@@ -319,12 +319,12 @@ def _check_resumable(checkpoint: dict, config: Config, run_dir: Path) -> None:
     if checkpoint.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"{run_dir}/checkpoint/state.pt is not a xiaoyarl checkpoint.")
     saved = checkpoint["config"]
-    defaults = Config().to_dict()
+    unsaved = {**Config().to_dict(), **saved_run_values(saved)}  # fields it predates
     now = config.to_dict()
     diffs = [
-        f"{k}: checkpoint {saved.get(k, defaults[k])!r}, now {now[k]!r}"
+        f"{k}: checkpoint {saved.get(k, unsaved[k])!r}, now {now[k]!r}"
         for k in now
-        if k not in RESUMABLE_CHANGES and saved.get(k, defaults[k]) != now[k]
+        if k not in RESUMABLE_CHANGES and saved.get(k, unsaved[k]) != now[k]
     ]
     if diffs:
         raise CheckpointError(

@@ -28,7 +28,7 @@ from xiaoyarl.agents.ddpg import AgentDDPG
 from xiaoyarl.agents.multi.common import Joint, MultiAgentOffPolicy, with_agent_ids
 from xiaoyarl.agents.multi.value_decomposition import masked
 from xiaoyarl.agents.td3 import AgentTD3
-from xiaoyarl.nets import MASKED_LOGIT, ActorGumbel, CriticEnsemble, RunningNorm, sample_categorical
+from xiaoyarl.nets import ActorGumbel, CriticEnsemble, RunningNorm, sample_categorical
 from xiaoyarl.train.buffer import Batch
 
 
@@ -95,10 +95,7 @@ class CentralizedCritic(MultiAgentOffPolicy):
         among the available actions."""
         obs = with_agent_ids(obs)
         if self.multi_spec.if_discrete:
-            logits = self.actor.logits(obs)
-            if avail is not None:  # a finite floor, not -inf: its gradients stay finite
-                logits = logits.masked_fill(~avail, MASKED_LOGIT)
-            return F.gumbel_softmax(logits, hard=True)
+            return self.actor.relaxed(obs, avail)
         return self.actor(obs)
 
     # --- learning ---

@@ -10,7 +10,9 @@ paper: the critic learns returns standardised with their running mean and varian
 loss as in the paper's code (`use_clipped_value_loss`, `use_huber_loss`, `huber_delta` 10): the
 larger of the Huber losses of the standardised prediction and of the prediction clipped to
 +-ratio_clip around the critic's output before the update (`value_clip`, `value_loss`,
-`huber_delta`; off and "mse": PPO's plain squared error).
+`huber_delta`; off and "mse": PPO's plain squared error). The Huber loss here is the symmetric
+one; the paper's code gives errors below -huber_delta no loss at all (its `huber_loss` tests
+`e > d`, not `|e| > d`), which we take for a slip rather than the method.
 Shapes: T = horizon, E = sub-envs, A = agents, O = observation, S = global state, U = actions.
 """
 
