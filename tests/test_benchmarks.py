@@ -87,3 +87,21 @@ def test_ensemble_study_runs_and_reuses_its_runs(tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     assert "ppo-pendulum seed" not in again.stdout  # nothing trained again
     assert again.stdout.split("\n\n")[-1] == first.stdout.split("\n\n")[-1]  # the same scores
+
+
+def test_regression_harness_records_and_finds_a_run_identical(tmp_path):
+    """The same fixed-seed run twice gives the same recorder to the digit; a changed cell is
+    reported by name."""
+    out = tmp_path / "baseline.json"
+    script = [sys.executable, str(BENCH / "regression.py")]
+    recorded = subprocess.run([*script, "record", "--runs", "ppo-cartpole", "--out", str(out)],
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert recorded.returncode == 0, recorded.stderr[-3000:]
+    again = subprocess.run([*script, "compare", "--runs", "ppo-cartpole", "--baseline", str(out)],
+                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert again.returncode == 0 and "1 of 1 runs identical" in again.stdout, again.stdout
+    changed = out.read_text().replace('"eval_mean": "', '"eval_mean": "1', 1)
+    out.write_text(changed)
+    differ = subprocess.run([*script, "compare", "--runs", "ppo-cartpole", "--baseline", str(out)],
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert differ.returncode == 1 and "row 1 eval_mean" in differ.stdout, differ.stdout
