@@ -1,55 +1,118 @@
-"""Agents by lower-case algorithm name: (continuous-action class, discrete-action class)."""
+"""Agents by lower-case algorithm name: (continuous-action class, discrete-action class).
 
-from xiaoyarl.agents.base import AgentBase
-from xiaoyarl.agents.ddpg import AgentDDPG
-from xiaoyarl.agents.dqn import AgentD3QN, AgentDoubleDQN, AgentDQN
-from xiaoyarl.agents.multi import (  # noqa: E402 - after the single-agent agents they extend
-    AgentDiscreteMAPPO,
-    AgentMADDPG,
-    AgentMADDPGDiscrete,
-    AgentMAPPO,
-    AgentMATD3,
-    AgentMATD3Discrete,
-    AgentQMIX,
-    AgentVDN,
-)
-from xiaoyarl.agents.ppo import AgentA2C, AgentDiscreteA2C, AgentDiscretePPO, AgentPPO
-from xiaoyarl.agents.redq import AgentREDQ
-from xiaoyarl.agents.sac import AgentModSAC, AgentSAC, AgentSACDiscrete
-from xiaoyarl.agents.td3 import AgentTD3
-from xiaoyarl.envs.base import EnvSpec
-from xiaoyarl.envs.multi.base import MultiAgentEnvSpec
+Names load on first use (PEP 562): `import xiaoyarl.agents.ppo` loads PPO and what it builds
+on, not every agent; `ALGORITHMS` (and so `agent_class`) imports them all when first used.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from xiaoyarl.errors import ConfigError
+from xiaoyarl.lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from xiaoyarl.agents.base import AgentBase
+    from xiaoyarl.agents.ddpg import AgentDDPG
+    from xiaoyarl.agents.dqn import AgentD3QN, AgentDoubleDQN, AgentDQN
+    from xiaoyarl.agents.multi import (
+        AgentDiscreteMAPPO,
+        AgentMADDPG,
+        AgentMADDPGDiscrete,
+        AgentMAPPO,
+        AgentMATD3,
+        AgentMATD3Discrete,
+        AgentQMIX,
+        AgentVDN,
+    )
+    from xiaoyarl.agents.ppo import AgentA2C, AgentDiscreteA2C, AgentDiscretePPO, AgentPPO
+    from xiaoyarl.agents.redq import AgentREDQ
+    from xiaoyarl.agents.sac import AgentModSAC, AgentSAC, AgentSACDiscrete
+    from xiaoyarl.agents.td3 import AgentTD3
+    from xiaoyarl.envs.base import EnvSpec
+    from xiaoyarl.envs.multi.base import MultiAgentEnvSpec
 
 # name -> (agent for continuous actions, agent for discrete actions); None where it has none.
-ALGORITHMS: dict[str, tuple[type[AgentBase] | None, type[AgentBase] | None]] = {
-    "ppo": (AgentPPO, AgentDiscretePPO),
-    "a2c": (AgentA2C, AgentDiscreteA2C),
-    "dqn": (None, AgentDQN),
-    "double_dqn": (None, AgentDoubleDQN),
-    "d3qn": (None, AgentD3QN),
-    "ddpg": (AgentDDPG, None),
-    "td3": (AgentTD3, None),
-    "sac": (AgentSAC, None),
-    "modsac": (AgentModSAC, None),
-    "sac_discrete": (None, AgentSACDiscrete),
-    "redq": (AgentREDQ, None),
-    # multi-agent
-    "vdn": (None, AgentVDN),
-    "qmix": (None, AgentQMIX),
-    "maddpg": (AgentMADDPG, AgentMADDPGDiscrete),
-    "matd3": (AgentMATD3, AgentMATD3Discrete),
-    "mappo": (AgentMAPPO, AgentDiscreteMAPPO),
+# Built by `_algorithms()` on first access.
+ALGORITHMS: dict[str, tuple[type[AgentBase] | None, type[AgentBase] | None]]
+
+# public name -> the module that defines it
+_MODULES = {
+    "AgentBase": "xiaoyarl.agents.base",
+    "AgentDDPG": "xiaoyarl.agents.ddpg",
+    "AgentD3QN": "xiaoyarl.agents.dqn",
+    "AgentDoubleDQN": "xiaoyarl.agents.dqn",
+    "AgentDQN": "xiaoyarl.agents.dqn",
+    "AgentDiscreteMAPPO": "xiaoyarl.agents.multi.mappo",
+    "AgentMADDPG": "xiaoyarl.agents.multi.centralized_critic",
+    "AgentMADDPGDiscrete": "xiaoyarl.agents.multi.centralized_critic",
+    "AgentMAPPO": "xiaoyarl.agents.multi.mappo",
+    "AgentMATD3": "xiaoyarl.agents.multi.centralized_critic",
+    "AgentMATD3Discrete": "xiaoyarl.agents.multi.centralized_critic",
+    "AgentQMIX": "xiaoyarl.agents.multi.value_decomposition",
+    "AgentVDN": "xiaoyarl.agents.multi.value_decomposition",
+    "AgentA2C": "xiaoyarl.agents.ppo",
+    "AgentDiscreteA2C": "xiaoyarl.agents.ppo",
+    "AgentDiscretePPO": "xiaoyarl.agents.ppo",
+    "AgentPPO": "xiaoyarl.agents.ppo",
+    "AgentREDQ": "xiaoyarl.agents.redq",
+    "AgentModSAC": "xiaoyarl.agents.sac",
+    "AgentSAC": "xiaoyarl.agents.sac",
+    "AgentSACDiscrete": "xiaoyarl.agents.sac",
+    "AgentTD3": "xiaoyarl.agents.td3",
 }
+
+
+def _algorithms() -> dict[str, tuple[type[AgentBase] | None, type[AgentBase] | None]]:
+    """ALGORITHMS, built on first use (it imports every agent) and kept as a module attribute."""
+    if "ALGORITHMS" not in globals():
+        from xiaoyarl.agents.ddpg import AgentDDPG
+        from xiaoyarl.agents.dqn import AgentD3QN, AgentDoubleDQN, AgentDQN
+        from xiaoyarl.agents.multi.centralized_critic import (
+            AgentMADDPG,
+            AgentMADDPGDiscrete,
+            AgentMATD3,
+            AgentMATD3Discrete,
+        )
+        from xiaoyarl.agents.multi.mappo import AgentDiscreteMAPPO, AgentMAPPO
+        from xiaoyarl.agents.multi.value_decomposition import AgentQMIX, AgentVDN
+        from xiaoyarl.agents.ppo import AgentA2C, AgentDiscreteA2C, AgentDiscretePPO, AgentPPO
+        from xiaoyarl.agents.redq import AgentREDQ
+        from xiaoyarl.agents.sac import AgentModSAC, AgentSAC, AgentSACDiscrete
+        from xiaoyarl.agents.td3 import AgentTD3
+
+        globals()["ALGORITHMS"] = {
+            "ppo": (AgentPPO, AgentDiscretePPO),
+            "a2c": (AgentA2C, AgentDiscreteA2C),
+            "dqn": (None, AgentDQN),
+            "double_dqn": (None, AgentDoubleDQN),
+            "d3qn": (None, AgentD3QN),
+            "ddpg": (AgentDDPG, None),
+            "td3": (AgentTD3, None),
+            "sac": (AgentSAC, None),
+            "modsac": (AgentModSAC, None),
+            "sac_discrete": (None, AgentSACDiscrete),
+            "redq": (AgentREDQ, None),
+            # multi-agent
+            "vdn": (None, AgentVDN),
+            "qmix": (None, AgentQMIX),
+            "maddpg": (AgentMADDPG, AgentMADDPGDiscrete),
+            "matd3": (AgentMATD3, AgentMATD3Discrete),
+            "mappo": (AgentMAPPO, AgentDiscreteMAPPO),
+        }
+    return globals()["ALGORITHMS"]
 
 
 def agent_class(algo: str, spec: EnvSpec | MultiAgentEnvSpec) -> type[AgentBase]:
     """The agent for `algo` that fits the env (single- or multi-agent, action space), or a
     ConfigError naming the algorithms that fit."""
-    continuous, discrete = ALGORITHMS[algo]
+    from xiaoyarl.envs.multi.base import MultiAgentEnvSpec  # loaded with the registry's agents
+
+    algorithms = _algorithms()
+    continuous, discrete = algorithms[algo]
     multi = isinstance(spec, MultiAgentEnvSpec)
     if (continuous or discrete).if_multi_agent != multi:
-        fits = sorted(n for n, pair in ALGORITHMS.items()
+        fits = sorted(n for n, pair in algorithms.items()
                       if (pair[0] or pair[1]).if_multi_agent == multi)  # fmt: skip
         kind = "multi-agent" if multi else "single-agent"
         raise ConfigError(
@@ -59,7 +122,7 @@ def agent_class(algo: str, spec: EnvSpec | MultiAgentEnvSpec) -> type[AgentBase]
     chosen = discrete if spec.if_discrete else continuous
     if chosen is None:
         kind = "discrete" if spec.if_discrete else "continuous"
-        fits = sorted(n for n, pair in ALGORITHMS.items() if pair[int(spec.if_discrete)])
+        fits = sorted(n for n, pair in algorithms.items() if pair[int(spec.if_discrete)])
         raise ConfigError(
             f"algorithm '{algo}' cannot act in {spec.name}, whose actions are {kind}. "
             f"Algorithms for {kind} actions: {', '.join(fits)}."
@@ -93,3 +156,6 @@ __all__ = [
     "AgentTD3",
     "agent_class",
 ]
+
+
+__getattr__, __dir__ = lazy_attributes(globals(), {**_MODULES, "ALGORITHMS": _algorithms})

@@ -1,29 +1,58 @@
-"""Environments: `make_env` builds a `VecEnv` (torch-native when one exists, else gymnasium)."""
+"""Environments: `make_env` builds a `VecEnv` (torch-native when one exists, else gymnasium).
+
+Names load on first use (PEP 562): `import xiaoyarl.envs.classic` loads the classic-control
+envs only; `TORCH_ENVS` (and so `make_env`) imports every torch-native env when first used.
+"""
 
 from __future__ import annotations
 
-import torch
+import importlib
+from typing import TYPE_CHECKING
 
-from xiaoyarl.envs.base import DEFAULT_TARGET_RETURNS, EnvSpec, TorchVecEnv, VecEnv
-from xiaoyarl.envs.chase import ChaseEnv
-from xiaoyarl.envs.classic import TORCH_ENVS as CLASSIC_ENVS
-from xiaoyarl.envs.stock import StockTradingEnv
 from xiaoyarl.errors import EnvError
+from xiaoyarl.lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    import torch
+
+    from xiaoyarl.envs.base import DEFAULT_TARGET_RETURNS, EnvSpec, TorchVecEnv, VecEnv
 
 # Torch-native envs by id: classic control, the stock-trading MDP (`envs/stock.py`) and the
-# chasing task (`envs/chase.py`).
-TORCH_ENVS: dict[str, type[VecEnv]] = {
-    **CLASSIC_ENVS,
-    "StockTrading-v0": StockTradingEnv,
-    "Chase-v0": ChaseEnv,
+# chasing task (`envs/chase.py`). Built by `_torch_envs()` on first access; `CLASSIC_ENVS` is
+# `envs/classic.py`'s `TORCH_ENVS`.
+TORCH_ENVS: dict[str, type[VecEnv]]
+CLASSIC_ENVS: dict[str, type[TorchVecEnv]]
+
+# public name -> the module that defines it
+_MODULES = {
+    "DEFAULT_TARGET_RETURNS": "xiaoyarl.envs.base",
+    "EnvSpec": "xiaoyarl.envs.base",
+    "TorchVecEnv": "xiaoyarl.envs.base",
+    "VecEnv": "xiaoyarl.envs.base",
 }
+
+
+def _torch_envs() -> dict[str, type[VecEnv]]:
+    """TORCH_ENVS, built on first use (it imports every torch-native env) and kept."""
+    if "TORCH_ENVS" not in globals():
+        from xiaoyarl.envs.chase import ChaseEnv
+        from xiaoyarl.envs.classic import TORCH_ENVS as CLASSIC_ENVS
+        from xiaoyarl.envs.stock import StockTradingEnv
+
+        globals()["TORCH_ENVS"] = {
+            **CLASSIC_ENVS,
+            "StockTrading-v0": StockTradingEnv,
+            "Chase-v0": ChaseEnv,
+        }
+    return globals()["TORCH_ENVS"]
+
 
 BACKENDS = ("auto", "torch", "gymnasium", "envpool", "playground")
 
 
 def is_torch_native(env_id: str, backend: str = "auto") -> bool:
     """Whether `make_env(env_id, backend=backend)` gives a torch-native env."""
-    return backend in ("auto", "torch") and env_id in TORCH_ENVS
+    return backend in ("auto", "torch") and env_id in _torch_envs()
 
 
 def is_batched(env_id: str, backend: str = "auto") -> bool:
@@ -55,11 +84,11 @@ def make_env(
     if backend not in BACKENDS:
         raise EnvError(f"unknown env backend '{backend}'; choose one of {', '.join(BACKENDS)}.")
     if is_torch_native(env_id, backend):
-        return TORCH_ENVS[env_id](num_envs, device=device, seed=seed, **(env_kwargs or {}))
+        return _torch_envs()[env_id](num_envs, device=device, seed=seed, **(env_kwargs or {}))
     if backend == "torch":
         raise EnvError(
             f"there is no torch-native env named '{env_id}'. Torch-native envs: "
-            f"{', '.join(TORCH_ENVS)}. Use backend 'gymnasium' (or 'auto') for other ids."
+            f"{', '.join(_torch_envs())}. Use backend 'gymnasium' (or 'auto') for other ids."
         )
     if backend == "envpool":
         from xiaoyarl.envs.envpool import EnvPoolVecEnv
@@ -90,5 +119,11 @@ __all__ = [
     "make_env",
 ]
 
-# gymnasium vector-env ids `xiaoyarl/<EnvId>` for the torch-native envs (registered on import)
-from xiaoyarl.envs import gym_vector as _gym_vector  # noqa: E402, F401
+
+def _classic_envs() -> dict:
+    return importlib.import_module("xiaoyarl.envs.classic").TORCH_ENVS
+
+
+__getattr__, __dir__ = lazy_attributes(
+    globals(), {**_MODULES, "TORCH_ENVS": _torch_envs, "CLASSIC_ENVS": _classic_envs}
+)

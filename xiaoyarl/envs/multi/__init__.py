@@ -12,24 +12,51 @@ The contract (shapes, auto-reset, masks, team return) is in `envs/multi/base.py`
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
-from xiaoyarl.envs.multi.base import (
-    MultiAgentEnvSpec,
-    MultiAgentVecEnv,
-    TorchMultiAgentVecEnv,
-    team_reward,
-)
-from xiaoyarl.envs.multi.spread import SpreadContinuousEnv, SpreadDiscreteEnv, SpreadEnv
-from xiaoyarl.envs.multi.two_step import TwoStepGameEnv
 from xiaoyarl.errors import EnvError
+from xiaoyarl.lazy import lazy_attributes
 
-# Torch-native multi-agent envs by id.
-MULTI_AGENT_ENVS: dict[str, type[TorchMultiAgentVecEnv]] = {
-    "SpreadDiscrete-v0": SpreadDiscreteEnv,
-    "SpreadContinuous-v0": SpreadContinuousEnv,
-    "TwoStepGame-v0": TwoStepGameEnv,
+if TYPE_CHECKING:
+    import torch
+
+    from xiaoyarl.envs.multi.base import (
+        MultiAgentEnvSpec,
+        MultiAgentVecEnv,
+        TorchMultiAgentVecEnv,
+        team_reward,
+    )
+    from xiaoyarl.envs.multi.spread import SpreadContinuousEnv, SpreadDiscreteEnv, SpreadEnv
+    from xiaoyarl.envs.multi.two_step import TwoStepGameEnv
+
+# Torch-native multi-agent envs by id. Built by `_multi_agent_envs()` on first access.
+MULTI_AGENT_ENVS: dict[str, type[TorchMultiAgentVecEnv]]
+
+# public name -> the module that defines it
+_MODULES = {
+    "MultiAgentEnvSpec": "xiaoyarl.envs.multi.base",
+    "MultiAgentVecEnv": "xiaoyarl.envs.multi.base",
+    "TorchMultiAgentVecEnv": "xiaoyarl.envs.multi.base",
+    "team_reward": "xiaoyarl.envs.multi.base",
+    "SpreadContinuousEnv": "xiaoyarl.envs.multi.spread",
+    "SpreadDiscreteEnv": "xiaoyarl.envs.multi.spread",
+    "SpreadEnv": "xiaoyarl.envs.multi.spread",
+    "TwoStepGameEnv": "xiaoyarl.envs.multi.two_step",
 }
+
+
+def _multi_agent_envs() -> dict[str, type[TorchMultiAgentVecEnv]]:
+    """MULTI_AGENT_ENVS, built on first use (it imports every torch-native multi-agent env)."""
+    if "MULTI_AGENT_ENVS" not in globals():
+        from xiaoyarl.envs.multi.spread import SpreadContinuousEnv, SpreadDiscreteEnv
+        from xiaoyarl.envs.multi.two_step import TwoStepGameEnv
+
+        globals()["MULTI_AGENT_ENVS"] = {
+            "SpreadDiscrete-v0": SpreadDiscreteEnv,
+            "SpreadContinuous-v0": SpreadContinuousEnv,
+            "TwoStepGame-v0": TwoStepGameEnv,
+        }
+    return globals()["MULTI_AGENT_ENVS"]
 
 
 def is_pettingzoo_id(env_id: str) -> bool:
@@ -43,7 +70,7 @@ def is_pettingzoo_id(env_id: str) -> bool:
 
 def is_multi_agent(env_id: str) -> bool:
     """Whether `env_id` names a multi-agent env: a built-in id or a PettingZoo `module:env_fn`."""
-    return env_id in MULTI_AGENT_ENVS or is_pettingzoo_id(env_id)
+    return env_id in _multi_agent_envs() or is_pettingzoo_id(env_id)
 
 
 def make_multi_agent_env(
@@ -60,8 +87,9 @@ def make_multi_agent_env(
     `parallel_env` function (plus `max_episode_steps`, a time limit the adapter enforces).
     """
     kwargs = dict(env_kwargs or {})
-    if env_id in MULTI_AGENT_ENVS:
-        cls = MULTI_AGENT_ENVS[env_id]
+    multi_agent_envs = _multi_agent_envs()
+    if env_id in multi_agent_envs:
+        cls = multi_agent_envs[env_id]
         try:
             return cls(num_envs, device=device, seed=seed, **kwargs)
         except TypeError as e:
@@ -81,7 +109,7 @@ def make_multi_agent_env(
         )
     raise EnvError(
         f"unknown multi-agent environment '{env_id}'. Built-in multi-agent envs: "
-        f"{', '.join(MULTI_AGENT_ENVS)}; any PettingZoo parallel env is named 'module:env_fn', "
+        f"{', '.join(multi_agent_envs)}; any PettingZoo parallel env is named 'module:env_fn', "
         f"e.g. 'mpe2:simple_spread_v3'.{hint}"
     )
 
@@ -100,3 +128,8 @@ __all__ = [
     "make_multi_agent_env",
     "team_reward",
 ]
+
+
+__getattr__, __dir__ = lazy_attributes(
+    globals(), {**_MODULES, "MULTI_AGENT_ENVS": _multi_agent_envs}
+)
