@@ -24,7 +24,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from xiaoyarl.train.buffer import PrioritizedReplayBuffer, ReplayBuffer, Transitions
+from xiaoyarl.core.buffer import PrioritizedReplayBuffer, ReplayBuffer, Transitions
 
 CALLS_PER_CHECK = 16  # calls between clock reads
 

@@ -41,8 +41,8 @@ from machine import machine  # noqa: E402
 from stability import TASKS  # noqa: E402
 
 from xiaoyarl import Config, evaluate, train_agent  # noqa: E402
+from xiaoyarl.scale.fusion import fuse_runs  # noqa: E402
 from xiaoyarl.stats import cvar, iqm  # noqa: E402
-from xiaoyarl.train.fusion import fuse_runs  # noqa: E402
 
 EPISODES = 100
 # Training evaluations and confirmations reset with seeds below 2**31 (`evaluation_seed`,

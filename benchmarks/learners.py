@@ -42,8 +42,8 @@ def _sync_rank(rank: int, store: str, out: str, steps: int) -> None:
     import torch.distributed as dist
     from torch import nn
 
-    from xiaoyarl.nets import build_mlp
-    from xiaoyarl.train.distributed import DataParallel
+    from xiaoyarl.core.nets import build_mlp
+    from xiaoyarl.scale.distributed import DataParallel
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)

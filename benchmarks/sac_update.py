@@ -25,8 +25,8 @@ from machine import machine
 
 from xiaoyarl import Config
 from xiaoyarl.agents.sac import AgentSAC
+from xiaoyarl.core.buffer import Transitions
 from xiaoyarl.envs import make_env
-from xiaoyarl.train.buffer import Transitions
 
 FILL = 100_000
 

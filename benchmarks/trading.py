@@ -38,8 +38,8 @@ import torch
 from machine import machine
 
 from xiaoyarl import Config, train_agent
-from xiaoyarl.envs.stock import ENV_ID, StockTradingEnv
 from xiaoyarl.finance.backtest import backtest
+from xiaoyarl.finance.env import ENV_ID, StockTradingEnv
 from xiaoyarl.finance.metrics import TRADING_DAYS
 
 # Ten years of business days: 8 to train on (less a 60-day warm-up), 2 (504 days) held out.

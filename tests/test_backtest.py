@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from xiaoyarl.config import Config
-from xiaoyarl.envs.stock import ENV_ID, StockTradingEnv
+from xiaoyarl.core.nets import ActorPPO, RunningNorm
 from xiaoyarl.errors import CheckpointError, ConfigError, MarketDataError
 from xiaoyarl.finance import metrics
 from xiaoyarl.finance.backtest import backtest, buy_and_hold, format_report
-from xiaoyarl.nets import ActorPPO, RunningNorm
+from xiaoyarl.finance.env import ENV_ID, StockTradingEnv
 from xiaoyarl.train.checkpoint import save_atomic
 
 # --- metrics: expected numbers worked out by hand -------------------------------------------------

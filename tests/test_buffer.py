@@ -7,14 +7,14 @@ import io
 import pytest
 import torch
 
-from xiaoyarl.errors import CheckpointError, EnvError
-from xiaoyarl.train.buffer import (
+from xiaoyarl.core.buffer import (
     Batch,
     Episodes,
     PrioritizedReplayBuffer,
     ReplayBuffer,
     Transitions,
 )
+from xiaoyarl.errors import CheckpointError, EnvError
 
 S, A = 3, 2  # state_dim, action_dim
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])

@@ -175,8 +175,8 @@ def test_a_mappo_run_saved_before_its_value_loss_fields_resumes_with_the_loss_it
     import yaml
 
     from xiaoyarl.errors import CheckpointError
+    from xiaoyarl.run import _check_resumable
     from xiaoyarl.train.loop import CHECKPOINT_FORMAT
-    from xiaoyarl.train.run import _check_resumable
 
     values = Config(algo="mappo", env_id="SpreadDiscrete-v0").to_dict()
     for name in ("value_clip", "value_loss", "huber_delta"):

@@ -5,8 +5,8 @@ import torch
 
 from xiaoyarl import Config, make_env, train_agent
 from xiaoyarl.agents.ppo import Rollout
-from xiaoyarl.train.buffer import Batch
-from xiaoyarl.train.run import agent_class
+from xiaoyarl.core.buffer import Batch
+from xiaoyarl.run import agent_class
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 

@@ -20,8 +20,8 @@ from helpers import cli
 
 from xiaoyarl import Config, load_policy
 from xiaoyarl.agents import agent_class
+from xiaoyarl.core.buffer import Batch
 from xiaoyarl.envs import make_env
-from xiaoyarl.train.buffer import Batch
 from xiaoyarl.train.checkpoint import load_plain
 
 T, N, B = 8, 4, 8  # steps, sub-envs and batch size per rank
@@ -78,7 +78,7 @@ def update(agent, algo: str, data) -> None:
 
 
 def _rank_main(rank: int, algo: str, store: str, out: str) -> None:
-    from xiaoyarl.train.distributed import DataParallel
+    from xiaoyarl.scale.distributed import DataParallel
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
@@ -276,7 +276,7 @@ def test_two_launchers_meet_at_a_rendezvous_and_train_one_agent(tmp_path):
 
 
 def test_fusing_copies_of_one_agent_gives_it_back_exactly():
-    from xiaoyarl.train.fusion import fuse_agent_states
+    from xiaoyarl.scale.fusion import fuse_agent_states
 
     agent = make_agent("sac", N, B)
     g = torch.Generator().manual_seed(0)

@@ -10,7 +10,7 @@ import torch
 from xiaoyarl import Config
 from xiaoyarl.agents import agent_class
 from xiaoyarl.envs import make_env
-from xiaoyarl.train.fusion import fuse_agent_states
+from xiaoyarl.scale.fusion import fuse_agent_states
 
 N = 4  # sub-envs
 

@@ -144,9 +144,8 @@ def test_every_public_name_resolves_and_is_listed(package):
 
 def test_lazy_names_are_the_defining_modules_objects():
     import xiaoyarl
-    from xiaoyarl import agents, envs
+    from xiaoyarl import agents, envs, run
     from xiaoyarl.envs import classic, multi
-    from xiaoyarl.train import run
 
     assert xiaoyarl.train_agent is run.train_agent
     assert envs.CLASSIC_ENVS is classic.TORCH_ENVS
@@ -159,7 +158,7 @@ def test_lazy_names_are_the_defining_modules_objects():
 
 
 def test_importing_one_module_loads_only_what_it_uses():
-    targets = ["xiaoyarl", "xiaoyarl.nets", "xiaoyarl.envs.classic", "xiaoyarl.agents.ppo"]
+    targets = ["xiaoyarl", "xiaoyarl.core.nets", "xiaoyarl.envs.classic", "xiaoyarl.agents.ppo"]
     results = first_imports(targets)
     for name in targets:
         result = results[name]
@@ -170,21 +169,19 @@ def test_importing_one_module_loads_only_what_it_uses():
     # the package itself only registers the torch-native envs with gymnasium
     assert set(results["xiaoyarl"]["modules"]) == GYMNASIUM_REGISTRATION
     assert set(results["xiaoyarl.envs.classic"]["modules"]) == GYMNASIUM_REGISTRATION
-    assert set(results["xiaoyarl.nets"]["modules"]) == GYMNASIUM_REGISTRATION | {"xiaoyarl.nets"}
-    # PPO: its base, config, networks and optimizer; no other agent, no runner, no finance.
-    # The replay buffer and CUDA-graph helper still come from train/ (agents/base.py).
+    core = {"xiaoyarl.core", "xiaoyarl.core.nets"}
+    assert set(results["xiaoyarl.core.nets"]["modules"]) == GYMNASIUM_REGISTRATION | core
+    # PPO: its base, config, the core blocks; no other agent, no runner, no finance.
     ppo = set(results["xiaoyarl.agents.ppo"]["modules"])
     assert {m for m in ppo if m.startswith("xiaoyarl.agents.")} == {
         "xiaoyarl.agents.base",
         "xiaoyarl.agents.hterm",
         "xiaoyarl.agents.ppo",
     }
-    assert {m for m in ppo if m.startswith("xiaoyarl.train.")} == {
-        "xiaoyarl.train.buffer",
-        "xiaoyarl.train.graphs",
-    }
-    assert not {m for m in ppo if m.startswith(("xiaoyarl.finance", "xiaoyarl.envs.multi"))}
-    assert not ppo & {"xiaoyarl.cli", "xiaoyarl.policy", "xiaoyarl.envs.stock"}
+    higher = ("xiaoyarl.train", "xiaoyarl.scale", "xiaoyarl.population", "xiaoyarl.finance",
+              "xiaoyarl.envs.multi")  # fmt: skip
+    assert not {m for m in ppo if m.startswith(higher)}
+    assert not ppo & {"xiaoyarl.cli", "xiaoyarl.policy", "xiaoyarl.finance.env"}
 
 
 def test_every_module_imports_first_in_a_fresh_interpreter():

@@ -11,9 +11,9 @@ import torch
 from xiaoyarl import Config, load_policy, train_agent
 from xiaoyarl.agents import agent_class
 from xiaoyarl.agents.multi import QMixer, with_agent_ids
+from xiaoyarl.core.nets import RecurrentQNet, RunningNorm
 from xiaoyarl.envs.multi import make_multi_agent_env
 from xiaoyarl.errors import ConfigError
-from xiaoyarl.nets import RecurrentQNet, RunningNorm
 from xiaoyarl.train.checkpoint import load_plain
 
 ALGOS = [("vdn", "SpreadDiscrete-v0"), ("qmix", "SpreadDiscrete-v0"),
@@ -435,7 +435,7 @@ def test_discrete_actor_update_relaxes_only_available_actions(algo, monkeypatch)
     actions 0 (as exploring and the target actions do), and the gradients stay finite."""
     from dataclasses import replace
 
-    from xiaoyarl.train.buffer import Batch
+    from xiaoyarl.core.buffer import Batch
 
     env = make_multi_agent_env("SpreadDiscrete-v0", 4, seed=0)
     spec = replace(env.spec, has_action_mask=True)
@@ -476,7 +476,7 @@ def test_discrete_actor_update_relaxes_only_available_actions(algo, monkeypatch)
 def test_centralized_critic_priority_is_the_mean_absolute_td_error(algo):
     """Prioritized replay gets the mean of the agents' (and critics') absolute TD errors:
     errors +1 and -1 give priority 1, not 0."""
-    from xiaoyarl.train.buffer import Batch
+    from xiaoyarl.core.buffer import Batch
 
     agent, env = make_agent(algo, "TwoStepGame-v0")  # two agents
     rollout = agent.explore_env(env, 4)

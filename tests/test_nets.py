@@ -6,7 +6,7 @@ import torch
 from torch.distributions import Categorical, Normal
 from torch.nn import functional as F
 
-from xiaoyarl.nets import ActorDiscretePPO, ActorPPO, ActorSAC, RunningNorm, sample_categorical
+from xiaoyarl.core.nets import ActorDiscretePPO, ActorPPO, ActorSAC, RunningNorm, sample_categorical
 
 
 def test_sample_categorical_follows_the_probabilities():

@@ -18,9 +18,9 @@ from xiaoyarl.agents import (
     AgentSACDiscrete,
     AgentTD3,
 )
-from xiaoyarl.nets import CriticEnsemble, RunningNorm
-from xiaoyarl.train.buffer import Batch
-from xiaoyarl.train.run import agent_class
+from xiaoyarl.core.buffer import Batch
+from xiaoyarl.core.nets import CriticEnsemble, RunningNorm
+from xiaoyarl.run import agent_class
 
 ALGO_OF = {AgentDQN: "dqn", AgentDoubleDQN: "double_dqn", AgentD3QN: "d3qn", AgentDDPG: "ddpg",
            AgentTD3: "td3", AgentSAC: "sac", AgentModSAC: "modsac",

@@ -224,7 +224,7 @@ def test_off_policy_state_norm_is_updated_shared_with_targets_and_checkpointed(c
 
 
 def test_state_norm_clamp_is_an_option():
-    from xiaoyarl.nets import RunningNorm
+    from xiaoyarl.core.nets import RunningNorm
 
     norm = RunningNorm(2, enabled=True, clip=10.0)
     big = torch.tensor([[30.0, -40.0]])
@@ -234,14 +234,14 @@ def test_state_norm_clamp_is_an_option():
 
 
 def test_lean_adam_and_gradient_clipping_equal_torchs_own():
-    """`xiaoyarl.optim.Adam` and `clip_grad_norm` (the agents' optimizer path on a CPU) give
+    """`xiaoyarl.core.optim.Adam` and `clip_grad_norm` (the agents' optimizer path on a CPU) give
     bit for bit the parameters and optimizer state of `clip_grad_norm_` + fused `torch.optim.
     Adam`, and their state dicts load into each other."""
     import copy
 
     from torch import nn
 
-    from xiaoyarl.optim import Adam, clip_grad_norm
+    from xiaoyarl.core.optim import Adam, clip_grad_norm
 
     torch.manual_seed(0)
     ours = nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 2))

@@ -114,7 +114,7 @@ def test_parallel_off_policy_trains_on_the_workers_transitions(tmp_path, tagged)
     """Every transition in the learner's replay buffer is one the workers' envs produced: on
     Pendulum the reward is a known function of the state and action, so a stored reward that
     does not belong to its stored state and action (or zeros) would show."""
-    from xiaoyarl.train.buffer import ReplayBuffer
+    from xiaoyarl.core.buffer import ReplayBuffer
 
     done = cli("train", "ddpg", "Pendulum-v1", "--runner", "parallel", "--num-workers", "2",
                "--num-envs", "2", "--threads", "1", "--max-steps", "800", "--eval-every", "400",

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from xiaoyarl.errors import ConfigError
-from xiaoyarl.train.leaderboard import Leaderboard, locked
-from xiaoyarl.train.plots import read_population_csv
-from xiaoyarl.train.search_space import SearchSpace
+from xiaoyarl.population.leaderboard import Leaderboard, locked
+from xiaoyarl.population.plots import read_population_csv
+from xiaoyarl.population.search_space import SearchSpace
 
 
 def test_search_space_samples_and_perturbs_within_bounds():

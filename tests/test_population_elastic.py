@@ -15,7 +15,7 @@ from pathlib import Path
 
 from helpers import PACKAGE_DIR, library_frames
 
-from xiaoyarl.train.plots import read_population_csv
+from xiaoyarl.population.plots import read_population_csv
 
 
 def _free_port() -> int:

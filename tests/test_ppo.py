@@ -7,7 +7,8 @@ import torch
 
 from xiaoyarl import Config, make_env
 from xiaoyarl.agents import AgentA2C, AgentDiscreteA2C, AgentDiscretePPO, AgentPPO
-from xiaoyarl.agents.ppo import Rollout, compute_gae
+from xiaoyarl.agents.ppo import Rollout
+from xiaoyarl.core.returns import compute_gae
 
 
 def gae_reference(rewards, values, next_values, terminals, truncates, gamma, lam):

@@ -10,8 +10,8 @@ import torch.multiprocessing as mp
 
 from xiaoyarl import Config
 from xiaoyarl.agents import agent_class
+from xiaoyarl.core.buffer import Transitions
 from xiaoyarl.envs import make_env
-from xiaoyarl.train.buffer import Transitions
 
 SHARED_SEED = 123  # the update's shared random state
 
@@ -41,7 +41,7 @@ def rollout(start: torch.Tensor, horizon: int, generator: torch.Generator,
 
 
 def _join(rank: int, store: str):
-    from xiaoyarl.train.distributed import DataParallel
+    from xiaoyarl.scale.distributed import DataParallel
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2,

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from xiaoyarl.envs.check import _Findings, _random_actions, _vec_trajectory
-from xiaoyarl.envs.stock import ENV_ID, StockTradingEnv, TradingConfig
 from xiaoyarl.errors import ConfigError, EnvError, MarketDataError
 from xiaoyarl.finance.data import Market
+from xiaoyarl.finance.env import ENV_ID, StockTradingEnv, TradingConfig
 from xiaoyarl.finance.indicators import (
     PRICE_DIFFERENCE_INDICATORS,
     PRICE_LEVEL_INDICATORS,

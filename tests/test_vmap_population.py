@@ -1,4 +1,4 @@
-"""Vmapped populations (`train/vmap.py`): the stacked update against each member's own
+"""Vmapped populations (`population/vmap.py`): the stacked update against each member's own
 `AgentPPO.ppo_update`, and whole populations through the CLI with `--population-backend vmap`."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from xiaoyarl.agents.ppo import AgentDiscretePPO, AgentPPO, Rollout
 from xiaoyarl.config import Config
 from xiaoyarl.envs import make_env
 from xiaoyarl.errors import ConfigError
+from xiaoyarl.population.plots import read_population_csv
+from xiaoyarl.population.schemes import PopulationConfig
+from xiaoyarl.population.vmap import VmapPPO, member_spec
 from xiaoyarl.train.checkpoint import load_plain
-from xiaoyarl.train.plots import read_population_csv
-from xiaoyarl.train.population import PopulationConfig
-from xiaoyarl.train.vmap import VmapPPO, member_spec
 
 MEMBERS, SUB_ENVS, HORIZON = 3, 4, 16
 # per member: learning_rate, clip_grad_norm, lambda_entropy, ratio_clip

@@ -1,7 +1,7 @@
 """xiaoyarl: massively parallel deep reinforcement learning in PyTorch.
 
-The public names below load on first use (PEP 562), so `import xiaoyarl.nets` loads the
-networks and not the trainer: `from xiaoyarl import train_agent` imports `xiaoyarl.train.run`
+The public names below load on first use (PEP 562), so `import xiaoyarl.core.nets` loads the
+networks and not the trainer: `from xiaoyarl import train_agent` imports `xiaoyarl.run`
 when it runs.
 """
 
@@ -18,9 +18,9 @@ if TYPE_CHECKING:
     from xiaoyarl.envs.base import EnvSpec, VecEnv
     from xiaoyarl.errors import CheckpointError, ConfigError, EnvError, XiaoyaError
     from xiaoyarl.policy import Policy, PolicyEnsemble, evaluate, load_ensemble, load_policy
+    from xiaoyarl.run import train_agent
     from xiaoyarl.train.evaluator import EvalResult
     from xiaoyarl.train.loop import Callback, TrainLoop
-    from xiaoyarl.train.run import train_agent
 
 __version__ = "0.1.0"
 
@@ -42,7 +42,7 @@ _MODULES = {
     "load_ensemble": "xiaoyarl.policy",
     "load_policy": "xiaoyarl.policy",
     "make_env": "xiaoyarl.envs",
-    "train_agent": "xiaoyarl.train.run",
+    "train_agent": "xiaoyarl.run",
 }
 
 __all__ = [

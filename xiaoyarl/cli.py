@@ -260,8 +260,8 @@ def _int_like(text: str) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from xiaoyarl.train import distributed
-    from xiaoyarl.train.run import default_run_dir, train_agent
+    from xiaoyarl.run import default_run_dir, train_agent
+    from xiaoyarl.scale import distributed
 
     if args.learners is not None and args.learners < 1:
         raise ConfigError(f"--learners {args.learners}: give a positive number of learners.")
@@ -362,7 +362,7 @@ def _plot(args: argparse.Namespace) -> int:
 def _plot_info_of_old_run(config: Config) -> tuple[str, float | None]:
     """Title and target of a run written before runs kept `plot.json`, as training drew them."""
     from xiaoyarl.envs import is_torch_native, make_env
-    from xiaoyarl.train.run import run_title
+    from xiaoyarl.run import run_title
 
     backend = "torch" if is_torch_native(config.env_id, config.backend) else config.backend
     title = run_title(config, "gymnasium" if backend == "auto" else backend)
@@ -431,15 +431,15 @@ POPULATION_FIELDS = ("members", "scheme", "workers", "generation_steps", "genera
 
 
 def _population(args: argparse.Namespace) -> int:
-    from xiaoyarl.train.population import PopulationConfig
-    from xiaoyarl.train.search_space import SearchSpace
-    from xiaoyarl.train.slots import join, train_population, under_torchrun
+    from xiaoyarl.population.schemes import PopulationConfig
+    from xiaoyarl.population.search_space import SearchSpace
+    from xiaoyarl.population.slots import join, train_population, under_torchrun
 
     if args.join:
         return join(args.join, args.quiet)
     log = None if args.quiet else print
     if args.resume:
-        from xiaoyarl.train.population import Population
+        from xiaoyarl.population.schemes import Population
 
         if not (Path(args.resume) / "population.yaml").is_file():
             raise ConfigError(f"--resume {args.resume}: no population there.")
@@ -493,7 +493,7 @@ def _population(args: argparse.Namespace) -> int:
 
 
 def _fuse(args: argparse.Namespace) -> int:
-    from xiaoyarl.train.fusion import fuse_runs
+    from xiaoyarl.scale.fusion import fuse_runs
 
     out = fuse_runs(args.run_dirs, args.out, args.weights)
     print(f"fused {len(args.run_dirs)} runs into {out} (evaluate it with `xiaoyarl eval {out}`, "

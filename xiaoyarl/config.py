@@ -176,7 +176,7 @@ class Config:
         """Convert every value to its field's type as `--set` and YAML files do (an integer
         given as a whole float, a number given as text, a tuple for a list); a value that does
         not fit raises a ConfigError naming the field, the value and the type."""
-        for name, kind in _field_types().items():
+        for name, kind in field_types().items():
             setattr(self, name, _convert(name, getattr(self, name), kind, source))
 
     @classmethod
@@ -254,7 +254,7 @@ class Config:
         """Set field `name` from a Python value or a string (parsed as YAML), checking its type."""
         if name not in self.field_names():
             raise _unknown_field(name, self.field_names(), source)
-        setattr(self, name, _convert(name, value, _field_types()[name], source))
+        setattr(self, name, _convert(name, value, field_types()[name], source))
 
     def apply_overrides(self, pairs: list[str]) -> None:
         """Apply `name=value` strings (from `--set`)."""
@@ -540,7 +540,7 @@ def _unknown_field(name: str, names: list[str], source: str) -> ConfigError:
 
 
 @functools.cache
-def _field_types() -> dict[str, object]:
+def field_types() -> dict[str, object]:
     return typing.get_type_hints(Config)
 
 

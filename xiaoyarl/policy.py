@@ -10,8 +10,8 @@ import numpy as np
 import torch
 
 from xiaoyarl.config import Config
+from xiaoyarl.core.nets import ACTORS, ActorDiscretePPO, QNet, RecurrentQNet, RunningNorm
 from xiaoyarl.errors import CheckpointError, ConfigError
-from xiaoyarl.nets import ACTORS, ActorDiscretePPO, QNet, RecurrentQNet, RunningNorm
 from xiaoyarl.train.checkpoint import load_plain
 
 
@@ -274,8 +274,8 @@ def evaluate(
     given several run folders, their ensemble (`load_ensemble`) on the first run's env.
 
     Returns {"mean", "std", "returns"}; episodes run as parallel sub-envs."""
+    from xiaoyarl.run import build_env
     from xiaoyarl.train.evaluator import run_episodes
-    from xiaoyarl.train.run import build_env
 
     run_dirs = [Path(run_dir)] if isinstance(run_dir, str | Path) else [Path(d) for d in run_dir]
     if not run_dirs:

@@ -82,15 +82,16 @@ def record_video(
 
 def _make_render_env(env_id: str) -> gymnasium.Env:
     """gymnasium's `env_id` rendering `rgb_array` frames, or a clear error why it cannot."""
-    from xiaoyarl.envs.gym import _make, _resolve  # imports the module of a module:Env-v0 id
+    # resolve_gym_id imports the module of a module:Env-v0 id
+    from xiaoyarl.envs.gym import make_gym_env, resolve_gym_id
 
-    registered_id, kwargs = _resolve(env_id, None)
+    registered_id, kwargs = resolve_gym_id(env_id, None)
     try:
         with warnings.catch_warnings():  # gymnasium's warning; the error below says it plainly
             warnings.filterwarnings("ignore", message=".*not in the possible render_modes")
-            env = _make(env_id, registered_id, {**kwargs, "render_mode": "rgb_array"})
+            env = make_gym_env(env_id, registered_id, {**kwargs, "render_mode": "rgb_array"})
     except EnvError as error:  # an env without rendering may refuse the render_mode argument
-        plain = _make(env_id, registered_id, kwargs)  # if this fails too, its error says why
+        plain = make_gym_env(env_id, registered_id, kwargs)  # if this fails too, its error says why
         plain.close()
         if "rgb_array" in plain.metadata.get("render_modes", []):
             raise

@@ -5,22 +5,20 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 from torch import nn
 
 from xiaoyarl.agents.hterm import HTerm
 from xiaoyarl.config import Config
+from xiaoyarl.core.buffer import Batch, PrioritizedReplayBuffer, ReplayBuffer, Transitions
+from xiaoyarl.core.graphs import GraphedStep
+from xiaoyarl.core.nets import RunningNorm
+from xiaoyarl.core.optim import Adam, clip_grad_norm
+from xiaoyarl.core.ranks import Ranks
 from xiaoyarl.envs.base import EnvSpec, VecEnv
 from xiaoyarl.errors import ConfigError
-from xiaoyarl.nets import RunningNorm
-from xiaoyarl.optim import Adam, clip_grad_norm
-from xiaoyarl.train.buffer import Batch, PrioritizedReplayBuffer, ReplayBuffer, Transitions
-from xiaoyarl.train.graphs import GraphedStep
-
-if TYPE_CHECKING:
-    from xiaoyarl.train.distributed import DataParallel
 
 
 class AgentBase:
@@ -69,7 +67,7 @@ class AgentBase:
             self.buffer = self._make_buffer()
         # the H-term add-on's trajectories (`agents/hterm.py`), when `h_term` is on
         self.h_term = HTerm(config, device) if config.h_term and learner else None
-        # CUDA-graph replay of the update (see xiaoyarl/train/graphs.py)
+        # CUDA-graph replay of the update (see xiaoyarl/core/graphs.py)
         period = self.graph_period()
         self.use_cuda_graph = (
             learner and config.cuda_graph and device.type == "cuda"
@@ -78,7 +76,7 @@ class AgentBase:
         self.graphed: GraphedStep | None = None
         self._target_params: dict[tuple[int, int], tuple[list, list]] = {}  # update_targets
         # set by `attach_data_parallel` when several ranks share this agent's update
-        self.data_parallel: DataParallel | None = None
+        self.data_parallel: Ranks | None = None
 
     # --- what an algorithm implements ---
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
@@ -265,7 +263,7 @@ class AgentBase:
     # --- shared mechanics ---
     def make_optimizer(self, net: nn.Module) -> torch.optim.Optimizer | Adam | None:
         """Adam with the fused kernel (one pass over all parameters): on a CPU xiaoyarl's lean
-        `Adam` (`xiaoyarl/optim.py`: the same arithmetic and state), elsewhere
+        `Adam` (`xiaoyarl/core/optim.py`: the same arithmetic and state), elsewhere
         `torch.optim.Adam` (capturable for CUDA graphs); None for an acting-only copy."""
         if not self.learner:
             return None
@@ -298,10 +296,10 @@ class AgentBase:
             clip_grad_norm(optimizer.param_groups[0]["params"], self.config.clip_grad_norm)
             optimizer.step()
 
-    def attach_data_parallel(self, data_parallel: DataParallel) -> None:
+    def attach_data_parallel(self, data_parallel: Ranks) -> None:
         """Share this agent's updates with the other ranks of `data_parallel`: gradients are
         averaged, normaliser statistics and other batch statistics taken over every rank's
-        data, and the update's randomness drawn alike (`train/distributed.py`). CUDA graphs
+        data, and the update's randomness drawn alike (`scale/distributed.py`). CUDA graphs
         are not used then."""
         self.data_parallel = data_parallel
         self.use_cuda_graph = False

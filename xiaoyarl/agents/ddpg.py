@@ -13,9 +13,9 @@ from torch import nn
 
 from xiaoyarl.agents.base import H_TERM_FIELDS, OFF_POLICY_FIELDS, AgentBase
 from xiaoyarl.config import Config
+from xiaoyarl.core.buffer import Batch
+from xiaoyarl.core.nets import Actor, CriticEnsemble, RunningNorm, gaussian_logprob
 from xiaoyarl.envs.base import EnvSpec
-from xiaoyarl.nets import Actor, CriticEnsemble, RunningNorm, gaussian_logprob
-from xiaoyarl.train.buffer import Batch
 
 
 class AgentDDPG(AgentBase):

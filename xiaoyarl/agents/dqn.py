@@ -12,9 +12,9 @@ from torch.nn import functional as F
 
 from xiaoyarl.agents.base import OFF_POLICY_FIELDS, AgentBase
 from xiaoyarl.config import Config
+from xiaoyarl.core.buffer import Batch
+from xiaoyarl.core.nets import QNet, QNetDuel
 from xiaoyarl.envs.base import EnvSpec
-from xiaoyarl.nets import QNet, QNetDuel
-from xiaoyarl.train.buffer import Batch
 
 
 class AgentDQN(AgentBase):

@@ -25,7 +25,7 @@ The windows are drawn from a generator of the H-term's own (seeded from the run'
 part of the checkpoint with the buffer), never from torch's global one: whether the H-term is
 on must not shift the random numbers the rest of the run draws. With several learners each
 rank keeps its own trajectories and draws its windows from a generator of its own (seeded
-by rank), so the random state the ranks share for their update (`train/distributed.py`) stays
+by rank), so the random state the ranks share for their update (`scale/distributed.py`) stays
 alike; the objective starts on every rank together, once every rank's kept trajectories
 suffice. CUDA-graph replay is off while the H-term is on (the sampled windows change size as
 the buffer fills).

@@ -14,8 +14,9 @@ import torch
 
 from xiaoyarl.agents.base import H_TERM_FIELDS, AgentBase
 from xiaoyarl.config import Config
+from xiaoyarl.core.nets import ActorDiscretePPO, ActorPPO, CriticV, RewardScaler
+from xiaoyarl.core.returns import clipped_surrogate, compute_gae
 from xiaoyarl.envs.base import EnvSpec, VecEnv
-from xiaoyarl.nets import ActorDiscretePPO, ActorPPO, CriticV, RewardScaler
 
 
 class Rollout(NamedTuple):
@@ -28,41 +29,6 @@ class Rollout(NamedTuple):
     terminals: torch.Tensor  # (T, N) bool: the episode ended for good (no bootstrap)
     truncates: torch.Tensor  # (T, N) bool: the episode was cut by a time limit (bootstrap)
     next_states: torch.Tensor  # (T, N, S): the state each step reached, before any auto-reset
-
-
-def compute_gae(
-    rewards: torch.Tensor,
-    values: torch.Tensor,
-    next_values: torch.Tensor,
-    terminals: torch.Tensor,
-    truncates: torch.Tensor,
-    gamma: float,
-    lambda_gae: float,
-) -> torch.Tensor:
-    """GAE advantages `(T, N)` from `(T, N)` inputs.
-
-    `next_values[t]` is V of the state step t reached (the true last state when the episode ended
-    there). A terminal step does not bootstrap; a truncated one does, from that last state. Either
-    way the advantage does not run on into the next episode.
-    """
-    advantages = torch.empty_like(rewards)
-    running = torch.zeros_like(rewards[0])
-    keep_value = (~terminals).float()
-    keep_trace = (~(terminals | truncates)).float()
-    for t in reversed(range(rewards.shape[0])):
-        delta = rewards[t] + gamma * keep_value[t] * next_values[t] - values[t]
-        running = delta + gamma * lambda_gae * keep_trace[t] * running
-        advantages[t] = running
-    return advantages
-
-
-def clipped_surrogate(
-    ratio: torch.Tensor, advantage: torch.Tensor, ratio_clip: float | torch.Tensor
-) -> torch.Tensor:
-    """PPO's clipped surrogate objective per sample (to be maximized); `ratio_clip` is epsilon
-    (a tensor of one value per member in a vmapped population)."""
-    clipped = torch.clamp(ratio, 1 - ratio_clip, 1 + ratio_clip)
-    return torch.min(ratio * advantage, clipped * advantage)
 
 
 class AgentPPO(AgentBase):
@@ -187,7 +153,7 @@ class AgentPPO(AgentBase):
         """GAE on the rollout, then `repeat_times` epochs of mini-batch steps on the clipped
         objective and the value loss; returns the mean of each loss over the steps.
 
-        In data-parallel training (K ranks, `train/distributed.py`) this computes the update
+        In data-parallel training (K ranks, `scale/distributed.py`) this computes the update
         of one process on the union of the ranks' rollouts (env axis: rank 0's sub-envs, then
         rank 1's, ...), with `batch_size` transitions per rank per mini-batch: the advantage
         statistics are those of the union, each mini-batch is drawn from the union with one

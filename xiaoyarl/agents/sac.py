@@ -17,8 +17,8 @@ from torch import nn
 from xiaoyarl.agents.base import H_TERM_FIELDS
 from xiaoyarl.agents.td3 import AgentTD3
 from xiaoyarl.config import Config
+from xiaoyarl.core.nets import ActorDiscreteSAC, ActorSAC, QEnsemble, RunningNorm
 from xiaoyarl.envs.base import EnvSpec
-from xiaoyarl.nets import ActorDiscreteSAC, ActorSAC, QEnsemble, RunningNorm
 
 
 class Temperature(nn.Module):

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from xiaoyarl.envs.base import DEFAULT_TARGET_RETURNS, EnvSpec, TorchVecEnv, VecEnv
 
-# Torch-native envs by id: classic control, the stock-trading MDP (`envs/stock.py`) and the
+# Torch-native envs by id: classic control, the stock-trading MDP (`finance/env.py`) and the
 # chasing task (`envs/chase.py`). Built by `_torch_envs()` on first access; `CLASSIC_ENVS` is
 # `envs/classic.py`'s `TORCH_ENVS`.
 TORCH_ENVS: dict[str, type[VecEnv]]
@@ -32,18 +32,22 @@ _MODULES = {
 }
 
 
+# Torch-native envs of the applications above this layer, by id: "module:Class", imported when
+# the registry is first built, as gymnasium's entry points are (envs/ imports no application).
+ENTRY_POINTS = {"StockTrading-v0": "xiaoyarl.finance.env:StockTradingEnv"}
+
+
 def _torch_envs() -> dict[str, type[VecEnv]]:
     """TORCH_ENVS, built on first use (it imports every torch-native env) and kept."""
     if "TORCH_ENVS" not in globals():
         from xiaoyarl.envs.chase import ChaseEnv
         from xiaoyarl.envs.classic import TORCH_ENVS as CLASSIC_ENVS
-        from xiaoyarl.envs.stock import StockTradingEnv
 
-        globals()["TORCH_ENVS"] = {
-            **CLASSIC_ENVS,
-            "StockTrading-v0": StockTradingEnv,
-            "Chase-v0": ChaseEnv,
-        }
+        entries = {}
+        for env_id, entry in ENTRY_POINTS.items():
+            module, name = entry.split(":")
+            entries[env_id] = getattr(importlib.import_module(module), name)
+        globals()["TORCH_ENVS"] = {**CLASSIC_ENVS, **entries, "Chase-v0": ChaseEnv}
     return globals()["TORCH_ENVS"]
 
 

@@ -29,12 +29,12 @@ from gymnasium import spaces
 from xiaoyarl.envs import BACKENDS, is_torch_native, make_env
 from xiaoyarl.envs.base import EnvSpec, VecEnv
 from xiaoyarl.envs.gym import (
-    _WRAP_ADVICE,
     IMAGE_ADVICE,
-    _make,
-    _resolve,
-    _time_limit_of,
+    WRAP_ADVICE,
     is_image_space,
+    make_gym_env,
+    resolve_gym_id,
+    time_limit_of,
 )
 from xiaoyarl.errors import ConfigError, XiaoyaError
 
@@ -139,8 +139,8 @@ def format_report(env_id: str, problems: list[Problem]) -> str:
 def _check_gymnasium(env_id: str, seed: int, steps: int | None, found: _Findings) -> bool:
     """Check one raw `gymnasium.make` instance; False when xiaoyarl cannot use its spaces."""
     try:
-        registered_id, kwargs = _resolve(env_id, None)
-        env = _make(env_id, registered_id, {**kwargs, "disable_env_checker": True})
+        registered_id, kwargs = resolve_gym_id(env_id, None)
+        env = make_gym_env(env_id, registered_id, {**kwargs, "disable_env_checker": True})
     except Exception as e:
         found.add("make", "error", f"making the gymnasium env failed: {_describe(e)}")
         return False
@@ -164,7 +164,7 @@ def _check_spaces(env: gymnasium.Env, found: _Findings) -> bool:
             "obs-space",
             "error",
             f"observation space {obs_space} is not supported: xiaoyarl needs a Box "
-            f"(observations are flattened to a float32 vector). To use this env, {_WRAP_ADVICE}.",
+            f"(observations are flattened to a float32 vector). To use this env, {WRAP_ADVICE}.",
         )
         usable = False
     elif is_image_space(obs_space):
@@ -190,7 +190,7 @@ def _check_spaces(env: gymnasium.Env, found: _Findings) -> bool:
             "act-space",
             "error",
             f"action space {act_space} is not supported: xiaoyarl supports Discrete and finite "
-            f"Box action spaces. For a MultiDiscrete or Dict action space, {_WRAP_ADVICE}.",
+            f"Box action spaces. For a MultiDiscrete or Dict action space, {WRAP_ADVICE}.",
         )
         usable = False
     return usable
@@ -450,10 +450,10 @@ def _step_arity_message(out: Any) -> str:
 
 
 def _max_episode_steps(env: gymnasium.Env) -> int:
-    """The time limit `make_env` will use for `env` (its `_resolve` always sets one)."""
+    """The time limit `make_env` will use for `env` (its `resolve_gym_id` always sets one)."""
     if env.spec is not None and env.spec.max_episode_steps is not None:
         return int(env.spec.max_episode_steps)
-    return _time_limit_of(env) or 1000
+    return time_limit_of(env) or 1000
 
 
 # --- 2. the VecEnv ------------------------------------------------------------------------------

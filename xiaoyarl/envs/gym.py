@@ -44,7 +44,7 @@ VECTOR_MODES = ("sync", "async")
 # appears in the entry point of the envs that need them.
 _EXTRAS = {"box2d": "box2d", "mujoco": "mujoco"}
 
-_WRAP_ADVICE = (
+WRAP_ADVICE = (
     "wrap the env (e.g. with gymnasium.wrappers.FlattenObservation / TransformObservation) "
     "in your own module, register the wrapped env there, and pass 'my_module:MyEnv-v0'"
 )
@@ -138,8 +138,8 @@ class GymVecEnv(VecEnv):
         self._needs_reset = True
         self._num_steps = 0  # step() calls since construction, for error messages
 
-        registered_id, kwargs = _resolve(env_id, env_kwargs)
-        first = _make(env_id, registered_id, kwargs)
+        registered_id, kwargs = resolve_gym_id(env_id, env_kwargs)
+        first = make_gym_env(env_id, registered_id, kwargs)
         try:
             self.spec = self._read_spec(first, registered_id)
         except EnvError:
@@ -150,7 +150,7 @@ class GymVecEnv(VecEnv):
             self._envs = [first]
             try:
                 for _ in range(num_envs - 1):
-                    self._envs.append(_make(env_id, registered_id, kwargs))
+                    self._envs.append(make_gym_env(env_id, registered_id, kwargs))
             except EnvError:
                 self.close()
                 raise
@@ -181,7 +181,7 @@ class GymVecEnv(VecEnv):
             raise EnvError(
                 f"{name}: observation space {obs_space} is not supported; GymVecEnv needs a Box "
                 f"observation space (it is flattened to a float32 vector). To use this env, "
-                f"{_WRAP_ADVICE}."
+                f"{WRAP_ADVICE}."
             )
         if is_image_space(obs_space):
             raise EnvError(
@@ -214,12 +214,12 @@ class GymVecEnv(VecEnv):
         else:
             raise EnvError(
                 f"{name}: action space {act_space} is not supported; GymVecEnv supports Discrete "
-                f"and Box action spaces. For a MultiDiscrete or Dict action space, {_WRAP_ADVICE}."
+                f"and Box action spaces. For a MultiDiscrete or Dict action space, {WRAP_ADVICE}."
             )
 
         max_step = env.spec.max_episode_steps if env.spec is not None else None
         if max_step is None:
-            max_step = _time_limit_of(env) or DEFAULT_MAX_STEP
+            max_step = time_limit_of(env) or DEFAULT_MAX_STEP
         reward_threshold = env.spec.reward_threshold if env.spec is not None else None
         if reward_threshold is None:
             reward_threshold = DEFAULT_TARGET_RETURNS.get(name)
@@ -421,11 +421,11 @@ def _obs_error(
     return EnvError(
         f"{name}: sub-env {index} returned an invalid observation {when}: {problem} "
         f"(got {seen}). Observations must be finite and match the env's observation_space; "
-        f"check the environment's dynamics and observation_space, or {_WRAP_ADVICE}."
+        f"check the environment's dynamics and observation_space, or {WRAP_ADVICE}."
     )
 
 
-def _resolve(env_id: str, env_kwargs: dict | None) -> tuple[str, dict]:
+def resolve_gym_id(env_id: str, env_kwargs: dict | None) -> tuple[str, dict]:
     """Import the module of a `module:Env-v0` id, find the registration, complete the kwargs.
 
     Returns the registered id (without the module part) and the kwargs for `gymnasium.make`.
@@ -494,7 +494,7 @@ def _missing_module(e: BaseException) -> str | None:
     return None
 
 
-def _make(env_id: str, registered_id: str, kwargs: dict) -> gymnasium.Env:
+def make_gym_env(env_id: str, registered_id: str, kwargs: dict) -> gymnasium.Env:
     """`gymnasium.make` whose failures (missing simulator, bad kwargs) become `EnvError`."""
     try:
         return gymnasium.make(registered_id, **kwargs)
@@ -565,7 +565,7 @@ def _atari_error(env_id: str, registered_id: str) -> EnvError:
     )
 
 
-def _time_limit_of(env: gymnasium.Env) -> int | None:
+def time_limit_of(env: gymnasium.Env) -> int | None:
     """`max_episode_steps` of a TimeLimit wrapper around `env`, if there is one."""
     while isinstance(env, gymnasium.Wrapper):
         if isinstance(env, gymnasium.wrappers.TimeLimit):

@@ -1,4 +1,4 @@
-"""Market data, indicators, synthetic markets and backtests for the stock-trading env.
+"""Stock trading: market data, indicators, synthetic markets, the trading env and backtests.
 
 - `data`: the `Market` panel `(num_dates, num_tickers, 5)`, `load_market` (CSV / Parquet,
   validated), `load_sample` (a real daily sample an installed package ships);
@@ -7,9 +7,10 @@
 - `synthetic`: seeded factor-model markets with regimes, volatility clustering and optional
   planted structure (the default data: nothing is downloaded);
 - `metrics`: Sharpe, Sortino, drawdown, ... of daily account values;
+- `env`: `StockTradingEnv` (`StockTrading-v0`), FinRL's MDP as batched tensors;
 - `backtest`: score a trained run on the held-out period against buy-and-hold.
 
-The env itself is `xiaoyarl.envs.stock.StockTradingEnv`. Names load on first use (PEP 562).
+Names load on first use (PEP 562).
 """
 
 from __future__ import annotations

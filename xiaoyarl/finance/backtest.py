@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from xiaoyarl.envs.stock import ENV_ID, StockTradingEnv
 from xiaoyarl.errors import CheckpointError, ConfigError
+from xiaoyarl.finance.env import ENV_ID, StockTradingEnv
 from xiaoyarl.finance.metrics import drawdowns, performance
 from xiaoyarl.train.checkpoint import atomic_output
 

@@ -28,8 +28,8 @@ from xiaoyarl.agents.ddpg import AgentDDPG
 from xiaoyarl.agents.multi.common import Joint, MultiAgentOffPolicy, with_agent_ids
 from xiaoyarl.agents.multi.value_decomposition import masked
 from xiaoyarl.agents.td3 import AgentTD3
-from xiaoyarl.nets import ActorGumbel, CriticEnsemble, RunningNorm, sample_categorical
-from xiaoyarl.train.buffer import Batch
+from xiaoyarl.core.buffer import Batch
+from xiaoyarl.core.nets import ActorGumbel, CriticEnsemble, RunningNorm, sample_categorical
 
 
 class CentralizedCritic(MultiAgentOffPolicy):

@@ -23,9 +23,9 @@ from typing import NamedTuple
 import torch
 
 from xiaoyarl.agents.base import AgentBase
+from xiaoyarl.core.buffer import Transitions
 from xiaoyarl.envs.base import EnvSpec
 from xiaoyarl.envs.multi.base import MultiAgentEnvSpec, MultiAgentVecEnv, team_reward
-from xiaoyarl.train.buffer import Transitions
 
 
 def with_agent_ids(obs: torch.Tensor) -> torch.Tensor:

@@ -30,8 +30,8 @@ from xiaoyarl.agents.multi.common import (
 )
 from xiaoyarl.agents.ppo import AgentPPO
 from xiaoyarl.config import Config
+from xiaoyarl.core.nets import ActorDiscretePPO, CriticV, RunningNorm
 from xiaoyarl.envs.multi.base import MultiAgentEnvSpec, MultiAgentVecEnv, team_reward
-from xiaoyarl.nets import ActorDiscretePPO, CriticV, RunningNorm
 
 
 def squared_or_huber(error: torch.Tensor, kind: str, huber_delta: float) -> torch.Tensor:

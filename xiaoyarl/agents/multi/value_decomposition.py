@@ -23,8 +23,8 @@ from torch.nn import functional as F
 
 from xiaoyarl.agents.dqn import AgentDQN
 from xiaoyarl.agents.multi.common import Joint, MultiAgentOffPolicy, with_agent_ids
-from xiaoyarl.nets import RecurrentQNet, RunningNorm, build_mlp
-from xiaoyarl.train.buffer import Batch, Episodes
+from xiaoyarl.core.buffer import Batch, Episodes
+from xiaoyarl.core.nets import RecurrentQNet, RunningNorm, build_mlp
 
 
 class VDNMixer(nn.Module):

@@ -34,7 +34,7 @@ from xiaoyarl.train.checkpoint import load_plain, save_atomic
 # Config fields that decide the shape of an agent's networks and optimizer state: runs that
 # differ in one of these cannot be fused.
 ARCHITECTURE = ("algo", "env_id", "backend", "net_dims", "num_critics", "state_norm")
-# The buffers of a `RunningNorm` (xiaoyarl/nets.py) in a state dict, after the module's prefix.
+# The buffers of a `RunningNorm` (xiaoyarl/core/nets.py) in a state dict, after the module's prefix.
 NORM_KEYS = ("mean", "var", "count")
 # Per-sub-env buffers (`RewardScaler.returns`), kept from the first run.
 SUB_ENV_KEYS = ("returns",)

@@ -46,8 +46,8 @@ from typing import NamedTuple
 import torch
 import torch.distributed as dist
 
-from xiaoyarl import nets
 from xiaoyarl.agents import AgentBase
+from xiaoyarl.core import nets
 from xiaoyarl.errors import XiaoyaError
 from xiaoyarl.train.checkpoint import load_plain, save_atomic
 from xiaoyarl.train.loop import TrainLoop

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from xiaoyarl.config import Config, _field_types
+from xiaoyarl.config import Config, field_types
 from xiaoyarl.errors import ConfigError
 
 KINDS = ("fixed", "choice", "uniform", "log_uniform")
@@ -91,7 +91,7 @@ class Param:
 
 
 def _field_is_int(name: str) -> bool:
-    kind = _field_types()[name]
+    kind = field_types()[name]
     return kind is int or int in typing.get_args(kind)
 
 

@@ -28,9 +28,9 @@ from pathlib import Path
 
 from xiaoyarl.config import Config
 from xiaoyarl.errors import ConfigError
-from xiaoyarl.train.leaderboard import locked
+from xiaoyarl.population.leaderboard import locked
+from xiaoyarl.population.schemes import Population, PopulationConfig
 from xiaoyarl.train.loop import Callback, TrainLoop
-from xiaoyarl.train.population import Population, PopulationConfig
 
 HEARTBEAT_SECONDS = 2.0
 POLL_SECONDS = 0.5
@@ -88,7 +88,7 @@ def member_main(config_dict: dict, resume: bool, seconds: float | None, result_p
     _die_with_parent()
     for name in _TORCHRUN_VARS:  # a member is one agent, not a rank of a learner job
         os.environ.pop(name, None)
-    from xiaoyarl.train.run import train_agent
+    from xiaoyarl.run import train_agent
 
     config = Config.from_dict(config_dict, source="member")
     log_path = Path(config.cwd) / "log.txt"
@@ -131,7 +131,7 @@ class Slot:
         self.log = log or (lambda s: None)
         self.stop_signal: str | None = None
         self.context = mp.get_context("forkserver")
-        self.context.set_forkserver_preload(["xiaoyarl.train.run"])
+        self.context.set_forkserver_preload(["xiaoyarl.run"])
 
     def claim(self) -> dict:
         return {"host": socket.gethostname(), "pid": os.getpid(), "slot": self.name,
@@ -247,7 +247,7 @@ def run_slot(folder: Path, log: Callable[[str], None] | None = print) -> None:
     population = Population(folder)
     slot_class = Slot
     if population.pop.backend == "vmap":
-        from xiaoyarl.train.vmap import VmapSlot
+        from xiaoyarl.population.vmap import VmapSlot
 
         slot_class = VmapSlot
     slot_class(population, f"slot-{socket.gethostname()}-{rank}-{os.getpid()}", log).run()
@@ -288,7 +288,7 @@ def train_population(
     """Train a population of `config`'s agent (see `population.py`) in the folder `out`; return
     its summary (best member, score, hyper-parameters; the median member's score). On one
     machine the slots are launched here; as a process of a torchrun job, this process is a slot."""
-    from xiaoyarl.train.plots import plot_population
+    from xiaoyarl.population.plots import plot_population
 
     population.validate(config)
     out = Path(out)

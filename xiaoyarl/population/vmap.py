@@ -34,16 +34,17 @@ import torch
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
-from xiaoyarl.agents.ppo import AgentPPO, Rollout, clipped_surrogate, compute_gae
+from xiaoyarl.agents.ppo import AgentPPO, Rollout
 from xiaoyarl.config import Config
+from xiaoyarl.core.returns import clipped_surrogate, compute_gae
 from xiaoyarl.envs import is_torch_native
 from xiaoyarl.envs.base import VecEnv
 from xiaoyarl.errors import ConfigError
+from xiaoyarl.population.leaderboard import locked
+from xiaoyarl.population.slots import Slot
 from xiaoyarl.train.checkpoint import load_plain, save_atomic
 from xiaoyarl.train.evaluator import RECORDER_FIELDS, run_episodes
-from xiaoyarl.train.leaderboard import locked
 from xiaoyarl.train.loggers import append_csv_row
-from xiaoyarl.train.slots import Slot
 
 PER_MEMBER = ("learning_rate", "ratio_clip", "lambda_entropy", "clip_grad_norm")
 VMAP_ALGOS = ("ppo",)
@@ -402,7 +403,7 @@ class VmapSlot(Slot):
         self.batch = population.pop.members
 
     def run_tasks(self, tasks: list[dict]) -> None:
-        from xiaoyarl.train.run import agent_class, build_env, resolve_device
+        from xiaoyarl.run import agent_class, build_env, resolve_device
 
         names = [t["member"] for t in tasks]
         configs, checkpoints = [], []

@@ -44,9 +44,9 @@ import yaml
 
 from xiaoyarl.config import Config
 from xiaoyarl.errors import CheckpointError, ConfigError
+from xiaoyarl.population.leaderboard import Leaderboard, locked, read_json, write_json
+from xiaoyarl.population.search_space import SearchSpace
 from xiaoyarl.train.checkpoint import load_plain, save_atomic
-from xiaoyarl.train.leaderboard import Leaderboard, locked, read_json, write_json
-from xiaoyarl.train.search_space import SearchSpace
 
 SCHEMES = ("generational", "tournament")
 BACKENDS = ("process", "vmap")
@@ -75,7 +75,7 @@ class PopulationConfig:
     lease_seconds: float = 120.0  # a claim without a heartbeat for this long is free again
     max_failures: int = 3  # generational: a member failing this often is replaced
     backend: str = "process"  # process (a process per member) | vmap (members of one shape
-    # trained together as one stacked model, train/vmap.py)
+    # trained together as one stacked model, population/vmap.py)
 
     def validate(self, config: Config) -> PopulationConfig:
         def bad(name: str, allowed: str) -> None:
@@ -108,7 +108,7 @@ class PopulationConfig:
         if self.backend not in BACKENDS:
             bad("backend", " or ".join(BACKENDS))
         if self.backend == "vmap":
-            from xiaoyarl.train.vmap import check_vmap_population
+            from xiaoyarl.population.vmap import check_vmap_population
 
             check_vmap_population(config, self.search_space)
         space = SearchSpace(self.search_space)
@@ -351,7 +351,7 @@ class Generational:
         top, bottom = ranked[:k], ranked[-k:]
         fused = None
         if self.p.pop.fuse_top >= 2:
-            from xiaoyarl.train.fusion import fuse_agent_states
+            from xiaoyarl.scale.fusion import fuse_agent_states
 
             parents = [self._checkpoint(m) for m in ranked[: self.p.pop.fuse_top]]
             fused = dict(parents[0])

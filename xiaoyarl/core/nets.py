@@ -30,7 +30,7 @@ def sample_categorical(logprobs: torch.Tensor) -> torch.Tensor:
 # that the gradients through a masked softmax stay finite.
 MASKED_LOGIT = -1e9
 
-# This process's (rank, number of ranks) in data-parallel training (`train/distributed.py`).
+# This process's (rank, number of ranks) in data-parallel training (`scale/distributed.py`).
 DATA_SHARD = [0, 1]
 
 

@@ -1,5 +1,5 @@
 """`train_agent`: set up a run (config, device, threads, envs, agent, run folder) and train it,
-in this process (`train/loop.py`) or with worker processes (`train/parallel.py`)."""
+in this process (`train/loop.py`) or with worker processes (`scale/parallel.py`)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from xiaoyarl.envs.multi import (
     make_multi_agent_env,
 )
 from xiaoyarl.errors import CheckpointError, ConfigError, EnvError
-from xiaoyarl.train import distributed
+from xiaoyarl.scale import distributed
 from xiaoyarl.train.checkpoint import load_plain
 from xiaoyarl.train.evaluator import Evaluator, evaluation_seed
 from xiaoyarl.train.loggers import Loggers, check_logger_packages
@@ -245,7 +245,7 @@ def _run(
         common = (config, agent, env, evaluator, target, run_dir, backend, console, loggers,
                   callbacks)  # fmt: skip
         if parallel:
-            from xiaoyarl.train.parallel import ParallelLoop
+            from xiaoyarl.scale.parallel import ParallelLoop
 
             env.close()
             loop = ParallelLoop(config, agent, backend, run_dir, target, title, console,
