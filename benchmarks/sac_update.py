@@ -25,6 +25,7 @@ from machine import machine
 
 from xiaoyarl import Config
 from xiaoyarl.agents.sac import AgentSAC
+from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.core.buffer import Transitions
 from xiaoyarl.envs import make_env
 
@@ -33,7 +34,7 @@ FILL = 100_000
 
 def xiaoyarl_sac() -> callable:
     spec = make_env("Pendulum-v1", 1, backend="gymnasium").spec
-    config = Config(algo="sac", env_id="Pendulum-v1", backend="gymnasium").resolve(False)
+    config = resolve_config(Config(algo="sac", env_id="Pendulum-v1", backend="gymnasium"), False)
     agent = AgentSAC(spec, config, torch.device("cpu"))
     g = torch.Generator().manual_seed(0)
     agent.buffer.add(

@@ -24,6 +24,7 @@ import torch
 from machine import machine
 
 from xiaoyarl import Config, train_agent
+from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.envs.classic import TORCH_ENVS
 
 DEFAULT_ROWS = [
@@ -58,7 +59,7 @@ def train(
         eval_every=10**15, cwd=str(root / f"{algo}_{env_id}_{num_envs}_{time.time_ns()}"),
     )  # fmt: skip
     config.apply_overrides(overrides)
-    resolved = config.resolve(batched=True, device_type=torch.device(device).type)
+    resolved = resolve_config(config, batched=True, device_type=torch.device(device).type)
     config.max_steps = rollouts * resolved.num_envs * resolved.horizon_len
     return train_agent(config, log=None)
 

@@ -8,6 +8,7 @@ import torch
 from helpers import TINY, cli, popen
 
 from xiaoyarl import CheckpointError, load_policy
+from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.train.checkpoint import load_plain, save_atomic
 
 
@@ -293,7 +294,7 @@ def test_load_policy_acts_exactly_as_the_agent_and_the_env_adapter(tmp_path, mon
     gymnasium.registry.pop("Asymmetric-v0", None)
     env = make_env("asym_mod:Asymmetric-v0", 64, backend="gymnasium", seed=0)
     config = Config(algo=algo, env_id="asym_mod:Asymmetric-v0", net_dims=[16], state_norm=True)
-    config = config.resolve(batched=False)
+    config = resolve_config(config, batched=False)
     agent = agent_class(algo, env.spec)(env.spec, config, torch.device("cpu"))
     torch.manual_seed(1)
     states = torch.randn(64, 3) * 20

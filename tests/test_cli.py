@@ -6,6 +6,8 @@ import textwrap
 import pytest
 from helpers import TINY, cli
 
+from xiaoyarl.agents.settings import resolve_config
+
 BAD_ENV_MODULE = textwrap.dedent(
     """
     import gymnasium as gym
@@ -254,7 +256,7 @@ def test_list_fields_names_the_automatic_values_per_algorithm(capsys):
     for field in ("learning_rate", "batch_size", "horizon_len", "repeat_times"):
         text = block(field)
         for algo in ("ppo", "sac", "a2c", "dqn"):
-            values = {getattr(Config(algo=algo).resolve(batched, device), field)
+            values = {getattr(resolve_config(Config(algo=algo), batched, device), field)
                       for batched in (True, False) for device in ("cpu", "cuda")}  # fmt: skip
             line = next((line for line in text.splitlines()
                          if algo in line.split(":")[0].replace(",", " ").split()), "")  # fmt: skip

@@ -4,6 +4,7 @@ import pytest
 from helpers import cli
 
 from xiaoyarl import Config, ConfigError
+from xiaoyarl.agents.settings import check_config, resolve_config
 
 
 @pytest.mark.parametrize(
@@ -26,7 +27,7 @@ def test_validate_rejects_bad_values_naming_field_value_and_allowed(field, value
     config = Config()
     setattr(config, field, value)
     with pytest.raises(ConfigError) as err:
-        config.validate()
+        check_config(config)
     for word in words:
         assert word in str(err.value)
 
@@ -36,20 +37,20 @@ def test_batch_larger_than_rollout_is_rejected():
     with pytest.raises(
         ConfigError, match=r"batch_size=64 is larger than one rollout .*4 \* 8 = 32"
     ):
-        config.validate()
+        check_config(config)
 
 
 def test_resolve_fills_automatic_defaults_per_backend_and_algo():
-    torch_ppo = Config(algo="ppo").resolve(batched=True)
-    gym_ppo = Config(algo="ppo").resolve(batched=False)
-    a2c = Config(algo="a2c").resolve(batched=True)
+    torch_ppo = resolve_config(Config(algo="ppo"), batched=True)
+    gym_ppo = resolve_config(Config(algo="ppo"), batched=False)
+    a2c = resolve_config(Config(algo="a2c"), batched=True)
     assert torch_ppo.num_envs == 16 and gym_ppo.num_envs == 8
-    assert Config(algo="ppo").resolve(batched=True, device_type="cuda").num_envs == 1024
+    assert resolve_config(Config(algo="ppo"), batched=True, device_type="cuda").num_envs == 1024
     for c in (torch_ppo, gym_ppo):
         assert c.num_envs * c.horizon_len >= 1024
         assert c.batch_size == c.num_envs * c.horizon_len // 4
     assert a2c.repeat_times == 1.0 and a2c.batch_size == a2c.num_envs * a2c.horizon_len
-    assert Config(learning_rate=1e-3).resolve(True).learning_rate == 1e-3  # explicit wins
+    assert resolve_config(Config(learning_rate=1e-3), True).learning_rate == 1e-3  # explicit wins
 
 
 def test_set_parses_and_converts_types():
@@ -107,11 +108,11 @@ def test_h_term_on_ddpg_and_td3_needs_exploration_noise(algo):
     """Their H-term density is N(actor(s), explore_noise_std^2): log 0 without noise."""
     config = Config(algo=algo, env_id="Pendulum-v1", h_term=True, explore_noise_std=0.0)
     with pytest.raises(ConfigError) as err:
-        config.validate()
+        check_config(config)
     for word in ["explore_noise_std=0.0", "h_term", "set explore_noise_std > 0 or h_term off"]:
         assert word in str(err.value)
-    Config(algo=algo, env_id="Pendulum-v1", explore_noise_std=0.0).validate()  # no H-term: fine
-    Config(algo="sac", env_id="Pendulum-v1", h_term=True, explore_noise_std=0.0).validate()
+    check_config(Config(algo=algo, env_id="Pendulum-v1", explore_noise_std=0.0))  # no H-term: fine
+    check_config(Config(algo="sac", env_id="Pendulum-v1", h_term=True, explore_noise_std=0.0))
 
 
 def test_h_term_without_exploration_noise_is_refused_on_the_command_line(tmp_path):
@@ -160,13 +161,13 @@ def test_validate_checks_the_type_of_a_field_assigned_later(tmp_path):
     assert not (tmp_path / "run").exists()  # refused before the run folder is written
     config.gamma = 0.99
     config.batch_size = 64.0
-    assert config.validate().batch_size == 64 and isinstance(config.batch_size, int)
+    assert check_config(config).batch_size == 64 and isinstance(config.batch_size, int)
 
 
 @pytest.mark.parametrize(("field", "value"), [("value_loss", "l1"), ("huber_delta", 0.0)])
 def test_mappo_value_loss_settings_are_checked(field, value):
     with pytest.raises(ConfigError, match=f"{field}="):
-        Config(algo="mappo", env_id="SpreadDiscrete-v0", **{field: value}).validate()
+        check_config(Config(algo="mappo", env_id="SpreadDiscrete-v0", **{field: value}))
 
 
 def test_a_mappo_run_saved_before_its_value_loss_fields_resumes_with_the_loss_it_had(tmp_path):

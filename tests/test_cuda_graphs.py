@@ -5,6 +5,7 @@ import torch
 
 from xiaoyarl import Config, make_env, train_agent
 from xiaoyarl.agents.ppo import Rollout
+from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.core.buffer import Batch
 from xiaoyarl.run import agent_class
 
@@ -16,7 +17,7 @@ def make_agent(algo: str, device: str, env_id: str | None = None, **overrides):
     env_id = env_id or ("CartPole-v1" if discrete else "Pendulum-v1")
     values = {"net_dims": [64, 64], "buffer_size": 4096, "batch_size": 32, "num_envs": 4}
     config = Config(algo=algo, env_id=env_id, **{**values, **overrides})
-    config = config.resolve(batched=True)
+    config = resolve_config(config, batched=True)
     env = make_env(env_id, config.num_envs, device=device, seed=0)
     torch.manual_seed(0)
     return agent_class(algo, env.spec)(env.spec, config, torch.device(device))

@@ -20,6 +20,7 @@ from helpers import cli
 
 from xiaoyarl import Config, load_policy
 from xiaoyarl.agents import agent_class
+from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.core.buffer import Batch
 from xiaoyarl.envs import make_env
 from xiaoyarl.train.checkpoint import load_plain
@@ -30,9 +31,9 @@ SHARED_SEED = 123  # the update's shared random state
 
 def make_agent(algo: str, num_envs: int, batch_size: int):
     env_id = "Pendulum-v1"
-    config = Config(algo=algo, env_id=env_id, num_envs=num_envs, horizon_len=T,
+    config = resolve_config(Config(algo=algo, env_id=env_id, num_envs=num_envs, horizon_len=T,
                     batch_size=batch_size, net_dims=[16, 16], learning_starts=0,
-                    buffer_size=1024).resolve(batched=True)  # fmt: skip
+                    buffer_size=1024), batched=True)  # fmt: skip
     spec = make_env(env_id, num_envs).spec
     torch.manual_seed(0)
     return agent_class(algo, spec)(spec, config, torch.device("cpu"))

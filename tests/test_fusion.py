@@ -9,6 +9,7 @@ import torch
 
 from xiaoyarl import Config
 from xiaoyarl.agents import agent_class
+from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.envs import make_env
 from xiaoyarl.scale.fusion import fuse_agent_states
 
@@ -19,7 +20,7 @@ def ppo_agent(seed: int):
     """A PPO agent on Pendulum with an observation normaliser and reward scaling."""
     config = Config(algo="ppo", env_id="Pendulum-v1", num_envs=N, horizon_len=8, batch_size=8,
                     net_dims=[8, 8], state_norm=True, reward_norm=True)  # fmt: skip
-    config = config.resolve(batched=True)
+    config = resolve_config(config, batched=True)
     spec = make_env("Pendulum-v1", N).spec
     torch.manual_seed(seed)
     return agent_class("ppo", spec)(spec, config, torch.device("cpu"))

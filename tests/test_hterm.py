@@ -11,6 +11,7 @@ import torch
 from xiaoyarl import Config
 from xiaoyarl.agents import agent_class
 from xiaoyarl.agents.hterm import HTerm
+from xiaoyarl.agents.settings import check_config, resolve_config
 from xiaoyarl.envs import make_env
 from xiaoyarl.errors import ConfigError
 
@@ -172,7 +173,7 @@ def test_the_actor_gets_the_h_term_gradient_once_active(algo):
     env = make_env("Pendulum-v1", 4, seed=0)
     fields = dict(algo=algo, env_id="Pendulum-v1", batch_size=32, horizon_len=64, num_envs=4,
                   learning_starts=0, h_term=True, h_term_start=100)  # fmt: skip
-    config = Config(**fields).resolve(batched=True)
+    config = resolve_config(Config(**fields), batched=True)
     agent = agent_class(algo, env.spec)(env.spec, config, torch.device("cpu"))
     agent.last_state = agent.observe(*env.reset(seed=0))
     rollout = agent.explore_env(env, 64)
@@ -193,14 +194,14 @@ def test_the_actor_gets_the_h_term_gradient_once_active(algo):
 
 def test_h_term_is_refused_where_there_is_no_policy_log_probability():
     with pytest.raises(ConfigError, match="h_term=True does not apply to dqn"):
-        Config(algo="dqn", env_id="CartPole-v1", h_term=True).validate()
+        check_config(Config(algo="dqn", env_id="CartPole-v1", h_term=True))
     with pytest.raises(ConfigError, match="h_term_drop"):
-        Config(algo="sac", env_id="Pendulum-v1", h_term_drop=1.0).validate()
+        check_config(Config(algo="sac", env_id="Pendulum-v1", h_term_drop=1.0))
 
 
 def test_sac_logprob_of_its_own_samples():
     env = make_env("Pendulum-v1", 1)
-    config = Config(algo="sac", env_id="Pendulum-v1").resolve(batched=True)
+    config = resolve_config(Config(algo="sac", env_id="Pendulum-v1"), batched=True)
     agent = agent_class("sac", env.spec)(env.spec, config, torch.device("cpu"))
     states = torch.randn(256, 3)
     torch.manual_seed(0)
@@ -212,6 +213,8 @@ def test_sac_logprob_of_its_own_samples():
 def test_target_critics_combined_by_min_or_mean(reduce, expected):
     env = make_env("Pendulum-v1", 1)
     config = Config(algo="td3", env_id="Pendulum-v1", num_critics=3, target_q_reduce=reduce)
-    agent = agent_class("td3", env.spec)(env.spec, config.resolve(True), torch.device("cpu"))
+    agent = agent_class("td3", env.spec)(
+        env.spec, resolve_config(config, True), torch.device("cpu")
+    )
     q = torch.tensor([[1.0, 2.0], [2.0, -2.0], [3.0, 0.0]])  # (num_critics, B)
     assert agent.reduce_target_q(q).tolist() == expected

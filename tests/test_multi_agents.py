@@ -11,6 +11,7 @@ import torch
 from xiaoyarl import Config, load_policy, train_agent
 from xiaoyarl.agents import agent_class
 from xiaoyarl.agents.multi import QMixer, with_agent_ids
+from xiaoyarl.agents.settings import check_config, resolve_config
 from xiaoyarl.core.nets import RecurrentQNet, RunningNorm
 from xiaoyarl.envs.multi import make_multi_agent_env
 from xiaoyarl.errors import ConfigError
@@ -25,7 +26,7 @@ SMALL = {"net_dims": [32, 32], "batch_size": 16, "learning_starts": 16, "buffer_
 
 def make_agent(algo, env_id, num_envs=4, **overrides):
     config = Config(algo=algo, env_id=env_id, num_envs=num_envs, **{**SMALL, **overrides})
-    config = config.resolve(batched=True)
+    config = resolve_config(config, batched=True)
     if algo == "mappo":
         config.batch_size = 16
     env = make_multi_agent_env(env_id, num_envs, seed=0)
@@ -82,7 +83,7 @@ def test_qmix_hypernetworks_start_small_with_the_default_init_gain():
     usual = QMixer(3, env.spec.state_dim, RunningNorm(env.spec.state_dim, enabled=False))
     assert usual(q, torch.randn(64, env.spec.state_dim)).abs().max() > 1  # build_mlp's init
     with pytest.raises(ConfigError, match="hypernet_init_gain"):
-        Config(algo="qmix", env_id="SpreadDiscrete-v0", hypernet_init_gain=0.0).validate()
+        check_config(Config(algo="qmix", env_id="SpreadDiscrete-v0", hypernet_init_gain=0.0))
 
 
 def test_centralized_critic_and_mixer_inputs():
@@ -107,7 +108,7 @@ def test_action_masks_are_never_violated(algo):
     """A PettingZoo env whose masks change every step and which raises on a masked action."""
     env_id = "test_pettingzoo_adapter:make_masked"
     pytest.importorskip("pettingzoo")
-    config = Config(algo=algo, env_id=env_id, num_envs=4, **SMALL).resolve(batched=False)
+    config = resolve_config(Config(algo=algo, env_id=env_id, num_envs=4, **SMALL), batched=False)
     config.batch_size = 16
     env = make_multi_agent_env(env_id, 4, seed=0)
     assert env.spec.has_action_mask
@@ -236,7 +237,7 @@ def test_train_starts_from_the_task_preset_unless_told_otherwise(tmp_path):
         config = Config.from_preset(algo, env_id)
         assert preset_path(algo, env_id).is_file()
         assert (config.algo, config.env_id) == (algo, env_id)
-        config.validate()
+        check_config(config)
 
 
 def test_value_decomposition_standardises_team_rewards_when_asked():
@@ -252,7 +253,7 @@ def test_value_decomposition_standardises_team_rewards_when_asked():
     scaled = agent.reward_stats(team.unsqueeze(-1)).squeeze(-1)
     assert abs(scaled.mean().item()) < 1e-3 and abs(scaled.std(unbiased=False).item() - 1) < 1e-2
     with pytest.raises(ConfigError, match="reward_norm=True does not apply to dqn"):
-        Config(algo="dqn", reward_norm=True).validate()
+        check_config(Config(algo="dqn", reward_norm=True))
 
 
 # --- recurrent agent networks (agent_rnn) ------------------------------------------------------
@@ -349,7 +350,7 @@ def test_recurrent_agents_explore_act_and_save_a_policy(tmp_path):
     greedy.reset()
     np.testing.assert_array_equal(policy.predict(obs[0].numpy()), greedy(obs[0]).numpy())
     with pytest.raises(ConfigError, match="per"):
-        Config(algo="qmix", env_id="SpreadDiscrete-v0", agent_rnn=True, per=True).validate()
+        check_config(Config(algo="qmix", env_id="SpreadDiscrete-v0", agent_rnn=True, per=True))
     from xiaoyarl.export import export_policy
 
     with pytest.raises(ConfigError, match="recurrent"):
@@ -440,7 +441,7 @@ def test_discrete_actor_update_relaxes_only_available_actions(algo, monkeypatch)
     env = make_multi_agent_env("SpreadDiscrete-v0", 4, seed=0)
     spec = replace(env.spec, has_action_mask=True)
     config = Config(algo=algo, env_id="SpreadDiscrete-v0", num_envs=4, **SMALL)
-    config = config.resolve(batched=True)
+    config = resolve_config(config, batched=True)
     torch.manual_seed(0)
     agent = agent_class(algo, spec)(spec, config, torch.device("cpu"))
     b, a, u = 64, spec.num_agents, spec.action_dim

@@ -18,6 +18,7 @@ from xiaoyarl.agents import (
     AgentSACDiscrete,
     AgentTD3,
 )
+from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.core.buffer import Batch
 from xiaoyarl.core.nets import CriticEnsemble, RunningNorm
 from xiaoyarl.run import agent_class
@@ -31,7 +32,7 @@ def make_agent(cls, num_envs=4, **overrides):
     env_id = "CartPole-v1" if cls.if_discrete else "Pendulum-v1"
     values = {"net_dims": [32, 32], "buffer_size": 4096, "learning_starts": 16, "batch_size": 8}
     config = Config(algo=ALGO_OF[cls], env_id=env_id, num_envs=num_envs, **{**values, **overrides})
-    config = config.resolve(batched=True)
+    config = resolve_config(config, batched=True)
     env = make_env(env_id, num_envs, seed=0)
     torch.manual_seed(0)
     agent = cls(env.spec, config, torch.device("cpu"))

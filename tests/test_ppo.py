@@ -8,6 +8,7 @@ import torch
 from xiaoyarl import Config, make_env
 from xiaoyarl.agents import AgentA2C, AgentDiscreteA2C, AgentDiscretePPO, AgentPPO
 from xiaoyarl.agents.ppo import Rollout
+from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.core.returns import compute_gae
 
 
@@ -61,7 +62,7 @@ def test_gae_truncation_bootstraps_but_termination_does_not():
 
 def _agent(cls, env_id, num_envs=4, **overrides):
     config = Config(algo="a2c" if "A2C" in cls.__name__ else "ppo", env_id=env_id, **overrides)
-    config = config.resolve(batched=True)
+    config = resolve_config(config, batched=True)
     env = make_env(env_id, num_envs, seed=0)
     config.num_envs = num_envs
     agent = cls(env.spec, config, torch.device("cpu"))

@@ -10,6 +10,7 @@ import torch.multiprocessing as mp
 
 from xiaoyarl import Config
 from xiaoyarl.agents import agent_class
+from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.core.buffer import Transitions
 from xiaoyarl.envs import make_env
 
@@ -17,8 +18,8 @@ SHARED_SEED = 123  # the update's shared random state
 
 
 def make_agent(algo: str, **fields):
-    config = Config(algo=algo, env_id="Pendulum-v1", num_envs=2, net_dims=[8, 8],
-                    learning_starts=0, buffer_size=256, **fields).resolve(batched=True)  # fmt: skip
+    config = resolve_config(Config(algo=algo, env_id="Pendulum-v1", num_envs=2, net_dims=[8, 8],
+                    learning_starts=0, buffer_size=256, **fields), batched=True)  # fmt: skip
     spec = make_env("Pendulum-v1", 2).spec
     torch.manual_seed(0)
     return agent_class(algo, spec)(spec, config, torch.device("cpu"))

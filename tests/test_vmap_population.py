@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from xiaoyarl.agents.ppo import AgentDiscretePPO, AgentPPO, Rollout
+from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.config import Config
 from xiaoyarl.envs import make_env
 from xiaoyarl.errors import ConfigError
@@ -31,10 +32,10 @@ def _members(env_id: str, lrs: list[float] | None = None):
     agent_class = AgentDiscretePPO if spec.if_discrete else AgentPPO
     agents = []
     for i, (lr, clip, entropy, ratio_clip) in enumerate(HPARAMS):
-        config = Config(algo="ppo", env_id=env_id, seed=i, num_envs=SUB_ENVS,
+        config = resolve_config(Config(algo="ppo", env_id=env_id, seed=i, num_envs=SUB_ENVS,
                         horizon_len=HORIZON, learning_rate=lrs[i] if lrs else lr,
                         clip_grad_norm=clip, lambda_entropy=entropy,
-                        ratio_clip=ratio_clip).resolve(True, "cpu")  # fmt: skip
+                        ratio_clip=ratio_clip), True, "cpu")  # fmt: skip
         torch.manual_seed(i)
         agents.append(agent_class(spec, config, torch.device("cpu")))
     return env, agents

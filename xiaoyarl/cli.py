@@ -546,16 +546,17 @@ _SETTINGS = {(True, "cpu"): "torch-native, CPU", (True, "cuda"): "torch-native, 
 
 
 def _automatic_values(readers: dict[str, list[str]]) -> dict[str, list[str]]:
-    """For each field whose null default `Config.resolve` fills in, lines `algo, algo: value`
+    """For each field whose null default `resolve_config` fills in, lines `algo, algo: value`
     grouping the algorithms that get the same values; a value that depends on the backend or
     the device is given for each. Computed by resolving a default Config of every algorithm in
     every setting, so the listing cannot drift from the rules in `config.py`."""
     import dataclasses
 
     from xiaoyarl.agents import ALGORITHMS
+    from xiaoyarl.agents.settings import resolve_config
 
     nulls = [f.name for f in dataclasses.fields(Config) if getattr(Config(), f.name) is None]
-    resolved = {(algo, setting): Config(algo=algo).resolve(*setting)
+    resolved = {(algo, setting): resolve_config(Config(algo=algo), *setting)
                 for algo in ALGORITHMS for setting in _SETTINGS}  # fmt: skip
     found: dict[str, list[str]] = {}
     for name in nulls:

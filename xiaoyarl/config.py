@@ -2,8 +2,10 @@
 
 Field names follow ElegantRL's vocabulary (`gamma`, `learning_rate`, `num_envs`, `horizon_len`,
 `batch_size`, `repeat_times`, `net_dims`, `clip_grad_norm`, ...). A few fields default to
-`None`, meaning "chosen from the algorithm and the env backend" by `Config.resolve`; the rules
-live in `_auto_defaults` below, the only other place a default is written down.
+`None`, meaning "chosen from the algorithm and the env backend": each agent gives those values
+(`AgentPPO.defaults`, ...) and `agents/settings.py` applies them (`resolve_config`), with the
+checks that depend on the algorithm (`check_config`). `Config.validate` checks each field on its
+own; the config knows no algorithm.
 """
 
 from __future__ import annotations
@@ -27,10 +29,6 @@ from xiaoyarl.errors import ConfigError
 
 BACKENDS = ("auto", "torch", "gymnasium", "envpool", "playground")
 VECTOR_MODES = ("sync", "async")
-# the agents whose actor the H-term add-on (`h_term`) extends
-H_TERM_ALGOS = ("ppo", "a2c", "ddpg", "td3", "sac", "modsac", "redq")
-# those whose H-term density is their Gaussian exploration noise (`AgentDDPG.h_term_logprob`)
-H_TERM_NOISE_ALGOS = ("ddpg", "td3")
 # MAPPO's value losses (`value_loss`)
 VALUE_LOSSES = ("huber", "mse")
 
@@ -183,6 +181,8 @@ class Config:
     def field_names(cls) -> list[str]:
         return [f.name for f in dataclasses.fields(cls)]
 
+    # Not tyro or simple-parsing (which read these comments too): either would take over the CLI
+    # and --set parsing, and tyro adds typeguard and docstring-parser, to replace a 15-line parse.
     @classmethod
     def field_docs(cls) -> dict[str, str]:
         """Each field's description: its comment in this class's source (the one place it is
@@ -270,8 +270,6 @@ class Config:
         """Reject bad values with a message naming the field, the value and what is allowed.
         Values assigned after construction are first converted to their field's type (or
         refused) as in `Config(...)`."""
-        from xiaoyarl.agents import ALGORITHMS
-
         self._convert_fields("invalid config")
 
         def bad(name: str, allowed: str) -> None:
@@ -279,13 +277,8 @@ class Config:
                 f"invalid config: {name}={getattr(self, name)!r}; {name} must be {allowed}."
             )
 
-        if self.algo not in ALGORITHMS:
-            close = difflib.get_close_matches(str(self.algo), list(ALGORITHMS), n=1)
-            hint = f" (did you mean '{close[0]}'?)" if close else ""
-            raise ConfigError(
-                f"unknown algorithm '{self.algo}'{hint}; choose one of: "
-                f"{', '.join(sorted(ALGORITHMS))}."
-            )
+        if not self.algo or not isinstance(self.algo, str):
+            bad("algo", "an algorithm name such as 'ppo' (see `xiaoyarl list`)")
         if not self.env_id or not isinstance(self.env_id, str):
             bad("env_id", "a built-in env name or a gymnasium id such as 'CartPole-v1'")
         if self.backend not in BACKENDS:
@@ -346,23 +339,6 @@ class Config:
                 bad(name, "a finite number >= 0")
         if not 0 <= self.h_term_drop < 1:
             bad("h_term_drop", "in [0, 1)")
-        if self.h_term and self.algo not in H_TERM_ALGOS:
-            raise ConfigError(
-                f"invalid config: h_term=True does not apply to {self.algo}: the H-term adds to "
-                f"the objective of a policy network's log-probabilities; it is available for "
-                f"{', '.join(H_TERM_ALGOS)}. Remove the setting."
-            )
-        if self.h_term and self.algo in H_TERM_NOISE_ALGOS and self.explore_noise_std <= 0:
-            raise ConfigError(
-                f"invalid config: explore_noise_std={self.explore_noise_std!r} with h_term=True "
-                f"on {self.algo}: the H-term needs the exploration density N(actor(s), "
-                f"explore_noise_std^2), which has no log-probability without noise; set "
-                f"explore_noise_std > 0 or h_term off (the default noise is 0.1)."
-            )
-        off_policy = (ALGORITHMS[self.algo][0] or ALGORITHMS[self.algo][1]).if_off_policy
-        on_policy = not off_policy
-        if self.algo == "redq" and self.num_critics and self.redq_subset > self.num_critics:
-            bad("redq_subset", f"at most num_critics ({self.num_critics})")
         if self.net_dims is not None and (not self.net_dims or any(d < 1 for d in self.net_dims)):
             bad("net_dims", "a non-empty list of positive layer widths, e.g. [64, 64]")
         lr = self.learning_rate
@@ -385,127 +361,9 @@ class Config:
             bad("confirm_episodes", "a non-negative integer (0: no confirming evaluation)")
         if self.state_norm_clip is not None and not self.state_norm_clip > 0:
             bad("state_norm_clip", "a number > 0 (or null for no clamp)")
-        if self.reward_norm and off_policy and self.algo not in ("vdn", "qmix"):
-            raise ConfigError(
-                f"invalid config: reward_norm=True does not apply to {self.algo}: reward "
-                f"normalisation is part of the on-policy agents (ppo, a2c). Remove the setting."
-            )
         if self.target_return is not None and not math.isfinite(self.target_return):
             bad("target_return", "a finite number (or null for the env's own target)")
-        if on_policy and None not in (self.num_envs, self.horizon_len, self.batch_size):
-            rollout = self.num_envs * self.horizon_len
-            if self.batch_size > rollout:
-                raise ConfigError(
-                    f"invalid config: batch_size={self.batch_size} is larger than one rollout "
-                    f"(num_envs * horizon_len = {self.num_envs} * {self.horizon_len} = {rollout}); "
-                    f"lower batch_size or raise horizon_len / num_envs."
-                )
         return self
-
-    def resolve(self, batched: bool, device_type: str = "cpu") -> Config:
-        """A copy with every `None` default filled in for this algorithm, backend and device
-        type ("cpu" or "cuda"), validated. `batched`: the env steps its sub-envs as one tensor
-        program (torch-native, or MuJoCo Playground's JAX), so it gets the batched defaults."""
-        self.validate()
-        resolved = dataclasses.replace(self)
-        for name, value in _auto_defaults(resolved, batched, device_type).items():
-            if getattr(resolved, name) is None:
-                setattr(resolved, name, value)
-        return resolved.validate()
-
-
-def ignored_fields(config: Config) -> list[str]:
-    """Fields set away from their default that `config.algo` (or its runner) never reads, e.g.
-    `per` for PPO: each agent class lists the algorithm-specific fields it reads."""
-    from xiaoyarl.agents import ALGORITHMS
-
-    classes = [c for pair in ALGORITHMS.values() for c in pair if c is not None]
-    specific = set().union(*(c.config_fields for c in classes))
-    read = set().union(*(c.config_fields for c in ALGORITHMS[config.algo] if c is not None))
-    if config.runner != "parallel":
-        specific |= {"num_workers", "restart_workers", "worker_timeout"}
-    default = Config()
-    return sorted(
-        name for name in specific - read if getattr(config, name) != getattr(default, name)
-    )
-
-
-def _auto_defaults(config: Config, batched: bool, device_type: str = "cpu") -> dict:
-    """Defaults that depend on the algorithm, env backend and device (where a field is None).
-
-    On-policy: a PPO rollout holds at least 1,024 transitions (e.g. 8 sub-envs x 128 steps),
-    cut into 4 mini-batches for 4 epochs. On a GPU batched envs (torch-native, Playground's
-    JAX tasks) get 1,024 sub-envs (16 steps each), since more sub-envs cost next to nothing
-    there; on a CPU the network update
-    dominates, so they get 16 sub-envs and gymnasium envs 8, with longer horizons: fewer env
-    steps per update learn more per second of CPU. A2C takes one gradient step per short
-    rollout, as in its paper. Observations and rewards are normalised with running statistics.
-    Evaluations every 20,000 env steps, or every 8 rollouts where rollouts are larger.
-    Off-policy: a few sub-envs, one gradient step of 256 transitions per env step (REDQ: 4, its
-    update-to-data ratio G; the paper uses 20, which is slow on a CPU), no normalisation, and
-    evaluations every 2,000 env steps, since these algorithms learn within tens of thousands.
-    Q-learning (DQN, Double DQN, D3QN) takes less gradient work, as its usual settings do: one
-    step of 64 transitions per 2 env steps on [64, 64] networks (Stable-Baselines3's DQN
-    network) at lr 1e-3; its cheap gradient steps leave acting a large share of the time, so
-    gymnasium envs get 4 sub-envs (2 steps each per rollout) instead of 1 (measured in
-    BENCHMARKS.md: 4 sub-envs also cost SAC and TD3 more env steps on Pendulum, so they keep 1).
-    """
-    from xiaoyarl.agents import ALGORITHMS, AgentDQN
-
-    continuous, discrete = ALGORITHMS[config.algo]
-    off_policy = (continuous or discrete).if_off_policy
-    if off_policy and discrete is not None and issubclass(discrete, AgentDQN):
-        return {
-            "num_envs": config.num_envs or (16 if batched else 4),
-            "horizon_len": 1 if batched else 2,
-            "batch_size": 64,
-            "repeat_times": 0.5,
-            "learning_rate": 1e-3,
-            "net_dims": [64, 64],
-            "state_norm": False,
-            "reward_norm": False,
-            "eval_every": 2_000,
-        }
-    if off_policy:
-        return {
-            "num_envs": config.num_envs or (16 if batched else 1),
-            "horizon_len": 1 if batched else 8,
-            "batch_size": 256,
-            "repeat_times": 4.0 if config.algo == "redq" else 1.0,
-            "learning_rate": 3e-4,
-            "net_dims": [256, 256],
-            "state_norm": False,
-            "reward_norm": False,
-            "num_critics": {"ddpg": 1, "maddpg": 1, "redq": 10}.get(config.algo, 2),
-            "eval_every": 2_000,
-        }
-    num_envs = config.num_envs or ((1024 if device_type == "cuda" else 16) if batched else 8)
-    common = {"num_envs": num_envs, "net_dims": [64, 64], "state_norm": True, "reward_norm": True}
-    if config.algo == "a2c":
-        horizon_len = config.horizon_len or 8
-        return {
-            **common,
-            "eval_every": _on_policy_eval_every(num_envs * horizon_len),
-            "horizon_len": horizon_len,
-            "batch_size": num_envs * horizon_len,
-            "repeat_times": 1.0,
-            "learning_rate": 7e-4,
-        }
-    horizon_len = config.horizon_len or max(16, 1024 // num_envs)
-    return {
-        **common,
-        "eval_every": _on_policy_eval_every(num_envs * horizon_len),
-        "horizon_len": horizon_len,
-        "batch_size": max(1, num_envs * horizon_len // 4),
-        "repeat_times": 4.0,
-        "learning_rate": 3e-4,
-    }
-
-
-def _on_policy_eval_every(rollout: int) -> int:
-    """Every 20k env steps, or every 8 rollouts where rollouts are larger (1,024 sub-envs on a
-    GPU), so that evaluating (sequential episodes) does not take longer than training."""
-    return max(20_000, 8 * rollout)
 
 
 def saved_run_values(saved: dict) -> dict:

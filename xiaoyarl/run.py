@@ -12,7 +12,8 @@ from pathlib import Path
 import torch
 
 from xiaoyarl.agents import agent_class
-from xiaoyarl.config import Config, ignored_fields, saved_run_values
+from xiaoyarl.agents.settings import check_config, ignored_fields, resolve_config
+from xiaoyarl.config import Config, saved_run_values
 from xiaoyarl.envs import is_batched, is_torch_native, make_env
 from xiaoyarl.envs.base import EnvSpec, VecEnv
 from xiaoyarl.envs.multi import (
@@ -124,7 +125,7 @@ def train_agent(
     ranks = distributed.rank_from_environment()  # (rank, world, local rank) under torchrun
     main = ranks is None or ranks[0] == 0
     console = Console(log if main else None)
-    config.validate()
+    check_config(config)
     for name in ignored_fields(config) if main else ():
         warn(f"{name}={getattr(config, name)!r} is ignored by {config.algo} (see `xiaoyarl list "
              f"--fields` for the fields each algorithm reads)")  # fmt: skip
@@ -146,7 +147,9 @@ def train_agent(
             )
         if device.type == "cuda":
             device = torch.device("cuda", ranks[2])  # one GPU per rank of this machine
-    config = config.resolve(torch_native or is_batched(config.env_id, config.backend), device.type)
+    config = resolve_config(
+        config, torch_native or is_batched(config.env_id, config.backend), device.type
+    )
     threads = choose_threads(config.threads)
     torch.set_num_threads(threads)
     check_logger_packages(config)

@@ -153,6 +153,13 @@ class AgentBase:
         (recurrent agents replay whole episodes instead)."""
         return self.buffer.sample(self.config.batch_size)
 
+    @classmethod
+    def defaults(cls, config: Config, batched: bool, device_type: str) -> dict:
+        """This algorithm's values for the fields of `config` left at None (num_envs,
+        horizon_len, batch_size, ...), for a batched env or not, on device type "cpu" or
+        "cuda" (`agents/settings.py` applies them)."""
+        raise NotImplementedError(f"{cls.__name__} gives no defaults")
+
     # --- the H-term add-on (`agents/hterm.py`) ---
     def h_term_observe(self, rollout: NamedTuple) -> None:
         """Give the H-term's buffer the rollout's episodes (when the add-on is on); with

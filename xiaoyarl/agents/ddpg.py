@@ -27,6 +27,26 @@ class AgentDDPG(AgentBase):
                                                          "target_q_reduce"}  # fmt: skip
     actor_class: type[nn.Module] = Actor
     uses_target_actor = True
+    default_num_critics = 1  # critics unless `num_critics` says otherwise
+    default_repeat_times = 1.0  # gradient steps per env step unless `repeat_times` says otherwise
+
+    @classmethod
+    def defaults(cls, config: Config, batched: bool, device_type: str) -> dict:
+        """A few sub-envs, one gradient step of 256 transitions per env step on [256, 256]
+        networks, no normalisation, and evaluations every 2,000 env steps, since these
+        algorithms learn within tens of thousands."""
+        return {
+            "num_envs": config.num_envs or (16 if batched else 1),
+            "horizon_len": 1 if batched else 8,
+            "batch_size": 256,
+            "repeat_times": cls.default_repeat_times,
+            "learning_rate": 3e-4,
+            "net_dims": [256, 256],
+            "state_norm": False,
+            "reward_norm": False,
+            "num_critics": cls.default_num_critics,
+            "eval_every": 2_000,
+        }
 
     def __init__(
         self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True

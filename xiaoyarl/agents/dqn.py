@@ -27,6 +27,26 @@ class AgentDQN(AgentBase):
     config_fields = OFF_POLICY_FIELDS | {"explore_rate", "explore_decay_steps"}
     qnet_class: type[QNet] = QNet
 
+    @classmethod
+    def defaults(cls, config: Config, batched: bool, device_type: str) -> dict:
+        """Less gradient work than the actor-critics, as Q-learning's usual settings: one step
+        of 64 transitions per 2 env steps on [64, 64] networks (Stable-Baselines3's DQN network)
+        at lr 1e-3; its cheap gradient steps leave acting a large share of the time, so
+        gymnasium envs get 4 sub-envs (2 steps each per rollout) instead of 1 (measured in
+        BENCHMARKS.md: 4 sub-envs cost SAC and TD3 more env steps on Pendulum, so they keep 1).
+        Evaluations every 2,000 env steps."""
+        return {
+            "num_envs": config.num_envs or (16 if batched else 4),
+            "horizon_len": 1 if batched else 2,
+            "batch_size": 64,
+            "repeat_times": 0.5,
+            "learning_rate": 1e-3,
+            "net_dims": [64, 64],
+            "state_norm": False,
+            "reward_norm": False,
+            "eval_every": 2_000,
+        }
+
     def __init__(
         self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True
     ) -> None:

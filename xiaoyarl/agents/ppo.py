@@ -31,6 +31,21 @@ class Rollout(NamedTuple):
     next_states: torch.Tensor  # (T, N, S): the state each step reached, before any auto-reset
 
 
+def on_policy_num_envs(config: Config, batched: bool, device_type: str) -> int:
+    """Sub-envs of an on-policy run: 1,024 batched on a GPU, 16 batched on a CPU, 8 gymnasium."""
+    return config.num_envs or ((1024 if device_type == "cuda" else 16) if batched else 8)
+
+
+def on_policy_common(num_envs: int) -> dict:
+    return {"num_envs": num_envs, "net_dims": [64, 64], "state_norm": True, "reward_norm": True}
+
+
+def on_policy_eval_every(rollout: int) -> int:
+    """Every 20k env steps, or every 8 rollouts where rollouts are larger (1,024 sub-envs on a
+    GPU), so that evaluating (sequential episodes) does not take longer than training."""
+    return max(20_000, 8 * rollout)
+
+
 class AgentPPO(AgentBase):
     """PPO with a Gaussian actor, a state-value critic, GAE and the clipped surrogate objective."""
 
@@ -39,6 +54,25 @@ class AgentPPO(AgentBase):
     config_fields = H_TERM_FIELDS | {"ratio_clip", "lambda_gae_adv", "lambda_entropy",
                                      "reward_norm"}  # fmt: skip
     actor_class: type[torch.nn.Module] = ActorPPO
+
+    @classmethod
+    def defaults(cls, config: Config, batched: bool, device_type: str) -> dict:
+        """A rollout of at least 1,024 transitions (e.g. 8 sub-envs x 128 steps), cut into 4
+        mini-batches for 4 epochs. On a GPU batched envs (torch-native, Playground's JAX tasks)
+        get 1,024 sub-envs (16 steps each), since more sub-envs cost next to nothing there; on a
+        CPU the network update dominates, so they get 16 sub-envs and gymnasium envs 8, with
+        longer horizons: fewer env steps per update learn more per second of CPU. Observations
+        and rewards are normalised with running statistics."""
+        num_envs = on_policy_num_envs(config, batched, device_type)
+        horizon_len = config.horizon_len or max(16, 1024 // num_envs)
+        return {
+            **on_policy_common(num_envs),
+            "eval_every": on_policy_eval_every(num_envs * horizon_len),
+            "horizon_len": horizon_len,
+            "batch_size": max(1, num_envs * horizon_len // 4),
+            "repeat_times": 4.0,
+            "learning_rate": 3e-4,
+        }
 
     def __init__(
         self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True
@@ -249,6 +283,20 @@ class AgentA2C(AgentPPO):
     one gradient step on each short rollout (see `Config` defaults for `a2c`)."""
 
     config_fields = AgentPPO.config_fields - {"ratio_clip"}  # differs: no clipped ratio
+
+    @classmethod
+    def defaults(cls, config: Config, batched: bool, device_type: str) -> dict:
+        # differs: one gradient step on each short rollout (8 steps), as in its paper, lr 7e-4
+        num_envs = on_policy_num_envs(config, batched, device_type)
+        horizon_len = config.horizon_len or 8
+        return {
+            **on_policy_common(num_envs),
+            "eval_every": on_policy_eval_every(num_envs * horizon_len),
+            "horizon_len": horizon_len,
+            "batch_size": num_envs * horizon_len,
+            "repeat_times": 1.0,
+            "learning_rate": 7e-4,
+        }
 
     def actor_objective(
         self, ratio: torch.Tensor, advantage: torch.Tensor, logprob: torch.Tensor

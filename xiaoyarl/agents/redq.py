@@ -17,6 +17,8 @@ class AgentREDQ(AgentSAC):
     per G critic steps."""
 
     config_fields = (AgentSAC.config_fields - {"target_q_reduce"}) | {"redq_subset"}
+    default_num_critics = 10  # differs: the ensemble, N = 10 as in the paper
+    default_repeat_times = 4.0  # differs: G = 4 (the paper's 20 is slow on a CPU)
 
     def reduce_target_q(self, q: torch.Tensor) -> torch.Tensor:
         # differs: minimum over a random subset of M of the N target critics

@@ -17,6 +17,7 @@ class AgentTD3(AgentDDPG):
 
     config_fields = AgentDDPG.config_fields | {"policy_noise_std", "policy_noise_clip",
                                                "policy_delay"}  # fmt: skip
+    default_num_critics = 2  # differs: clipped double Q
 
     def target_action(self, next_states: torch.Tensor) -> torch.Tensor:
         # differs: clipped Gaussian noise smooths the target policy

@@ -42,6 +42,7 @@ from pathlib import Path
 import torch
 import yaml
 
+from xiaoyarl.agents.settings import check_config
 from xiaoyarl.config import Config
 from xiaoyarl.errors import CheckpointError, ConfigError
 from xiaoyarl.population.leaderboard import Leaderboard, locked, read_json, write_json
@@ -116,7 +117,7 @@ class PopulationConfig:
             raise ConfigError(f"fuse_top={self.fuse_top} fuses members' networks, so their "
                               f"architecture cannot be searched ({', '.join(space.structural())}"
                               f" in the search space).")  # fmt: skip
-        config.validate()
+        check_config(config)
         return self
 
     def to_dict(self) -> dict:

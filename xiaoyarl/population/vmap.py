@@ -35,6 +35,7 @@ from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
 from xiaoyarl.agents.ppo import AgentPPO, Rollout
+from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.config import Config
 from xiaoyarl.core.returns import clipped_surrogate, compute_gae
 from xiaoyarl.envs import is_torch_native
@@ -411,7 +412,7 @@ class VmapSlot(Slot):
             config = self.p.member_config(t["member"], t["seed"], t["hparams"], t["max_steps"])
             device = resolve_device(config.device)
             backend = config.backend
-            config = config.resolve(is_torch_native(config.env_id, backend), device.type)
+            config = resolve_config(config, is_torch_native(config.env_id, backend), device.type)
             path = self.p.member_dir(t["member"]) / "checkpoint" / "state.pt"
             checkpoints.append(load_plain(path) if path.is_file() else None)
             configs.append(config)

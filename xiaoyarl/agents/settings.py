@@ -1,0 +1,102 @@
+"""The settings a run trains with: each algorithm's checks and automatic defaults on top of the
+field-by-field checks of `Config.validate`. The defaults themselves belong to the agents
+(`AgentPPO.defaults`, `AgentA2C.defaults`, `AgentDQN.defaults`, `AgentDDPG.defaults`); this
+module finds the agent of `config.algo` and applies them, so that the config knows no
+algorithm."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+
+from xiaoyarl.agents import ALGORITHMS
+from xiaoyarl.agents.base import AgentBase
+from xiaoyarl.config import Config
+from xiaoyarl.errors import ConfigError
+
+# the agents whose actor the H-term add-on (`h_term`) extends
+H_TERM_ALGOS = ("ppo", "a2c", "ddpg", "td3", "sac", "modsac", "redq")
+# those whose H-term density is their Gaussian exploration noise (`AgentDDPG.h_term_logprob`)
+H_TERM_NOISE_ALGOS = ("ddpg", "td3")
+
+
+def agent_of(config: Config) -> type[AgentBase]:
+    """The agent class of `config.algo` (its continuous-action one where it has both: both
+    read the same settings); a `ConfigError` with the closest names for an unknown algorithm."""
+    if config.algo not in ALGORITHMS:
+        close = difflib.get_close_matches(str(config.algo), list(ALGORITHMS), n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise ConfigError(
+            f"unknown algorithm '{config.algo}'{hint}; choose one of: "
+            f"{', '.join(sorted(ALGORITHMS))}."
+        )
+    continuous, discrete = ALGORITHMS[config.algo]
+    return continuous or discrete
+
+
+def check_config(config: Config) -> Config:
+    """`config.validate()`, then what depends on the algorithm: a message naming the field, the
+    value and what is allowed. Returns `config`."""
+    config.validate()
+    agent = agent_of(config)
+    if config.h_term and config.algo not in H_TERM_ALGOS:
+        raise ConfigError(
+            f"invalid config: h_term=True does not apply to {config.algo}: the H-term adds to "
+            f"the objective of a policy network's log-probabilities; it is available for "
+            f"{', '.join(H_TERM_ALGOS)}. Remove the setting."
+        )
+    if config.h_term and config.algo in H_TERM_NOISE_ALGOS and config.explore_noise_std <= 0:
+        raise ConfigError(
+            f"invalid config: explore_noise_std={config.explore_noise_std!r} with h_term=True "
+            f"on {config.algo}: the H-term needs the exploration density N(actor(s), "
+            f"explore_noise_std^2), which has no log-probability without noise; set "
+            f"explore_noise_std > 0 or h_term off (the default noise is 0.1)."
+        )
+    if config.algo == "redq" and config.num_critics and config.redq_subset > config.num_critics:
+        raise ConfigError(
+            f"invalid config: redq_subset={config.redq_subset!r}; redq_subset must be at most "
+            f"num_critics ({config.num_critics})."
+        )
+    if config.reward_norm and agent.if_off_policy and config.algo not in ("vdn", "qmix"):
+        raise ConfigError(
+            f"invalid config: reward_norm=True does not apply to {config.algo}: reward "
+            f"normalisation is part of the on-policy agents (ppo, a2c). Remove the setting."
+        )
+    if not agent.if_off_policy and None not in (
+        config.num_envs, config.horizon_len, config.batch_size
+    ):  # fmt: skip
+        rollout = config.num_envs * config.horizon_len
+        if config.batch_size > rollout:
+            raise ConfigError(
+                f"invalid config: batch_size={config.batch_size} is larger than one rollout "
+                f"(num_envs * horizon_len = {config.num_envs} * {config.horizon_len} = "
+                f"{rollout}); lower batch_size or raise horizon_len / num_envs."
+            )
+    return config
+
+
+def resolve_config(config: Config, batched: bool, device_type: str = "cpu") -> Config:
+    """A copy of `config` with every `None` default filled in by its algorithm's agent for this
+    backend and device type ("cpu" or "cuda"), checked. `batched`: the env steps its sub-envs
+    as one tensor program (torch-native, or MuJoCo Playground's JAX), so it gets the batched
+    defaults."""
+    check_config(config)
+    resolved = dataclasses.replace(config)
+    for name, value in agent_of(config).defaults(resolved, batched, device_type).items():
+        if getattr(resolved, name) is None:
+            setattr(resolved, name, value)
+    return check_config(resolved)
+
+
+def ignored_fields(config: Config) -> list[str]:
+    """Fields set away from their default that `config.algo` (or its runner) never reads, e.g.
+    `per` for PPO: each agent class lists the algorithm-specific fields it reads."""
+    classes = [c for pair in ALGORITHMS.values() for c in pair if c is not None]
+    specific = set().union(*(c.config_fields for c in classes))
+    read = set().union(*(c.config_fields for c in ALGORITHMS[config.algo] if c is not None))
+    if config.runner != "parallel":
+        specific |= {"num_workers", "restart_workers", "worker_timeout"}
+    default = Config()
+    return sorted(
+        name for name in specific - read if getattr(config, name) != getattr(default, name)
+    )
