@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
+import warnings
 
 import gymnasium
 import numpy as np
@@ -200,6 +201,22 @@ def test_broken_env_reports_its_error(name, words):
     assert all(isinstance(p, Problem) and p.severity in ("error", "warning") for p in problems)
     matching = [m for m in errors(problems) if all(w in m for w in words)]
     assert matching, format_report(name, problems)
+
+
+@pytest.mark.parametrize("name", ["NanObs", "TimeLimitAsTermination", "StepRaises"])
+def test_gymnasium_check_env_passes_what_this_checker_is_kept_for(name):
+    """Why check.py keeps its own raw-env checks (its comment says so): gymnasium's check_env
+    steps once, so it passes these broken envs, which `check_env` reports as errors."""
+    from gymnasium.utils.env_checker import check_env as gymnasium_check_env
+
+    env = gymnasium.make(f"{NS}/{name}-v0", disable_env_checker=True)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            gymnasium_check_env(env.unwrapped, skip_render_check=True)  # raises nothing
+    finally:
+        env.close()
+    assert errors(check(name)), name
 
 
 def test_observation_outside_bounds_is_only_a_warning():

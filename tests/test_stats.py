@@ -14,9 +14,12 @@ def test_iqm_is_the_mean_of_the_middle_half():
 
 
 def test_iqm_matches_scipy_trim_mean():
+    """To rounding: scipy partitions where `iqm` sorts, so the last bit can differ."""
     scipy_stats = pytest.importorskip("scipy.stats")
-    x = np.random.default_rng(0).normal(size=37)
-    assert iqm(x) == pytest.approx(scipy_stats.trim_mean(x, 0.25))
+    rng = np.random.default_rng(0)
+    for n in [*range(1, 41), 101, 1000]:
+        x = rng.normal(100.0, 50.0, size=n)
+        assert iqm(x) == pytest.approx(scipy_stats.trim_mean(x, 0.25), rel=1e-14, abs=0)
 
 
 def test_cvar_of_the_worst_quarter():
@@ -35,6 +38,29 @@ def test_bootstrap_interval_of_the_mean_matches_the_normal_approximation():
     half = 1.96 * x.std() / np.sqrt(x.size)
     assert low == pytest.approx(x.mean() - half, abs=0.03)
     assert high == pytest.approx(x.mean() + half, abs=0.03)
+
+
+def test_bootstrap_matches_scipy_percentile_bootstrap():
+    """From the same generator scipy draws the same resamples: the intervals agree to rounding."""
+    pytest.importorskip("scipy", minversion="1.15")  # bootstrap's `rng` argument
+    from scipy import stats as scipy_stats
+
+    def mean(s, axis):
+        return np.mean(s, axis=axis)
+
+    def trimmed(s, axis):
+        return scipy_stats.trim_mean(s, 0.25, axis=axis)
+
+    x = np.random.default_rng(2).normal(3.0, 2.0, size=12)
+    for statistic, vectorized in ((np.mean, mean), (iqm, trimmed)):
+        for seed in (0, 5):
+            ours = bootstrap_ci(x, statistic, resamples=2000, seed=seed)
+            rng = np.random.default_rng(seed)
+            result = scipy_stats.bootstrap(
+                (x,), vectorized, n_resamples=2000, rng=rng, method="percentile"
+            )
+            low, high = result.confidence_interval
+            assert ours == pytest.approx((low, high), rel=1e-12, abs=0)
 
 
 def test_bootstrap_interval_edge_cases():

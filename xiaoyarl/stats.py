@@ -28,6 +28,8 @@ def _scores(values: Sequence[float] | np.ndarray) -> np.ndarray:
 def iqm(values: Sequence[float] | np.ndarray) -> float:
     """Interquartile mean: the mean of the middle half, floor(n / 4) scores cut from each end
     (`scipy.stats.trim_mean(x, 0.25)`, as rliable computes it)."""
+    # Not scipy.stats.trim_mean: it can differ in the last bit (it partitions where this sorts), and
+    # scipy is not a core dependency (tests/test_stats.py compares the two).
     x = np.sort(_scores(values))
     cut = x.size // 4
     return float(x[cut : x.size - cut].mean())
@@ -53,6 +55,8 @@ def bootstrap_ci(values: Sequence[float] | np.ndarray,
                  resamples: int = 10_000, seed: int = 0) -> tuple[float, float]:  # fmt: skip
     """Percentile bootstrap interval of `statistic` over the scores (seeds resampled with
     replacement `resamples` times)."""
+    # Not scipy.stats.bootstrap: from this rng it draws the same resamples but can differ in the
+    # last bit, and scipy is not a core dependency (tests/test_stats.py compares the two).
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     x = _scores(values)

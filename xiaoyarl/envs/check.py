@@ -136,6 +136,8 @@ def format_report(env_id: str, problems: list[Problem]) -> str:
 
 
 # --- 1. the raw gymnasium env -------------------------------------------------------------------
+# Not gymnasium's check_env: it steps once and stops at its first failure, so NaN observations,
+# a time limit reported as a termination and a later exception pass it (tests/test_env_checker.py).
 def _check_gymnasium(env_id: str, seed: int, steps: int | None, found: _Findings) -> bool:
     """Check one raw `gymnasium.make` instance; False when xiaoyarl cannot use its spaces."""
     try:

@@ -26,6 +26,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+# Not empyrical (unmaintained since 2020) nor its fork empyrical-reloaded: it needs Python 3.11+,
+# pandas and scipy, compounds returns (so the last bits differ) and gives NaN for a flat series.
 TRADING_DAYS = 252
 
 

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+# Not tqdm or rich: piped to a log file, tqdm writes its redraws as one '\r'-joined line and rich
+# nothing until the end; rich's speed cannot pause for evaluations, tqdm's unpause() drops training.
 LIVE_EVERY = 0.2  # seconds between redraws of the bar on a terminal
 LINES_EVERY = 5.0  # seconds between progress lines when output is not a terminal
 _STARTED = time.monotonic()  # fallback for `process_seconds` where /proc is not there
