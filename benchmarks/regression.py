@@ -82,9 +82,7 @@ def run_numbers(name: str, root: Path) -> dict:
     """Train run `name` into `root / name` and return its numbers: every `recorder.csv` under the
     run folder (a population has one per member) without its wall-clock column."""
     folder = root / name
-    is_population = RUNS[name][0] == "population"
-    where = ["--out" if is_population else "--cwd", str(folder)]
-    command = [sys.executable, "-m", "xiaoyarl", *RUNS[name], *COMMON, *where]
+    command = [sys.executable, "-m", "xiaoyarl", *RUNS[name], *COMMON, "--cwd", str(folder)]
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, timeout=1200)
     if done.returncode != 0:

@@ -52,7 +52,7 @@ def vmapped(root: Path, members: int, budget: int, threads: int, device: str,
                      "--members", str(members), "--population-backend", "vmap", "--quiet",
                      "--max-steps", str(budget), "--generation-steps", str(budget),
                      "--select-fraction", "0", "--target-return", "none", "--threads",
-                     str(threads), "--device", device, "--out", str(out), "--summary-json",
+                     str(threads), "--device", device, "--cwd", str(out), "--summary-json",
                      str(summary)], timeout)  # fmt: skip
     result = json.loads(summary.read_text())
     scores = [m["score"] for m in result["members"].values()]

@@ -263,3 +263,104 @@ def test_list_fields_names_the_automatic_values_per_algorithm(capsys):
             for value in values:
                 assert f"{value:g}" in line, (field, algo, value, text)
     assert "torch-native" in block("horizon_len") and "gymnasium" in block("horizon_len")
+
+
+# The flags every command that starts runs takes, spelled alike (#28: one CLI grammar).
+RUN_FLAGS = ("--cwd", "--backend", "--device", "--threads", "--seed", "--set", "--config",
+             "--resume", "--summary-json", "--quiet")  # fmt: skip
+TINY_POPULATION = ["population", "ppo", "CartPole-v1", "--members", "2", "--population-backend",
+                   "vmap", "--max-steps", "1024", "--generation-steps", "1024",
+                   "--select-fraction", "0", "--target-return", "none", *TINY]  # fmt: skip
+
+
+def _options(command: str) -> dict:
+    """`xiaoyarl COMMAND`'s options: option string -> its argparse action."""
+    import argparse
+
+    from xiaoyarl.cli import _parser
+
+    commands = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return {s: a for a in commands.choices[command]._actions for s in a.option_strings}
+
+
+def test_train_and_population_take_the_run_flags_alike(capsys):
+    """`population` takes each run flag of `train` with the same spelling, type, default and
+    metavar, and its --help lists them (not the old --out)."""
+    import re
+
+    from xiaoyarl.cli import main
+
+    train, population = _options("train"), _options("population")
+    for flag in RUN_FLAGS:
+        assert flag in train and flag in population, flag
+        a, b = train[flag], population[flag]
+        assert type(a) is type(b) and a.help and b.help, flag
+        for what in ("dest", "type", "default", "nargs", "const", "choices", "metavar"):
+            assert getattr(a, what) == getattr(b, what), (flag, what)
+    with pytest.raises(SystemExit):
+        main(["population", "--help"])
+    shown = set(re.findall(r"--[a-z][a-z-]*", capsys.readouterr().out))
+    assert set(RUN_FLAGS) <= shown, set(RUN_FLAGS) - shown
+    assert "--out" not in shown  # still accepted for a release, no longer offered
+
+
+def test_population_out_still_works_with_a_deprecation_note(tmp_path):
+    out = tmp_path / "pop"
+    result = cli(*TINY_POPULATION, "--out", str(out), "--quiet")
+    assert result.returncode == 0, result.stderr[-2000:]
+    note = "--out is deprecated and will be removed in the next release: use --cwd"
+    lines = [line for line in result.stderr.splitlines() if "deprecated" in line]
+    assert len(lines) == 1 and note in lines[0], result.stderr
+    assert (out / "population.yaml").is_file() and (out / "members" / "member-01").is_dir()
+
+
+def test_population_refuses_out_and_cwd_together(tmp_path, capsys):
+    from xiaoyarl.cli import main
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert main([*TINY_POPULATION, "--out", str(a), "--cwd", str(b)]) == 2
+    err = capsys.readouterr().err
+    assert "xiaoyarl: error: " in err and "--out" in err and "--cwd" in err, err
+    assert not a.exists() and not b.exists()
+
+
+def test_population_backend_and_run_flags_reach_every_member(tmp_path):
+    """--backend (and the other run flags) set the members' config, as they set train's; the
+    population's folder is --cwd and each member's run folder lies under it."""
+    from xiaoyarl.cli import _parser, _population_settings
+    from xiaoyarl.population.schemes import Population
+
+    folder = tmp_path / "pop"
+    args = _parser().parse_args(["population", "ppo", "CartPole-v1", "--backend", "gymnasium",
+                                 "--device", "cpu", "--threads", "2", "--seed", "3", "--set",
+                                 "gamma=0.9", "--cwd", str(folder)])  # fmt: skip
+    config, pop, where = _population_settings(args)
+    assert where == folder
+    Population.create_or_join(where, config, pop, resume=False, joining=False)
+    member = Population(folder).member_config("member-01", 3001, {}, 1024)
+    assert (member.backend, member.device, member.threads, member.gamma) == (
+        "gymnasium", "cpu", 2, 0.9)  # fmt: skip
+    assert member.cwd == str(folder / "members" / "member-01")
+
+
+def test_population_resume_names_its_folder_as_train_does(tmp_path):
+    """`--resume DIR`, or `--resume` with --cwd (or the default folder of ALGO ENV), continue
+    a population; --resume DIR with another --cwd is refused, as for train."""
+    from xiaoyarl.cli import _parser, _population_settings
+    from xiaoyarl.errors import ConfigError
+    from xiaoyarl.population.schemes import Population
+
+    folder = tmp_path / "pop"
+    args = _parser().parse_args(["population", "ppo", "CartPole-v1", "--backend", "gymnasium",
+                                 "--cwd", str(folder)])  # fmt: skip
+    config, pop, where = _population_settings(args)
+    Population.create_or_join(where, config, pop, resume=False, joining=False)
+    for argv in (["--resume", str(folder)], ["--resume", "--cwd", str(folder)],
+                 ["--resume", str(folder), "--cwd", str(folder)]):  # fmt: skip
+        config, _, where = _population_settings(_parser().parse_args(["population", *argv]))
+        assert where == folder and config.backend == "gymnasium", argv
+    elsewhere = ["population", "--resume", str(folder), "--cwd", str(tmp_path / "other")]
+    with pytest.raises(ConfigError, match="two folders"):
+        _population_settings(_parser().parse_args(elsewhere))
+    with pytest.raises(ConfigError, match="no population"):
+        _population_settings(_parser().parse_args(["population", "--resume", str(tmp_path)]))

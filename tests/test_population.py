@@ -123,7 +123,7 @@ def test_generational_population_exploits_and_explores(tmp_path):
     out = tmp_path / "pop"
     result = _cli("ppo", "CartPole-v1", "--members", "2", "--workers", "2", "--max-steps",
                   "6144", "--generation-steps", "2048", "--select-fraction", "0.5",
-                  "--search", str(space), "--out", str(out), "--target-return", "none",
+                  "--search", str(space), "--cwd", str(out), "--target-return", "none",
                   "--summary-json", str(tmp_path / "summary.json"))  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     rows = read_population_csv(out)
@@ -180,7 +180,7 @@ def test_tournament_replaces_a_killed_member_and_keeps_the_leaderboard(tmp_path)
         [sys.executable, "-m", "xiaoyarl", "population", "ppo", "CartPole-v1", "--scheme",
          "tournament", "--members", "4", "--workers", "4", "--max-steps", "40000",
          "--pod-steps", "10000",
-         "--out", str(out), "--target-return", "none"],
+         "--cwd", str(out), "--target-return", "none"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -244,7 +244,7 @@ def test_generations_measured_in_seconds(tmp_path):
     # 0.5 s generations against a budget that takes seconds even on a fast, idle machine (a
     # member trains PPO CartPole at ~20k env steps/s here: 30k steps once fitted in 1.5 s)
     result = _cli("ppo", "CartPole-v1", "--members", "2", "--workers", "2", "--max-steps",
-                  "60000", "--generation-seconds", "0.5", "--out", str(out), "--target-return",
+                  "60000", "--generation-seconds", "0.5", "--cwd", str(out), "--target-return",
                   "none")  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     rows = [r for r in read_population_csv(out) if r["event"] == "trained"]
@@ -260,7 +260,7 @@ def test_generations_measured_in_seconds(tmp_path):
     (["--perturb-factors", "0.5", "-1"], "perturb_factors=.*expected positive factors"),
 ])  # fmt: skip
 def test_bad_explore_options_get_a_clear_error(tmp_path, option, words):
-    result = _cli("ppo", "CartPole-v1", "--out", str(tmp_path / "pop"), *option)
+    result = _cli("ppo", "CartPole-v1", "--cwd", str(tmp_path / "pop"), *option)
     assert result.returncode != 0
     assert re.search(words, result.stderr), result.stderr[-2000:]
     assert not (tmp_path / "pop").exists()  # refused before anything was written

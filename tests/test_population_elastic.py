@@ -31,7 +31,7 @@ def _launcher(port: int, out: Path, log: Path) -> subprocess.Popen:
             "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "elastic-test",
             "--rdzv-conf", "last_call_timeout=1", "--monitor-interval", "0.5",
             "-m", "xiaoyarl", "population", "ppo", "CartPole-v1", "--scheme", "tournament",
-            "--members", "3", "--max-steps", "120000", "--pod-steps", "20000", "--out", str(out),
+            "--members", "3", "--max-steps", "120000", "--pod-steps", "20000", "--cwd", str(out),
             "--target-return", "none"]  # fmt: skip
     # torchrun shares its rendezvous store with the workers by default, and then a node that
     # joins later waits forever for the store address of the new round: opt out (slots do

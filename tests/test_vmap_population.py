@@ -121,7 +121,7 @@ def test_vmapped_generational_population_learns_cartpole(tmp_path):
     out = tmp_path / "pop"
     result = _cli("ppo", "CartPole-v1", "--members", "4", "--population-backend", "vmap",
                   "--max-steps", "60000", "--generation-steps", "20000", "--search", str(space),
-                  "--out", str(out), "--target-return", "none", "--summary-json",
+                  "--cwd", str(out), "--target-return", "none", "--summary-json",
                   str(tmp_path / "summary.json"))  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     rows = read_population_csv(out)
@@ -149,7 +149,7 @@ def test_vmapped_tournament_fills_the_leaderboard(tmp_path):
     out = tmp_path / "pop"
     result = _cli("ppo", "CartPole-v1", "--scheme", "tournament", "--members", "3",
                   "--population-backend", "vmap", "--max-steps", "20000", "--pod-steps",
-                  "10000", "--leaderboard-size", "2", "--out", str(out), "--target-return",
+                  "10000", "--leaderboard-size", "2", "--cwd", str(out), "--target-return",
                   "none")  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     rows = read_population_csv(out)

@@ -9,27 +9,23 @@ import math
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from xiaoyarl.config import BACKENDS, Config
 from xiaoyarl.errors import ConfigError, XiaoyaError
 from xiaoyarl.presets import CONFIG_DIR, PRESETS, preset_path
 
-# train options that map one-to-one onto Config fields (option dest -> field)
-TRAIN_FIELDS = {
-    "backend": "backend",
-    "num_envs": "num_envs",
-    "seed": "seed",
-    "device": "device",
-    "max_steps": "max_steps",
-    "eval_every": "eval_every",
-    "eval_episodes": "eval_episodes",
-    "cwd": "cwd",
-    "threads": "threads",
-    "vector_mode": "vector_mode",
-    "runner": "runner",
-    "num_workers": "num_workers",
-    "restart_workers": "restart_workers",
-}
+if TYPE_CHECKING:
+    from xiaoyarl.population.schemes import PopulationConfig
+
+# Options that set the Config field of their name: those of every command that starts runs
+# (`_add_run_flags`), then train's own.
+RUN_FIELDS = ("backend", "seed", "device", "threads", "num_envs", "max_steps", "eval_every",
+              "eval_episodes")  # fmt: skip
+TRAIN_FIELDS = (*RUN_FIELDS, "cwd", "vector_mode", "runner", "num_workers", "restart_workers")
+
+# Old spellings, accepted (with a note) for one release: (command, old option) -> the option.
+RENAMED = {("population", "--out"): "--cwd"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -44,9 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     train = sub.add_parser("train", help="train an agent", description="Train ALGO on ENV.")
     train.add_argument("algo", help="algorithm, e.g. ppo or a2c (see `xiaoyarl list`)")
     train.add_argument("env", help="env id: built-in torch env, gymnasium id, or module:Env-v0")
-    train.add_argument("--backend", choices=list(BACKENDS))
+    _add_run_flags(train)
     train.add_argument("--vector-mode", choices=["sync", "async"], help="gymnasium sub-envs")
-    train.add_argument("--num-envs", type=int, metavar="N", help="sub-envs (per worker)")
     train.add_argument("--runner", choices=["single", "parallel"],
                        help="parallel: worker / learner / evaluator processes")  # fmt: skip
     train.add_argument("--num-workers", type=int, metavar="W", help="parallel: worker processes")
@@ -55,33 +50,9 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--learners", type=int, metavar="K",
                        help="K data-parallel learner processes on this machine (torch's "
                             "launcher; for several machines use torchrun)")  # fmt: skip
-    train.add_argument("--seed", type=int, metavar="S")
-    train.add_argument("--device", metavar="auto|cpu|cuda|cuda:N")
-    train.add_argument("--threads", type=int, metavar="N",
-                       help="torch CPU threads (default: automatic, 1)")  # fmt: skip
-    train.add_argument("--max-steps", type=_int_like, metavar="N", help="env-step budget")
-    train.add_argument("--target-return", type=_target, metavar="R|none",
-                       help="return that counts as solved (default: the env's); 'none': "
-                            "train for the whole --max-steps")  # fmt: skip
-    train.add_argument("--eval-every", type=_int_like, metavar="N")
-    train.add_argument("--eval-episodes", type=int, metavar="K")
-    train.add_argument("--cwd", metavar="DIR", help="run folder (default runs/ENV_ALGO_SEED)")
-    train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                       help="set any Config field, e.g. --set gamma=0.98 (repeatable)")  # fmt: skip
-    train.add_argument("--config", metavar="FILE.yaml", help="start from this config file")
     train.add_argument("--no-preset", action="store_true",
                        help="start from the library's defaults even where ALGO on ENV has a "
                             "task preset (`xiaoyarl list` shows them)")  # fmt: skip
-    train.add_argument(
-        "--resume",
-        nargs="?",
-        const=True,
-        default=False,
-        metavar="RUN_DIR",
-        help="continue from a run's checkpoint (this run's folder, or RUN_DIR)",
-    )
-    train.add_argument("--summary-json", metavar="FILE", help="write the run summary as JSON")
-    train.add_argument("--quiet", action="store_true", help="print only errors")
 
     ev = sub.add_parser(
         "eval",
@@ -146,7 +117,7 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     pop.add_argument("algo", nargs="?", help="algorithm, e.g. ppo (see `xiaoyarl list`)")
     pop.add_argument("env", nargs="?", help="env id, as for `xiaoyarl train`")
-    pop.add_argument("--out", metavar="DIR", help="population folder (default runs/pop_ENV_ALGO)")
+    _add_run_flags(pop, population=True)
     pop.add_argument(
         "--members",
         type=int,
@@ -218,27 +189,91 @@ def _parser() -> argparse.ArgumentParser:
         metavar="T",
         help="tournament: env steps per pod (default max-steps / 4)",
     )
-    pop.add_argument("--seed", type=int, metavar="S", help="population seed (members: S*1000+i)")
-    pop.add_argument("--max-steps", type=_int_like, metavar="N", help="env steps per member")
-    pop.add_argument("--target-return", type=_target, metavar="R|none")
-    pop.add_argument("--eval-every", type=_int_like, metavar="N")
-    pop.add_argument("--eval-episodes", type=int, metavar="K")
-    pop.add_argument("--num-envs", type=int, metavar="N")
-    pop.add_argument("--threads", type=int, metavar="N",
-                     help="per member process (default 1); vmap: of the one process (default: "
-                          "every core)")  # fmt: skip
-    pop.add_argument("--device", metavar="auto|cpu|cuda|cuda:N")
-    pop.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                     help="set a Config field of every member (repeatable)")  # fmt: skip
-    pop.add_argument("--config", metavar="FILE.yaml", help="start from this config file")
-    pop.add_argument("--resume", metavar="DIR", help="continue the population in DIR")
     pop.add_argument("--join", metavar="DIR", help=argparse.SUPPRESS)  # a slot (the launcher's)
-    pop.add_argument("--summary-json", metavar="FILE", help="write the summary as JSON")
-    pop.add_argument("--quiet", action="store_true", help="print only errors")
 
     ls = sub.add_parser("list", help="algorithms and built-in envs")
     ls.add_argument("--fields", action="store_true", help="also list every Config field")
+
+    for command, old in RENAMED:  # still accepted, no longer offered in --help
+        sub.choices[command].add_argument(old, dest=_old_dest(old), help=argparse.SUPPRESS)
     return parser
+
+
+def _add_run_flags(parser: argparse.ArgumentParser, population: bool = False) -> None:
+    """The flags of every command that starts runs (`train`, `population`), declared here once
+    so that their spelling, type and default cannot drift apart. Where a flag means something
+    else for a population (the folder is the population's; a value goes to every member), its
+    help says so."""
+
+    def says(run: str, members: str) -> str:
+        return members if population else run
+
+    parser.add_argument("--cwd", metavar="DIR",
+                        help=says("run folder (default runs/ENV_ALGO_SEED)",
+                                  "population folder; each member's run folder is "
+                                  "DIR/members/NAME (default runs/pop_ENV_ALGO)"))  # fmt: skip
+    parser.add_argument("--resume", nargs="?", const=True, default=False, metavar="DIR",
+                        help=says("continue from a run's checkpoint (this run's folder, or DIR)",
+                                  "continue the population in its folder (--cwd's, or DIR) with "
+                                  "its saved settings; only --workers may change"))  # fmt: skip
+    parser.add_argument("--config", metavar="FILE.yaml",
+                        help=says("start from this config file",
+                                  "start every member from this config file"))  # fmt: skip
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help=says("set any Config field, e.g. --set gamma=0.98 (repeatable)",
+                                  "set a Config field of every member, e.g. --set gamma=0.98 "
+                                  "(repeatable)"))  # fmt: skip
+    parser.add_argument("--backend", choices=list(BACKENDS),
+                        help=says("env backend (default auto: torch-native where one exists)",
+                                  "every member's env backend (default auto: torch-native "
+                                  "where one exists)"))  # fmt: skip
+    parser.add_argument("--device", metavar="auto|cpu|cuda|cuda:N",
+                        help=says("default auto: cuda when available",
+                                  "every member's device (default auto)"))  # fmt: skip
+    parser.add_argument("--threads", type=int, metavar="N",
+                        help=says("torch CPU threads (default: automatic, 1)",
+                                  "torch CPU threads per member process (default 1); vmap: of "
+                                  "the one process (default: every core)"))  # fmt: skip
+    parser.add_argument("--seed", type=int, metavar="S",
+                        help=says("derives every generator of the run (default 0)",
+                                  "population seed (default 0; member i: S*1000+i)"))  # fmt: skip
+    parser.add_argument("--num-envs", type=int, metavar="N",
+                        help=says("sub-envs (per worker)", "sub-envs of each member"))  # fmt: skip
+    parser.add_argument("--max-steps", type=_int_like, metavar="N",
+                        help=says("env-step budget", "env-step budget of each member"))  # fmt: skip
+    parser.add_argument("--target-return", type=_target, metavar="R|none",
+                        help=says("return that counts as solved (default: the env's); 'none': "
+                                  "train for the whole --max-steps",
+                                  "return drawn on population.png; a tournament stops once its "
+                                  "best member reaches it (default, or 'none': train the whole "
+                                  "budget)"))  # fmt: skip
+    parser.add_argument("--eval-every", type=_int_like, metavar="N",
+                        help="env steps between evaluations")  # fmt: skip
+    parser.add_argument("--eval-episodes", type=int, metavar="K", help="episodes per evaluation")
+    parser.add_argument("--summary-json", metavar="FILE",
+                        help=says("write the run summary as JSON",
+                                  "write the population's summary as JSON"))  # fmt: skip
+    parser.add_argument("--quiet", action="store_true", help="print only errors")
+
+
+def _old_dest(option: str) -> str:
+    """Where argparse keeps an old spelling's value: `--out` -> `old_out`."""
+    return "old_" + option.lstrip("-").replace("-", "_")
+
+
+def _old_spellings(args: argparse.Namespace) -> None:
+    """Move the value of an old spelling (`RENAMED`) to the option it now is, with a note."""
+    for (command, old), new in RENAMED.items():
+        value = getattr(args, _old_dest(old), None)
+        if args.command != command or value is None:
+            continue
+        dest = new.lstrip("-").replace("-", "_")
+        if getattr(args, dest) is not None:
+            raise ConfigError(f"{old} {value} and {new} {getattr(args, dest)}: {old} is the old "
+                              f"spelling of {new}; give {new} only.")  # fmt: skip
+        print(f"xiaoyarl: {old} is deprecated and will be removed in the next release: use {new}",
+              file=sys.stderr)  # fmt: skip
+        setattr(args, dest, value)
 
 
 def _target(text: str) -> float | str:
@@ -268,19 +303,12 @@ def _train(args: argparse.Namespace) -> int:
     if (args.learners or 1) > 1 and distributed.rank_from_environment() is None:
         return distributed.launch_local(args.argv, args.learners)  # each rank runs this command
 
-    if isinstance(args.target_return, float):  # a number: stop there (what --set may change)
-        args.set[:0] = [f"target_return={args.target_return!r}", "stop_at_target=true"]
-
-    if isinstance(args.resume, str):  # --resume RUN_DIR names the folder
-        if args.cwd is not None and Path(args.cwd) != Path(args.resume):
-            raise ConfigError(f"--resume {args.resume} and --cwd {args.cwd} name two folders; "
-                              f"give one of them.")  # fmt: skip
-        args.cwd = args.resume
+    _resume_folder(args)
     preset = None
     if not (args.config or args.no_preset or args.resume):
         preset = preset_path(args.algo, args.env)
     config = Config.load(args.config or preset) if args.config or preset else Config()
-    _apply_train_args(config, args)
+    _apply_run_args(config, args, TRAIN_FIELDS)
     if preset is not None and not args.quiet:
         print(f"settings: the task preset {preset} for {config.algo} on {config.env_id}, "
               f"then the command line (--no-preset: the library's defaults)")  # fmt: skip
@@ -289,7 +317,7 @@ def _train(args: argparse.Namespace) -> int:
         saved_path = Path(config.cwd or default_run_dir(config)) / "config.yaml"
         if saved_path.is_file():
             saved = Config.load_saved(saved_path)
-            _apply_train_args(saved, args)
+            _apply_run_args(saved, args, TRAIN_FIELDS)
             config = saved
     summary = train_agent(config, resume=bool(args.resume), log=None if args.quiet else print)
     if summary["rank"] != 0:  # several learners: rank 0 reports for all
@@ -310,17 +338,30 @@ def _train(args: argparse.Namespace) -> int:
     return {"SIGINT": 130, "SIGTERM": 143}.get(summary["stop_reason"], 0)
 
 
-def _apply_train_args(config: Config, args: argparse.Namespace) -> None:
-    """Put what the command line says into `config`: algorithm, env, options, --set pairs."""
+def _resume_folder(args: argparse.Namespace) -> None:
+    """`--resume DIR` names the folder, as --cwd does (both may name the same one)."""
+    if isinstance(args.resume, str):
+        if args.cwd is not None and Path(args.cwd) != Path(args.resume):
+            raise ConfigError(f"--resume {args.resume} and --cwd {args.cwd} name two folders; "
+                              f"give one of them.")  # fmt: skip
+        args.cwd = args.resume
+
+
+def _apply_run_args(config: Config, args: argparse.Namespace, fields: tuple[str, ...]) -> None:
+    """Put what the command line says into `config`: algorithm, env, the options `fields` (each
+    sets the Config field of its name), the target return, then the --set pairs."""
     config.algo = args.algo.lower()
     config.env_id = args.env
-    for dest, name in TRAIN_FIELDS.items():
-        value = getattr(args, dest)
+    for name in fields:
+        value = getattr(args, name)
         if value is not None:
-            config.set(name, value, source=f"--{dest.replace('_', '-')}")
+            config.set(name, value, source=f"--{name.replace('_', '-')}")
     if args.target_return == "none":
         config.target_return = None
         config.stop_at_target = False
+    elif args.target_return is not None:  # a number: stop there (what --set may still change)
+        config.set("target_return", args.target_return, source="--target-return")
+        config.stop_at_target = True
     config.apply_overrides(args.set)
 
 
@@ -430,51 +471,50 @@ POPULATION_FIELDS = ("members", "scheme", "workers", "generation_steps", "genera
                      "perturb_factors", "resample_probability")  # fmt: skip
 
 
-def _population(args: argparse.Namespace) -> int:
-    from xiaoyarl.population.schemes import PopulationConfig
+def _population_settings(args: argparse.Namespace) -> tuple[Config, PopulationConfig, Path]:
+    """The members' config, the population's settings and its folder, from the command line
+    (with --resume: from the population folder, where only --workers may change)."""
+    from xiaoyarl.population.schemes import Population, PopulationConfig
     from xiaoyarl.population.search_space import SearchSpace
+
+    _resume_folder(args)
+    if args.resume and args.cwd is None and not (args.algo and args.env):
+        raise ConfigError("--resume: name the population folder, as --resume DIR or --cwd DIR.")
+    if not args.resume and not (args.algo and args.env):
+        raise ConfigError(
+            "name the algorithm and the env, e.g. `xiaoyarl population ppo "
+            "Pendulum-v1 --members 8`, or continue one with --resume DIR."
+        )
+    env = (args.env or "").replace(":", "_").replace("/", "_")
+    folder = Path(args.cwd or f"runs/pop_{env}_{(args.algo or '').lower()}")
+    if args.resume:
+        if not (folder / "population.yaml").is_file():
+            raise ConfigError(f"--resume {folder}: no population there.")
+        saved = Population(folder)
+        if args.workers is not None:
+            saved.pop.workers = args.workers
+        return saved.config, saved.pop, folder
+    config = Config.load(args.config) if args.config else Config()
+    _apply_run_args(config, args, RUN_FIELDS)  # the folder is the population's, not config.cwd
+    pop = PopulationConfig()
+    for name in POPULATION_FIELDS:
+        if getattr(args, name) is not None:
+            setattr(pop, name, getattr(args, name))
+    pop.perturb_factors = tuple(pop.perturb_factors)
+    if args.population_backend is not None:
+        pop.backend = args.population_backend
+    if args.search:
+        pop.search_space = SearchSpace.load(args.search).spec
+    return config, pop, folder
+
+
+def _population(args: argparse.Namespace) -> int:
     from xiaoyarl.population.slots import join, train_population, under_torchrun
 
     if args.join:
         return join(args.join, args.quiet)
     log = None if args.quiet else print
-    if args.resume:
-        from xiaoyarl.population.schemes import Population
-
-        if not (Path(args.resume) / "population.yaml").is_file():
-            raise ConfigError(f"--resume {args.resume}: no population there.")
-        saved = Population(Path(args.resume))
-        config, pop, out = saved.config, saved.pop, Path(args.resume)
-        if args.workers is not None:
-            pop.workers = args.workers
-    else:
-        if not args.algo or not args.env:
-            raise ConfigError(
-                "name the algorithm and the env, e.g. `xiaoyarl population ppo "
-                "Pendulum-v1 --members 8`, or continue one with --resume DIR."
-            )
-        config = Config.load(args.config) if args.config else Config()
-        config.algo, config.env_id = args.algo.lower(), args.env
-        for name in ("seed", "max_steps", "eval_every", "eval_episodes", "num_envs", "threads",
-                     "device"):  # fmt: skip
-            if getattr(args, name) is not None:
-                config.set(name, getattr(args, name), source=f"--{name.replace('_', '-')}")
-        if args.target_return == "none":
-            config.target_return, config.stop_at_target = None, False
-        elif args.target_return is not None:
-            config.target_return = args.target_return
-        config.apply_overrides(args.set)
-        pop = PopulationConfig()
-        for name in POPULATION_FIELDS:
-            if getattr(args, name) is not None:
-                setattr(pop, name, getattr(args, name))
-        pop.perturb_factors = tuple(pop.perturb_factors)
-        if args.population_backend is not None:
-            pop.backend = args.population_backend
-        if args.search:
-            pop.search_space = SearchSpace.load(args.search).spec
-        out = Path(args.out or f"runs/pop_{config.env_id.replace(':', '_').replace('/', '_')}"
-                   f"_{config.algo}")  # fmt: skip
+    config, pop, out = _population_settings(args)
     summary = train_population(config, pop, out, resume=bool(args.resume), log=log)
     if under_torchrun():
         return 0
@@ -549,7 +589,7 @@ def _automatic_values(readers: dict[str, list[str]]) -> dict[str, list[str]]:
     """For each field whose null default `resolve_config` fills in, lines `algo, algo: value`
     grouping the algorithms that get the same values; a value that depends on the backend or
     the device is given for each. Computed by resolving a default Config of every algorithm in
-    every setting, so the listing cannot drift from the rules in `config.py`."""
+    every setting, so the listing cannot drift from the agents' own defaults."""
     import dataclasses
 
     from xiaoyarl.agents import ALGORITHMS
@@ -636,6 +676,7 @@ def main(argv: list[str] | None = None) -> int:
         "population": _population,
     }[args.command]
     try:
+        _old_spellings(args)
         return handler(args)
     except XiaoyaError as e:
         print(f"xiaoyarl: error: {e}", file=sys.stderr)

@@ -164,7 +164,7 @@ class Population:
                 if not (resume or joining):
                     raise CheckpointError(
                         f"{folder} already holds a population. Pass --resume to continue it, "
-                        f"or choose another --out."
+                        f"or choose another --cwd."
                     )
                 saved = yaml.safe_load(path.read_text())
                 if not resume and _plain(saved) != _plain(settings):
