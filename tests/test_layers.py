@@ -47,6 +47,8 @@ def imports(path: Path) -> list[tuple[str, list[str], str]]:
 
     def visit(node: ast.AST, where: str) -> None:
         for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                continue  # for type checkers only: never imported when the code runs
             inside = child.name if isinstance(child, ast.FunctionDef) else where
             if isinstance(child, ast.ImportFrom) and (child.module or "").startswith("xiaoyarl"):
                 found.append((child.module, [a.name for a in child.names], where))
@@ -87,3 +89,27 @@ def test_no_private_name_is_imported_from_another_file():
         if name.startswith("_") and not name.startswith("__")
     ]
     assert not private
+
+
+def test_no_import_circles():
+    """No module reaches itself through the modules it imports (at the top or in a function)."""
+    names = {module_name(path) for path in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {name: set() for name in names}
+    for module, target, imported, _ in all_imports():
+        candidates = [f"{target}.{name}" for name in imported] + [target]
+        graph[module] |= {c for c in candidates if c in names and c != module}
+    circles, state = [], {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = "open"
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                circles.append(path[path.index(nxt) :] + [nxt])
+            elif nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[node] = "done"
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    assert not circles, "\n".join(" -> ".join(c) for c in circles)

@@ -509,7 +509,8 @@ def _population_settings(args: argparse.Namespace) -> tuple[Config, PopulationCo
 
 
 def _population(args: argparse.Namespace) -> int:
-    from xiaoyarl.population.slots import join, train_population, under_torchrun
+    from xiaoyarl.population.launch import join, train_population
+    from xiaoyarl.population.slots import under_torchrun
 
     if args.join:
         return join(args.join, args.quiet)

@@ -54,6 +54,30 @@ BACKENDS = ("process", "vmap")
 CSV_FIELDS = ["time", "event", "member", "generation", "step", "score", "parent", "hparams"]
 
 
+# A vmapped population (`vmap.py`): the algorithms it trains, and the settings members may vary.
+VMAP_ALGOS = ("ppo",)
+PER_MEMBER = ("learning_rate", "ratio_clip", "lambda_entropy", "clip_grad_norm")
+
+
+def check_vmap_population(config: Config, search_space: dict) -> None:
+    """Refuse, with what to do instead, what a vmapped population cannot train."""
+    if config.algo not in VMAP_ALGOS:
+        raise ConfigError(
+            f"--population-backend vmap trains {', '.join(VMAP_ALGOS)} members; {config.algo} "
+            f"members need the process backend (the default)."
+        )
+    varied = sorted(set(search_space) - set(PER_MEMBER))
+    if varied:
+        raise ConfigError(
+            f"--population-backend vmap stacks members of one shape: it can vary "
+            f"{', '.join(PER_MEMBER)} per member, not {', '.join(varied)}. Search those with "
+            f"the process backend (the default)."
+        )
+    if config.h_term or config.runner != "single":
+        raise ConfigError("--population-backend vmap trains plain single-process PPO members "
+                          "(no h_term, runner single).")  # fmt: skip
+
+
 @dataclass
 class PopulationConfig:
     """How a population evolves (the agents' own settings are the `Config`). `Config.max_steps`
@@ -109,8 +133,6 @@ class PopulationConfig:
         if self.backend not in BACKENDS:
             bad("backend", " or ".join(BACKENDS))
         if self.backend == "vmap":
-            from xiaoyarl.population.vmap import check_vmap_population
-
             check_vmap_population(config, self.search_space)
         space = SearchSpace(self.search_space)
         if self.fuse_top and space.structural():

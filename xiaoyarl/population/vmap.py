@@ -42,35 +42,15 @@ from xiaoyarl.envs import is_torch_native
 from xiaoyarl.envs.base import VecEnv
 from xiaoyarl.errors import ConfigError
 from xiaoyarl.population.leaderboard import locked
+from xiaoyarl.population.schemes import PER_MEMBER
 from xiaoyarl.population.slots import Slot
 from xiaoyarl.train.checkpoint import load_plain, save_atomic
 from xiaoyarl.train.evaluator import RECORDER_FIELDS, run_episodes
 from xiaoyarl.train.loggers import append_csv_row
 
-PER_MEMBER = ("learning_rate", "ratio_clip", "lambda_entropy", "clip_grad_norm")
-VMAP_ALGOS = ("ppo",)
 LOG_NAMES = ("actor_loss", "critic_loss", "entropy", "approx_kl", "clip_fraction")
 ADAM_BETAS = (0.9, 0.999)
 ADAM_EPS = 1e-5  # as the agents' optimizers (`AgentBase.make_optimizer`)
-
-
-def check_vmap_population(config: Config, search_space: dict) -> None:
-    """Refuse, with what to do instead, what a vmapped population cannot train."""
-    if config.algo not in VMAP_ALGOS:
-        raise ConfigError(
-            f"--population-backend vmap trains {', '.join(VMAP_ALGOS)} members; {config.algo} "
-            f"members need the process backend (the default)."
-        )
-    varied = sorted(set(search_space) - set(PER_MEMBER))
-    if varied:
-        raise ConfigError(
-            f"--population-backend vmap stacks members of one shape: it can vary "
-            f"{', '.join(PER_MEMBER)} per member, not {', '.join(varied)}. Search those with "
-            f"the process backend (the default)."
-        )
-    if config.h_term or config.runner != "single":
-        raise ConfigError("--population-backend vmap trains plain single-process PPO members "
-                          "(no h_term, runner single).")  # fmt: skip
 
 
 def same_shape(configs: list[Config]) -> None:
