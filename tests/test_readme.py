@@ -34,13 +34,16 @@ def test_readme_tools_for_a_finished_run(tmp_path):
     pytest.importorskip("pygame")
     commands = [line.split("#")[0].strip() for line in TOOLS.group(1).splitlines()]
     commands = [shlex.split(c)[1:] for c in commands if c]  # without the leading `xiaoyarl`
-    assert [c[0] for c in commands] == ["eval", "plot", "record", "export", "check-env"]
-    trained = cli("train", "ppo", "CartPole-v1", *TINY, "--max-steps", "512", "--eval-every",
-                  "256", "--cwd", "runs/CartPole-v1_ppo_0", cwd=tmp_path)  # fmt: skip
-    assert trained.returncode == 0, trained.stderr
+    assert [c[0] for c in commands] == ["eval", "plot", "plot", "record", "export", "check-env"]
+    for seed in ("0", "1"):
+        trained = cli("train", "ppo", "CartPole-v1", *TINY, "--max-steps", "512", "--eval-every",
+                      "256", "--seed", seed, "--cwd", f"runs/CartPole-v1_ppo_{seed}",
+                      cwd=tmp_path)  # fmt: skip
+        assert trained.returncode == 0, trained.stderr
     for args in commands:
         done = cli(*args, cwd=tmp_path)
         assert done.returncode == 0, (args, done.stderr)
     run = tmp_path / "runs" / "CartPole-v1_ppo_0"
     for name in ("policy.gif", "policy.onnx", "learning_curve.png"):
         assert (run / name).is_file(), name
+    assert (tmp_path / "seeds.png").stat().st_size > 0
