@@ -207,6 +207,24 @@ def test_long_rollout_keeps_the_contract() -> None:
     assert num_done > 32  # random play ends many episodes (about 20 steps each)
 
 
+def test_terminal_step_at_the_time_limit_is_terminated_and_truncated() -> None:
+    """The time-limit rule shared with the multi-agent torch envs: `truncated` is set on the
+    step that reaches max_step whether or not the episode also terminates there (gymnasium's
+    `TimeLimit` does the same); agents let termination take precedence."""
+    env = TORCH_ENVS["CartPole-v1"](4, seed=0)
+    max_step = env.spec.max_step
+    # sub-envs 0, 1: the cart beyond the track's edge (terminal); 2, 3: upright at the centre
+    # sub-envs 0, 2: on the last allowed step; 1, 3: one step earlier
+    state = torch.zeros((4, env.sim_dim))
+    state[:2, 0] = 3.0
+    env.set_sim_state(state, torch.tensor([max_step - 1, max_step - 2] * 2))
+    _, _, terminated, truncated, info = env.step(torch.zeros(4, dtype=torch.int64))
+    assert terminated.tolist() == [True, True, False, False]
+    assert truncated.tolist() == [True, False, True, False]
+    assert env.elapsed.tolist() == [0, 0, 0, max_step - 1]  # done: reset, whichever flag
+    assert info["final_state"][0, 0] > 2.4  # the last state of the terminal episode
+
+
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_same_seed_same_rollout(env_id: str) -> None:
     def rollout(seed: int) -> list[torch.Tensor]:

@@ -16,11 +16,13 @@ import numpy as np
 import pytest
 import torch
 
+from xiaoyarl.envs.base import TorchVecEnv
 from xiaoyarl.envs.multi import (
     MULTI_AGENT_ENVS,
     MultiAgentVecEnv,
     SpreadContinuousEnv,
     SpreadDiscreteEnv,
+    TorchMultiAgentVecEnv,
     TwoStepGameEnv,
     is_multi_agent,
     make_multi_agent_env,
@@ -74,7 +76,7 @@ def test_episodes_auto_reset_with_final_obs(env_id: str) -> None:
         prev_state = info["state"]
         obs, _, terminated, truncated, info = env.step(_random_actions(env, gen))
         done = terminated | truncated
-        assert not (terminated & truncated).any()
+        assert torch.equal(truncated, torch.full_like(truncated, t % max_step == 0))
         # where the episode goes on, final_obs/final_state are the returned obs/state
         assert torch.equal(info["final_obs"][~done], obs[~done])
         assert torch.equal(info["final_state"][~done], info["state"][~done])
@@ -89,8 +91,8 @@ def test_episodes_auto_reset_with_final_obs(env_id: str) -> None:
     if env_id.startswith("Spread"):
         assert not torch.equal(env.sim_state, initial)  # the auto-reset drew new positions
         assert truncated.all() and not terminated.any()
-    else:
-        assert terminated.all() and not truncated.any()
+    else:  # the two-step game terminates on its last allowed step: both flags (the shared rule)
+        assert terminated.all() and truncated.all()
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
@@ -351,7 +353,7 @@ def test_two_step_payoffs_of_every_joint_action_sequence() -> None:
     assert torch.equal(obs[:, 0], info["state"]) and torch.equal(obs[:, 0], obs[:, 1])
 
     obs, r2, term2, trunc2, info = env.step(seq[:, 2:].contiguous())
-    assert term2.all() and not trunc2.any()
+    assert term2.all() and trunc2.all()  # terminal at the time limit (max_step = 2)
     payoff_2b = [[0.0, 1.0], [1.0, 8.0]]
     for k, (a1, _, b1, b2) in enumerate(sequences):
         expected = 7.0 if a1 == 0 else payoff_2b[b1][b2]
@@ -362,6 +364,37 @@ def test_two_step_payoffs_of_every_joint_action_sequence() -> None:
     assert team_returns.max() == 8.0 == env.spec.target_return
     assert team_returns.mean() == 4.75  # a uniformly random joint policy
     assert sequences[int(team_returns.argmax())][::2] == (1, 1)  # 2B, then both B
+
+
+# --- the time limit: one rule with the single-agent torch envs ----------------------------------
+def test_terminal_step_at_the_time_limit_is_terminated_and_truncated() -> None:
+    """The single-agent rule (`truncated = elapsed >= max_step`, whether terminal or not)
+    holds for the multi-agent torch envs too, as they share `TorchVecEnv`'s step."""
+    assert issubclass(TorchMultiAgentVecEnv, TorchVecEnv)
+    env = SpreadDiscreteEnv(4, seed=0, terminate_on_success=True)
+    env.reset()
+    max_step = env.spec.max_step
+    # sub-envs 0, 1: every agent on its landmark (terminal); 2, 3: far from them (not terminal)
+    # sub-envs 0, 2: on the last allowed step; 1, 3: one step earlier
+    state = env.state_dict()["sim_state"].clone()  # positions (2N), velocities, landmarks
+    n = env.num_agents
+    landmarks = state[:, 4 * n :]
+    on_landmarks = torch.tensor([True, True, False, False]).unsqueeze(1)
+    state[:, : 2 * n] = torch.where(on_landmarks, landmarks, landmarks + 5.0)
+    state[:, 2 * n : 4 * n] = 0.0
+    env.set_sim_state(state, torch.tensor([max_step - 1, max_step - 2] * 2))
+    _, _, terminated, truncated, _ = env.step(torch.zeros((4, n), dtype=torch.int64))
+    # mpe2 checks the time limit first: spread does not terminate on its last allowed step
+    assert terminated.tolist() == [False, True, False, False]
+    assert truncated.tolist() == [True, False, True, False]
+
+    game = TwoStepGameEnv(3)  # terminal on its second step, which is also the last allowed one
+    game.reset()
+    _, _, terminated, truncated, _ = game.step(torch.zeros((3, 2), dtype=torch.int64))
+    assert not (terminated | truncated).any()
+    _, _, terminated, truncated, info = game.step(torch.ones((3, 2), dtype=torch.int64))
+    assert terminated.all() and truncated.all()  # both, as the single-agent envs report
+    assert (game.elapsed == 0).all() and (info["final_obs"].argmax(-1) == 3).all()
 
 
 # --- registry -----------------------------------------------------------------------------------

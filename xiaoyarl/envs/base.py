@@ -6,14 +6,26 @@ Every environment the runner sees holds `num_envs` sub-environments and speaks t
 - `step(action) -> (state, reward, terminated, truncated, info)`; `reward`, `terminated`,
   `truncated` have shape `(num_envs,)`. Discrete actions are int64 `(num_envs,)`; continuous
   actions are `(num_envs, action_dim)` in `[-1, 1]` and the env rescales them to its bounds.
+- `terminated`: the episode ended for good (no value after it). `truncated`: the step reached
+  the time limit `spec.max_step`, whether or not the episode also terminated there, so a
+  terminal step at the time limit has both flags set (gymnasium's convention, and what its
+  `TimeLimit` wrapper returns). Termination takes precedence wherever both are read: agents
+  bootstrap only where `truncated & ~terminated`, and the episode ends where either is set.
+  Adapters pass their env's flags on; some never set both (playground, PettingZoo), which
+  the rule allows.
 - Sub-environments reset themselves when `terminated | truncated`. `info["final_state"]`
   `(num_envs, state_dim)` holds the observation each sub-environment reached in this step
   *before* any auto-reset: it equals `state` where the episode goes on, and is the last
   observation of the episode where it ended, so agents can bootstrap through truncation.
+
+`TorchVecEnv` is the base of torch-native simulators: the time limit (with the rule above),
+auto-reset, seeding, `set_sim_state` and `state_dict` live there once, and the multi-agent
+`TorchMultiAgentVecEnv` (`envs/multi/base.py`) extends it.
 """
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import torch
@@ -88,10 +100,14 @@ class TorchVecEnv(VecEnv):
 
     Subclasses set `name`, `state_dim`, `sim_dim`, `action_dim`, `if_discrete`, `max_step`,
     `target_return` (and `action_low/high` when continuous) as class attributes and implement
-    `_sample_initial`, `_dynamics` and `_observe`. This class does the rest: the time limit,
-    auto-reset (on a CPU fresh states are drawn for the finished sub-envs only; on an
-    accelerator for every sub-env and selected with `torch.where`, so a step never syncs with
-    the host), `final_state`, seeding and `state_dict`.
+    `_sample_initial`, `_dynamics` and `_observe`. This class does the rest: the time limit
+    (`truncated = elapsed >= max_step`, see the module docstring), auto-reset (on a CPU fresh
+    states are drawn for the finished sub-envs only; on an accelerator for every sub-env and
+    selected with `torch.where`, so a step never syncs with the host), `final_state`, seeding,
+    `set_sim_state` and `state_dict`.
+
+    `TorchMultiAgentVecEnv` extends it: it overrides `_make_spec`, `_check_action`,
+    `_final_outputs` and `_next_outputs` (its spec, action checks and what a step returns).
     """
 
     name: str
@@ -107,25 +123,15 @@ class TorchVecEnv(VecEnv):
     def __init__(
         self, num_envs: int, device: str | torch.device = "cpu", seed: int | None = None
     ) -> None:
-        if num_envs < 1:
-            raise EnvError(f"num_envs must be a positive integer, got {num_envs}.")
-        self.num_envs = num_envs
+        if not isinstance(num_envs, numbers.Integral) or num_envs < 1:
+            raise EnvError(f"num_envs must be a positive integer, got {num_envs!r}.")
+        self.num_envs = int(num_envs)
         self.device = torch.device(device)
-        self.spec = EnvSpec(
-            name=self.name,
-            num_envs=num_envs,
-            state_dim=self.state_dim,
-            action_dim=self.action_dim,
-            if_discrete=self.if_discrete,
-            max_step=self.max_step,
-            target_return=self.target_return,
-            action_low=self.action_low,
-            action_high=self.action_high,
-        )
+        self.spec = self._make_spec()
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(0 if seed is None else seed)
-        self.sim_state = self._sample_initial(num_envs)  # (num_envs, sim_dim)
-        self.elapsed = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
+        self.sim_state = self._sample_initial(self.num_envs)  # (num_envs, sim_dim)
+        self.elapsed = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
 
     # --- what a simulator implements ---
     def _sample_initial(self, n: int) -> torch.Tensor:
@@ -135,7 +141,8 @@ class TorchVecEnv(VecEnv):
     def _dynamics(
         self, sim_state: torch.Tensor, action: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One transition for all sub-envs: `(next_sim_state, reward, terminated)`."""
+        """One transition for all sub-envs: `(next_sim_state, reward, terminated)`.
+        `self.elapsed` still counts the steps before this one."""
         raise NotImplementedError
 
     def _observe(self, sim_state: torch.Tensor) -> torch.Tensor:
@@ -143,6 +150,43 @@ class TorchVecEnv(VecEnv):
         tensor, never a view of `sim_state` (on a CPU, `step` resets finished sub-envs in place
         after taking `final_state`)."""
         raise NotImplementedError
+
+    # --- what the multi-agent base changes ---
+    def _make_spec(self) -> EnvSpec:
+        """The env's spec, from the class attributes and `self.num_envs`."""
+        return EnvSpec(
+            name=self.name,
+            num_envs=self.num_envs,
+            state_dim=self.state_dim,
+            action_dim=self.action_dim,
+            if_discrete=self.if_discrete,
+            max_step=self.max_step,
+            target_return=self.target_return,
+            action_low=self.action_low,
+            action_high=self.action_high,
+        )
+
+    def _check_action(self, action: torch.Tensor) -> None:
+        """Raise `EnvError` unless `action` has the contract's shape."""
+        expected = (self.num_envs,) if self.if_discrete else (self.num_envs, self.action_dim)
+        if action.shape != expected:
+            kind = "int64 indices" if self.if_discrete else "floats in [-1, 1]"
+            raise EnvError(
+                f"{self.name}: step() expects actions of shape {expected} ({kind}), "
+                f"got {tuple(action.shape)}."
+            )
+
+    def _final_outputs(self, sim_state: torch.Tensor) -> dict[str, torch.Tensor]:
+        """What each sub-env reached in this step, before any auto-reset: `{"final_state"}`."""
+        return {"final_state": self._observe(sim_state)}
+
+    def _next_outputs(
+        self, final: dict[str, torch.Tensor], reset_any: bool
+    ) -> tuple[torch.Tensor, dict]:
+        """The returned state and info (holding `final`) of `self.sim_state` after the
+        auto-reset; where no sub-env reset, the state is a copy of `final["final_state"]`."""
+        state = self._observe(self.sim_state) if reset_any else final["final_state"].clone()
+        return state, final
 
     # --- the contract ---
     def reset(self, seed: int | None = None) -> tuple[torch.Tensor, dict]:
@@ -155,37 +199,37 @@ class TorchVecEnv(VecEnv):
     def step(
         self, action: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict]:
-        expected = (self.num_envs,) if self.if_discrete else (self.num_envs, self.action_dim)
-        if action.shape != expected:
-            kind = "int64 indices" if self.if_discrete else "floats in [-1, 1]"
-            raise EnvError(
-                f"{self.name}: step() expects actions of shape {expected} ({kind}), "
-                f"got {tuple(action.shape)}."
-            )
+        self._check_action(action)
         sim_state, reward, terminated = self._dynamics(self.sim_state, action)
         self.elapsed += 1
-        truncated = self.elapsed >= self.max_step
-        final_state = self._observe(sim_state)
+        truncated = self.elapsed >= self.max_step  # terminal or not: see the module docstring
+        final = self._final_outputs(sim_state)  # before the auto-reset overwrites sim_state
+        reset_any = self._auto_reset(sim_state, terminated | truncated)
+        state, info = self._next_outputs(final, reset_any)
+        return state, reward, terminated, truncated, info
 
-        done = terminated | truncated
-        if self.device.type == "cpu":
-            # only the finished sub-envs draw fresh states: on a CPU, drawing them for all
-            # num_envs every step costs about as much as the dynamics themselves
-            index = done.nonzero().squeeze(1)
-            if index.numel():  # most steps of a few sub-envs end no episode
-                sim_state.index_copy_(0, index, self._sample_initial(index.numel()))
-                self.elapsed.index_fill_(0, index, 0)
-            self.sim_state = sim_state
-        else:  # on an accelerator a data-dependent size would sync with the host
+    def _auto_reset(self, sim_state: torch.Tensor, done: torch.Tensor) -> bool:
+        """Make `sim_state` `(num_envs, sim_dim)` the current state, with fresh initial states
+        and zeroed step counters where `done` `(num_envs,)`. False when no sub-env reset (known
+        on a CPU only; on an accelerator it is always True, as knowing would sync)."""
+        if self.device.type != "cpu":  # on an accelerator a data-dependent size would sync
             fresh = self._sample_initial(self.num_envs)
             self.sim_state = torch.where(done.unsqueeze(1), fresh, sim_state)
             self.elapsed.masked_fill_(done, 0)
-        state = self._observe(self.sim_state)
-        return state, reward, terminated, truncated, {"final_state": final_state}
+            return True
+        # only the finished sub-envs draw fresh states: on a CPU, drawing them for all
+        # num_envs every step costs about as much as the dynamics themselves
+        index = done.nonzero().squeeze(1)
+        self.sim_state = sim_state
+        if not index.numel():  # most steps of a few sub-envs end no episode
+            return False
+        sim_state.index_copy_(0, index, self._sample_initial(index.numel()))
+        self.elapsed.index_fill_(0, index, 0)
+        return True
 
     def set_sim_state(self, sim_state: torch.Tensor, elapsed: torch.Tensor | None = None) -> None:
         """Put every sub-env into a given simulator state (tests, demonstrations, curricula)."""
-        if sim_state.shape != (self.num_envs, self.sim_dim):
+        if tuple(sim_state.shape) != (self.num_envs, self.sim_dim):
             raise EnvError(
                 f"{self.name}: sim_state must have shape ({self.num_envs}, {self.sim_dim}), "
                 f"got {tuple(sim_state.shape)}."

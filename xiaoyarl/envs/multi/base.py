@@ -11,9 +11,13 @@ on its device (A = num_agents, D = obs_dim):
 - `step(actions) -> (obs, rewards, terminated, truncated, info)`: discrete actions are int64
   `(num_envs, A)`; continuous actions are float `(num_envs, A, action_dim)` in `[-1, 1]`, clipped
   to it and rescaled linearly by the env to its own bounds. `rewards (num_envs, A)` float32;
-  `terminated`, `truncated` `(num_envs,)` bool (one episode per sub-env, shared by its agents;
-  never both: an episode that terminates on its last allowed step is terminated, so agents
-  bootstrap only on truncation).
+  `terminated`, `truncated` `(num_envs,)` bool, one episode per sub-env shared by its agents.
+- The flags follow the single-agent rule: `terminated` means the episode ended for good;
+  `truncated` means the step reached the time limit `spec.max_step`, whether or not the episode
+  also terminated there, so a terminal step at the time limit has both set (gymnasium's
+  convention). Termination takes precedence wherever both are read: agents bootstrap only
+  where `truncated & ~terminated`. Adapters may leave `truncated` False on such a step (the
+  PettingZoo one does), which the rule allows.
 - Sub-environments reset themselves when `terminated | truncated`. `info["final_obs"]
   (num_envs, A, D)` and `info["final_state"] (num_envs, state_dim)` hold what each sub-env
   reached in this step *before* any auto-reset (equal to `obs` / `info["state"]` where the
@@ -26,9 +30,11 @@ Team return: the return of an episode for the team is the sum over agents of the
 except in shared-reward envs (`spec.shared_reward`), where every agent gets the same reward and
 the team return is that one reward; `team_reward` applies the convention per step.
 
-`TorchMultiAgentVecEnv` is the base of torch-native simulators: like `TorchVecEnv` it does the
-time limit, auto-reset, `final_obs`/`final_state`, seeding and `state_dict` for subclasses
-that implement `_sample_initial`, `_dynamics`, `_observe` and `_global_state`.
+`TorchMultiAgentVecEnv` is the base of torch-native simulators. It extends the single-agent
+`TorchVecEnv`, whose time limit, auto-reset, step counter, seeding, `set_sim_state` and
+`state_dict` it uses as they are; it adds the agent axis, the global state, action masks and
+`final_obs`, for subclasses that implement `_sample_initial`, `_dynamics`, `_observe` and
+`_global_state`.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from dataclasses import dataclass
 
 import torch
 
-from xiaoyarl.envs.base import VecEnv
+from xiaoyarl.envs.base import TorchVecEnv, VecEnv
 from xiaoyarl.errors import EnvError
 
 
@@ -148,17 +154,17 @@ class MultiAgentVecEnv(VecEnv):
         return names[j] if j < len(names) else f"agent_{j}"
 
 
-class TorchMultiAgentVecEnv(MultiAgentVecEnv):
+class TorchMultiAgentVecEnv(TorchVecEnv, MultiAgentVecEnv):
     """A batched multi-agent simulator in torch: all sub-envs step with tensor ops on one device.
 
     A subclass sets, before calling `super().__init__`, the attributes `name`, `num_agents`,
     `obs_dim`, `state_dim`, `sim_dim`, `action_dim`, `if_discrete`, `max_step`,
     `target_return`, `shared_reward`, `agent_names` (and `action_low/high` when continuous),
     and implements `_sample_initial`, `_dynamics`, `_observe` and `_global_state` (and
-    `_avail_actions` when some actions are sometimes unavailable). This class does the rest:
-    action checks, the time limit, auto-reset (on a CPU fresh states are drawn for finished
-    sub-envs only; on an accelerator for all and selected with `torch.where`, so a step does
-    not sync with the host), `final_obs`/`final_state`, seeding and `state_dict`.
+    `_avail_actions` when some actions are sometimes unavailable). `TorchVecEnv` does the time
+    limit, auto-reset, seeding, `set_sim_state` and `state_dict`; this class adds the
+    multi-agent action checks, observations with an agent axis, the global state and masks,
+    and `final_obs`.
 
     `check_actions`: also check action values (index range, masks). That reads the actions on
     the host, a sync per step on an accelerator; turn it off there once a policy is trusted.
@@ -186,38 +192,11 @@ class TorchMultiAgentVecEnv(MultiAgentVecEnv):
         seed: int | None = None,
         check_actions: bool = True,
     ) -> None:
-        if not isinstance(num_envs, int) or num_envs < 1:
-            raise EnvError(f"num_envs must be a positive integer, got {num_envs!r}.")
-        self.num_envs = num_envs
-        self.device = torch.device(device)
         self.check_actions = check_actions
-        self.spec = MultiAgentEnvSpec(
-            name=self.name,
-            num_envs=num_envs,
-            num_agents=self.num_agents,
-            obs_dim=self.obs_dim,
-            state_dim=self.state_dim,
-            action_dim=self.action_dim,
-            if_discrete=self.if_discrete,
-            max_step=self.max_step,
-            target_return=self.target_return,
-            shared_reward=self.shared_reward,
-            action_low=self.action_low,
-            action_high=self.action_high,
-            agent_names=tuple(self.agent_names),
-            has_action_mask=self.has_action_mask,
-        )
-        self.generator = torch.Generator(device=self.device)
-        self.generator.manual_seed(0 if seed is None else seed)
-        self.sim_state = self._sample_initial(num_envs)  # (num_envs, sim_dim)
-        self.elapsed = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
+        super().__init__(num_envs, device, seed)
         self._avail: torch.Tensor | None = None  # masks of the last returned observations
 
     # --- what a simulator implements -----------------------------------------------------------
-    def _sample_initial(self, n: int) -> torch.Tensor:
-        """Draw `n` initial simulator states `(n, sim_dim)` from `self.generator`."""
-        raise NotImplementedError
-
     def _dynamics(
         self, sim_state: torch.Tensor, actions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -237,7 +216,47 @@ class TorchMultiAgentVecEnv(MultiAgentVecEnv):
         """Available actions `(n, A, action_dim)` bool, or None when all always are."""
         return None
 
-    # --- the contract --------------------------------------------------------------------------
+    # --- what differs from the single-agent simulator ------------------------------------------
+    def _make_spec(self) -> MultiAgentEnvSpec:  # type: ignore[override]
+        # differs: the multi-agent spec
+        return MultiAgentEnvSpec(
+            name=self.name,
+            num_envs=self.num_envs,
+            num_agents=self.num_agents,
+            obs_dim=self.obs_dim,
+            state_dim=self.state_dim,
+            action_dim=self.action_dim,
+            if_discrete=self.if_discrete,
+            max_step=self.max_step,
+            target_return=self.target_return,
+            shared_reward=self.shared_reward,
+            action_low=self.action_low,
+            action_high=self.action_high,
+            agent_names=tuple(self.agent_names),
+            has_action_mask=self.has_action_mask,
+        )
+
+    def _check_action(self, actions: torch.Tensor) -> None:
+        # differs: joint actions' layout and dtype, and (with check_actions) values and masks
+        self._check_action_layout(actions)
+        if self.check_actions:
+            self._check_action_values(actions, self._avail)
+
+    def _final_outputs(self, sim_state: torch.Tensor) -> dict[str, torch.Tensor]:
+        # differs: the agents' observations and the global state
+        return {"final_obs": self._observe(sim_state), "final_state": self._global_state(sim_state)}
+
+    def _next_outputs(
+        self, final: dict[str, torch.Tensor], reset_any: bool
+    ) -> tuple[torch.Tensor, dict]:
+        # differs: observations (n, A, obs_dim) and an info with the state and masks
+        if reset_any:
+            obs, info = self._observe(self.sim_state), self._info(self.sim_state)
+        else:  # the returned obs are final_obs (as copies)
+            obs = final["final_obs"].clone()
+            info = self._info(self.sim_state, state=final["final_state"].clone())
+        return obs, {**info, **final}
+
     def _info(self, sim_state: torch.Tensor, state: torch.Tensor | None = None) -> dict:
         """`{"state"}` (given, or computed) and `"avail_actions"` when the env has masks."""
         info = {"state": self._global_state(sim_state) if state is None else state}
@@ -246,70 +265,15 @@ class TorchMultiAgentVecEnv(MultiAgentVecEnv):
             info["avail_actions"] = self._avail
         return info
 
+    # --- the contract --------------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> tuple[torch.Tensor, dict]:
-        if seed is not None:
-            self.generator.manual_seed(seed)
-        self.sim_state = self._sample_initial(self.num_envs)
-        self.elapsed.zero_()
-        return self._observe(self.sim_state), self._info(self.sim_state)
-
-    def step(
-        self, actions: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict]:
-        self._check_action_layout(actions)
-        if self.check_actions:
-            self._check_action_values(actions, self._avail)
-        sim_state, rewards, terminated = self._dynamics(self.sim_state, actions)
-        self.elapsed += 1
-        truncated = (self.elapsed >= self.max_step) & ~terminated  # termination takes precedence
-        final_obs = self._observe(sim_state)
-        final_state = self._global_state(sim_state)
-
-        done = terminated | truncated
-        if self.device.type == "cpu":
-            # only the finished sub-envs draw fresh states (cheaper on a CPU)
-            index = done.nonzero().squeeze(1)
-            if index.numel():
-                sim_state.index_copy_(0, index, self._sample_initial(index.numel()))
-                self.elapsed.index_fill_(0, index, 0)
-            self.sim_state = sim_state
-            reset_any = index.numel() > 0
-        else:  # on an accelerator a data-dependent size would sync with the host
-            fresh = self._sample_initial(self.num_envs)
-            self.sim_state = torch.where(done.unsqueeze(1), fresh, sim_state)
-            self.elapsed.masked_fill_(done, 0)
-            reset_any = True
-        if reset_any:
-            obs = self._observe(self.sim_state)
-            info = self._info(self.sim_state)
-        else:  # most steps end no episode: the returned obs are final_obs (as copies)
-            obs = final_obs.clone()
-            info = self._info(self.sim_state, state=final_state.clone())
-        info["final_obs"] = final_obs
-        info["final_state"] = final_state
-        return obs, rewards, terminated, truncated, info
+        obs, _ = super().reset(seed)
+        return obs, self._info(self.sim_state)  # differs: the global state and masks
 
     def set_sim_state(self, sim_state: torch.Tensor, elapsed: torch.Tensor | None = None) -> None:
-        """Put every sub-env into a given simulator state (tests, demonstrations, curricula)."""
-        if tuple(sim_state.shape) != (self.num_envs, self.sim_dim):
-            raise EnvError(
-                f"{self.name}: sim_state must have shape ({self.num_envs}, {self.sim_dim}), "
-                f"got {tuple(sim_state.shape)}."
-            )
-        self.sim_state = sim_state.to(self.device, torch.float32).clone()
-        if elapsed is not None:
-            self.elapsed = elapsed.to(self.device, torch.int64).clone()
-        self._avail = self._avail_actions(self.sim_state)
-
-    def state_dict(self) -> dict:
-        return {
-            "sim_state": self.sim_state.clone(),
-            "elapsed": self.elapsed.clone(),
-            "generator": self.generator.get_state(),
-        }
+        super().set_sim_state(sim_state, elapsed)
+        self._avail = self._avail_actions(self.sim_state)  # differs: the new state's masks
 
     def load_state_dict(self, state: dict) -> None:
-        self.sim_state = state["sim_state"].to(self.device).clone()
-        self.elapsed = state["elapsed"].to(self.device).clone()
-        self.generator.set_state(state["generator"])
-        self._avail = self._avail_actions(self.sim_state)
+        super().load_state_dict(state)
+        self._avail = self._avail_actions(self.sim_state)  # differs: the restored state's masks
