@@ -55,13 +55,15 @@ bench: $(VENV)/.bench
 	$(PY) benchmarks/ppo_backends.py --seeds 0 1 2 --threads 1
 	$(PY) benchmarks/compare.py --quick
 
+# ruff (lint + format) on the code, then mypy's type check of the package ([tool.mypy])
 lint: $(VENV)/.test
 	$(VENV)/bin/ruff check xiaoyarl tests benchmarks examples
 	$(VENV)/bin/ruff format --check xiaoyarl tests benchmarks examples
+	$(VENV)/bin/mypy xiaoyarl
 
 format: $(VENV)/.test
 	$(VENV)/bin/ruff format xiaoyarl tests benchmarks examples
 	$(VENV)/bin/ruff check --fix xiaoyarl tests benchmarks examples
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) runs .pytest_cache .ruff_cache .mypy_cache *.egg-info

@@ -36,6 +36,9 @@ class DeployedPolicy(nn.Module):
     """A rebuilt actor (its observation normaliser inside) plus the rescale to env units:
     `(batch, state_dim)` float32 -> int64 `(batch,)` or float32 `(batch, action_dim)`."""
 
+    low: torch.Tensor  # buffers, continuous actions only
+    high: torch.Tensor
+
     def __init__(self, policy: Policy) -> None:
         super().__init__()
         self.actor = policy.actor

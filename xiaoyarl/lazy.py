@@ -4,12 +4,12 @@ so that importing one module loads only what it uses."""
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 
 def lazy_attributes(
-    namespace: dict[str, Any], sources: dict[str, str | Callable[[], Any]]
+    namespace: dict[str, Any], sources: Mapping[str, str | Callable[[], Any]]
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """`__getattr__` and `__dir__` for the package whose globals are `namespace`: each public name
     of `sources` comes from the module named there (the attribute of the same name) or from the

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -13,6 +14,9 @@ from xiaoyarl.config import Config
 from xiaoyarl.core.nets import ACTORS, ActorDiscretePPO, QNet, RecurrentQNet, RunningNorm
 from xiaoyarl.errors import CheckpointError, ConfigError
 from xiaoyarl.train.checkpoint import load_plain
+
+if TYPE_CHECKING:
+    from xiaoyarl.agents.multi.value_decomposition import RecurrentGreedy
 
 
 class Policy:
@@ -54,7 +58,7 @@ class Policy:
     @torch.no_grad()
     def sample_normalized(self, state: torch.Tensor) -> torch.Tensor:
         """Exploring action as agents see it (see the class docstring) for a torch batch."""
-        actor = self.actor
+        actor: Any = self.actor  # the actor classes differ in their methods: found by hasattr
         if hasattr(actor, "get_action"):  # PPO / A2C: a sample, clipped as the env receives it
             return actor.convert_action_for_env(actor.get_action(state)[0])
         if hasattr(actor, "get_action_logprob"):  # SAC: a squashed Gaussian sample
@@ -114,8 +118,9 @@ class MultiAgentPolicy(Policy):
         super().__init__(meta, device)
         self.num_agents, self.obs_dim = meta["num_agents"], meta["obs_dim"]
         self.recurrent = isinstance(self.actor, RecurrentQNet)
-        self._greedy = None
-        if self.recurrent:  # VDN / QMIX with agent_rnn: hidden states from call to call
+        self._greedy: RecurrentGreedy | None = None
+        # VDN / QMIX with agent_rnn: hidden states from call to call
+        if isinstance(self.actor, RecurrentQNet):
             from xiaoyarl.agents.multi.value_decomposition import RecurrentGreedy
 
             self._greedy = RecurrentGreedy(self.actor)
@@ -135,10 +140,11 @@ class MultiAgentPolicy(Policy):
                     "a recurrent policy acts greedily only (deterministic=True); its "
                     "exploration belongs to training."
                 )
+            assert self._greedy is not None  # built with the recurrent actor
             return self._greedy(obs, avail)
         x = with_agent_ids(obs).flatten(0, 1)
         masks = None if avail is None else avail.flatten(0, 1)
-        actor = self.actor
+        actor: Any = self.actor  # the actor classes differ in their methods: found by hasattr
         if isinstance(actor, QNet):
             q = actor.q_values(x)
             if masks is not None:

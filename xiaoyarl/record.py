@@ -15,6 +15,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import gymnasium
 import numpy as np
@@ -62,7 +63,9 @@ def record_video(
 
     env = _make_render_env(env_id)
     try:
-        obs_dim = int(np.prod(env.observation_space.shape))
+        obs_shape = env.observation_space.shape
+        assert obs_shape is not None  # a Box: GymVecEnv, which trained the policy, needs one
+        obs_dim = int(np.prod(obs_shape))
         if obs_dim != policy.state_dim:
             raise CheckpointError(
                 f"{env_id} has observations of size {obs_dim}, but the policy in {run_dir} "
@@ -131,7 +134,8 @@ def _play(
                     stacklevel=2,
                 )
                 return
-            action = policy(np.asarray(obs, dtype=np.float32).reshape(-1))
+            # numpy in, numpy out
+            action = cast(np.ndarray, policy(np.asarray(obs, dtype=np.float32).reshape(-1)))
             obs, _, terminated, truncated, _ = env.step(_to_env_action(action, env.action_space))
             done = terminated or truncated
 
@@ -194,6 +198,8 @@ def _write_mp4(frames: Iterator[np.ndarray], path: Path, fps: float) -> None:
 
     # macro_block_size=2: keep the env's frame size (e.g. 600 x 400) instead of resizing it to
     # a multiple of 16; H.264 in yuv420p still needs even sides
-    with imageio.get_writer(path, format="FFMPEG", fps=fps, macro_block_size=2) as writer:
+    # not `with ... as writer`: imageio's stub types the `__enter__` result as the base class
+    writer = imageio.get_writer(path, format="FFMPEG", fps=fps, macro_block_size=2)
+    with writer:
         for frame in frames:
             writer.append_data(frame)

@@ -13,6 +13,8 @@ from xiaoyarl.errors import EnvError
 from xiaoyarl.lazy import lazy_attributes
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import torch
 
     from xiaoyarl.envs.base import DEFAULT_TARGET_RETURNS, EnvSpec, TorchVecEnv, VecEnv
@@ -88,7 +90,9 @@ def make_env(
     if backend not in BACKENDS:
         raise EnvError(f"unknown env backend '{backend}'; choose one of {', '.join(BACKENDS)}.")
     if is_torch_native(env_id, backend):
-        return _torch_envs()[env_id](num_envs, device=device, seed=seed, **(env_kwargs or {}))
+        # a torch-native env's constructor takes these arguments; VecEnv's own does not
+        env_class: Callable[..., VecEnv] = _torch_envs()[env_id]
+        return env_class(num_envs, device=device, seed=seed, **(env_kwargs or {}))
     if backend == "torch":
         raise EnvError(
             f"there is no torch-native env named '{env_id}'. Torch-native envs: "

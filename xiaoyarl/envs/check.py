@@ -206,7 +206,7 @@ def _check_api(env: gymnasium.Env, seed: int, num_steps: int, limit: int, found:
     obs_space = env.observation_space
     env.action_space.seed(seed)
     try:
-        out = env.reset(seed=seed)
+        out: Any = env.reset(seed=seed)  # whatever the env returns: checked below
     except Exception as e:
         found.add(
             "reset-raised",
@@ -303,7 +303,7 @@ def _check_gym_seeding(env: gymnasium.Env, seed: int, num_steps: int, found: _Fi
 def _gym_trajectory(env: gymnasium.Env, seed: int, actions: list) -> list[tuple[Any, Any]]:
     """`[(obs, reward)]` from `reset(seed)` then `actions` (auto-reset by hand, unseeded)."""
     obs, _ = env.reset(seed=seed)
-    out = [(np.array(obs, copy=True), 0.0)]
+    out: list[tuple[Any, Any]] = [(np.array(obs, copy=True), 0.0)]
     for action in actions:
         obs, reward, terminated, truncated, _ = env.step(action)
         out.append((np.array(obs, copy=True), np.array(reward, copy=True)))

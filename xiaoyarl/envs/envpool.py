@@ -12,6 +12,7 @@ no transition mixes two episodes.
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import cast
 
 import gymnasium
 import numpy as np
@@ -53,7 +54,8 @@ class EnvPoolVecEnv(GymVecEnv):
         self._seed_used = 0 if seed is None else seed
         self._pool = envpool.make(env_id, env_type="gymnasium", num_envs=num_envs,
                                   seed=self._seed_used)  # fmt: skip
-        self.spec = self._read_spec(self._describe(env_id), env_id)
+        # duck-typed: the spaces and spec that _read_spec reads of a gymnasium.Env
+        self.spec = self._read_spec(cast(gymnasium.Env, self._describe(env_id)), env_id)
         self._closed = False
         self._needs_reset = True
 

@@ -242,7 +242,9 @@ class GymVecEnv(VecEnv):
         if seed is None and self._seed is not None:
             seed = self._seed  # the constructor's seed, used once
         self._seed = None
-        seeds = [None] * self.num_envs if seed is None else [seed + i for i in range(self.num_envs)]
+        seeds: list[int | None] = (
+            [None] * self.num_envs if seed is None else [seed + i for i in range(self.num_envs)]
+        )
 
         if self._venv is not None:
             obs, _ = self._venv.reset(seed=seeds)  # checked in the workers
@@ -335,6 +337,7 @@ class GymVecEnv(VecEnv):
             self._check_finite(state, f"on the auto-reset after step {self._num_steps}")
 
     def _step_async(self, actions: np.ndarray) -> None:
+        assert self._venv is not None  # step() comes here only with the async workers
         obs, reward, terminated, truncated, info = self._venv.step(actions)  # checked in workers
         self._state[:] = obs.reshape(self.num_envs, -1)
         self._final[:] = self._state
@@ -372,7 +375,9 @@ class _CheckedObs(gymnasium.Wrapper):
     def __init__(self, env: gymnasium.Env, name: str, index: int) -> None:
         super().__init__(env)
         self._name, self._index = name, index
-        self._shape = tuple(env.observation_space.shape)
+        shape = env.observation_space.shape
+        assert shape is not None  # a Box: GymVecEnv checked the spaces before starting workers
+        self._shape = tuple(shape)
         self._steps = 0  # counts like GymVecEnv._num_steps: one per vector step
         self._ended = False
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any
+from typing import Any, cast
 
 import gymnasium
 import numpy as np
@@ -164,10 +164,10 @@ class TorchGymVectorEnv(gymnasium.vector.VectorEnv):
                 )
             return torch.as_tensor(a.astype(np.int64), device=self.env.device)
         if a.shape != (n, spec.action_dim):
+            box = cast(spaces.Box, self.single_action_space)  # continuous actions
             raise EnvError(
                 f"{self.env_id}: actions must have shape ({n}, {spec.action_dim}) with values in "
-                f"{self.single_action_space.low.tolist()}..{self.single_action_space.high.tolist()}"
-                f", got shape {a.shape}."
+                f"{box.low.tolist()}..{box.high.tolist()}, got shape {a.shape}."
             )
         # [low, high] -> [-1, 1]; in float64 so that the env's rescaling gives back `a` exactly
         unit = 2.0 * (a.astype(np.float64) - self._act_low) / self._act_span - 1.0

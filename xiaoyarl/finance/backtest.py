@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import torch
@@ -163,7 +164,7 @@ def backtest(
             "assets": {t: v.tolist() for t, (v, _) in asset_series.items()},
         },
     }
-    result = _clean(result)
+    result = cast(dict, _clean(result))  # a dict comes back a dict
     out_dir = Path(out) if out is not None else run_dir
     with atomic_output(out_dir / "backtest.json") as path:
         path.write_text(json.dumps(result, indent=1, allow_nan=False) + "\n")

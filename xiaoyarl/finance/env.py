@@ -48,6 +48,7 @@ import datetime
 import difflib
 import math
 from dataclasses import dataclass
+from typing import TypeGuard
 
 import numpy as np
 import torch
@@ -188,7 +189,7 @@ class TradingConfig:
         return self.market.lower() if isinstance(self.market, str) else self.market
 
 
-def _finite(x: object) -> bool:
+def _finite(x: object) -> TypeGuard[int | float]:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
@@ -207,6 +208,7 @@ def build_market(config: TradingConfig) -> Market:
             config.start_date,
         )  # fmt: skip
     if market == "file":
+        assert config.data is not None  # TradingConfig.validate refuses "file" without data
         return load_market(config.data, sort=config.sort)
     return load_sample(market.upper())
 

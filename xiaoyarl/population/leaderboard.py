@@ -87,7 +87,7 @@ class Leaderboard:
         drop the entries pushed off the board. The new entry, or None."""
         if not self.qualifies(score):
             return None
-        board = read_json(self.path, "leaderboard") if self.path.exists() else {"next_id": 0}
+        board: dict = read_json(self.path, "leaderboard") if self.path.exists() else {"next_id": 0}
         entry_id = board["next_id"]
         entry = {**info, "score": float(score), "id": entry_id, "file": f"entry-{entry_id:06d}.pt"}
         save_atomic(checkpoint, self.folder / entry["file"])

@@ -77,7 +77,9 @@ class Param:
         low, high = self.args
         factor = rng.choice(factors)
         if not _field_is_int(self.field):
-            return float(min(max(value * factor, low), high))
+            # a uniform or log-uniform field holds a number
+            return float(min(max(typing.cast(float, value) * factor, low), high))
+        value = typing.cast(int, value)  # an integer field holds an int
         # round(2 * 0.8) == 2: an integer moves at least one step in the factor's direction
         moved = round(value * factor)
         if factor > 1:

@@ -90,6 +90,7 @@ def member_main(config_dict: dict, resume: bool, seconds: float | None, result_p
     from xiaoyarl.run import train_agent
 
     config = Config.from_dict(config_dict, source="member")
+    assert config.cwd is not None  # the population gives every member its run folder
     log_path = Path(config.cwd) / "log.txt"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "a", buffering=1) as log:
@@ -142,7 +143,7 @@ class Slot:
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
             while self.stop_signal is None:
-                tasks = []
+                tasks: list[dict] = []
                 with locked(self.p.folder):
                     state = self.p.read_state()
                     free_stale_claims(state, self.p.pop.lease_seconds)

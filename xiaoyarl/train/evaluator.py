@@ -12,7 +12,7 @@ import math
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import torch
 
@@ -82,7 +82,7 @@ def run_episodes(
         action = policy(state, info.get("avail_actions")) if multi else policy(state)
         state, reward, terminal, truncate, info = env.step(action)
         if multi:
-            reward = team_reward(env.spec, reward)
+            reward = team_reward(cast(MultiAgentEnvSpec, env.spec), reward)
         returns += reward * running
         running &= ~(terminal | truncate)
         if t % 16 == 15 and not running.any():  # check (a host sync) only now and then
@@ -155,8 +155,8 @@ class Evaluator:
             confirm_mean = confirm.mean().item()
             confirm_std = confirm.std(unbiased=False).item()
             confirmed = confirm_mean >= target
-        row = {"step": step, "time": round(elapsed, 3), "eval_mean": mean, "eval_std": std,
-               **logs}  # fmt: skip
+        row: dict[str, float | None] = {"step": step, "time": round(elapsed, 3), "eval_mean": mean,
+                                        "eval_std": std, **logs}  # fmt: skip
         if confirmed is not None:
             row.update(confirm_mean=confirm_mean, confirm_std=confirm_std)
         append_csv_row(self.recorder_path, row, RECORDER_FIELDS)
@@ -243,7 +243,8 @@ def plot_learning_curve(
     )
     confirms = [(r["step"], r["confirm_mean"]) for r in rows if "confirm_mean" in r]
     if confirms:
-        ax.scatter(*zip(*confirms, strict=True), color="tab:green", marker="o", s=18, zorder=3,
+        confirm_steps, confirm_means = zip(*confirms, strict=True)
+        ax.scatter(confirm_steps, confirm_means, color="tab:green", marker="o", s=18, zorder=3,
                    label="confirming evaluation")  # fmt: skip
     if target_return is not None:
         ax.axhline(

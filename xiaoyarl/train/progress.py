@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TextIO
 
 # Not tqdm or rich: piped to a log file, tqdm writes its redraws as one '\r'-joined line and rich
 # nothing until the end; rich's speed cannot pause for evaluations, tqdm's unpause() drops training.
@@ -202,14 +203,14 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
-def _isatty(stream: object) -> bool:
+def _isatty(stream: TextIO) -> bool:
     try:
         return bool(stream.isatty())
     except (AttributeError, ValueError, OSError):
         return False
 
 
-def _silence(stream: object) -> None:
+def _silence(stream: TextIO) -> None:
     try:
         fd = stream.fileno()
         devnull = os.open(os.devnull, os.O_WRONLY)
