@@ -122,7 +122,8 @@ def test_list_shows_algorithms_envs_and_fields():
     result = cli("list", "--fields")
     assert result.returncode == 0
     words = ("ppo", "a2c", "qmix", "mappo", "CartPole-v1", "Pendulum-v1", "Acrobot-v1",
-             "SpreadDiscrete-v0", "TwoStepGame-v0", "gamma", "horizon_len")  # fmt: skip
+             "SpreadDiscrete-v0", "TwoStepGame-v0", "gamma", "horizon_len", "discount factor",
+             "{auto, torch, gymnasium, envpool, playground}", "{single, parallel}")  # fmt: skip
     for word in words:
         assert word in result.stdout
 
@@ -302,6 +303,36 @@ def test_train_and_population_take_the_run_flags_alike(capsys):
     shown = set(re.findall(r"--[a-z][a-z-]*", capsys.readouterr().out))
     assert set(RUN_FLAGS) <= shown, set(RUN_FLAGS) - shown
     assert "--out" not in shown  # still accepted for a release, no longer offered
+
+
+def test_train_options_of_config_fields_take_the_fields_help_and_choices():
+    from xiaoyarl import Config
+
+    train, docs, choices = _options("train"), Config.field_docs(), Config.field_choices()
+    for name in ("vector_mode", "runner", "num_workers", "restart_workers"):
+        action = train[f"--{name.replace('_', '-')}"]
+        assert action.help == docs[name] and action.choices == choices.get(name), name
+    assert train["--backend"].choices == _options("check-env")["--backend"].choices
+    assert train["--backend"].choices == choices["backend"]
+
+
+def test_options_named_as_config_fields_set_those_fields(tmp_path):
+    """Each option whose name is a Config field's sets it; a population's --cwd is its own folder,
+    not its members' run folder."""
+    from xiaoyarl import Config
+    from xiaoyarl.cli import _apply_run_args, _parser, _population_settings
+
+    args = _parser().parse_args(["train", "PPO", "Pendulum-v1", "--num-envs", "3", "--runner",
+                                 "parallel", "--cwd", "r", "--target-return", "none"])  # fmt: skip
+    config = Config()
+    _apply_run_args(config, args)
+    assert (config.algo, config.env_id, config.num_envs, config.runner, config.cwd) == (
+        "ppo", "Pendulum-v1", 3, "parallel", "r")  # fmt: skip
+    assert config.target_return is None and config.stop_at_target is False
+    args = _parser().parse_args(["population", "ppo", "Pendulum-v1", "--seed", "4", "--cwd",
+                                 str(tmp_path / "pop")])  # fmt: skip
+    config, _, folder = _population_settings(args)
+    assert config.seed == 4 and config.cwd is None and folder == tmp_path / "pop"
 
 
 def test_population_out_still_works_with_a_deprecation_note(tmp_path):

@@ -1,10 +1,13 @@
 """Config: defaults, validation messages, --set parsing, YAML round trip."""
 
+import dataclasses
+
 import pytest
 from helpers import cli
 
 from xiaoyarl import Config, ConfigError
 from xiaoyarl.agents.settings import check_config, resolve_config
+from xiaoyarl.config import option
 
 
 @pytest.mark.parametrize(
@@ -180,19 +183,32 @@ def test_a_mappo_run_saved_before_its_value_loss_fields_resumes_with_the_loss_it
     from xiaoyarl.train.loop import CHECKPOINT_FORMAT
 
     values = Config(algo="mappo", env_id="SpreadDiscrete-v0").to_dict()
-    for name in ("value_clip", "value_loss", "huber_delta"):
+    for name in ("value_norm", "value_clip", "value_loss", "huber_delta"):
         del values[name]
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(values))
     saved = Config.load_saved(path)
-    assert saved.value_clip is False and saved.value_loss == "mse"
-    assert Config.load(path).value_clip is True
+    assert saved.value_clip is False and saved.value_loss == "mse" and saved.value_norm is True
+    assert Config.load(path).value_clip is None  # a config file: automatic (on for MAPPO)
     checkpoint = {"format": CHECKPOINT_FORMAT, "config": values}
     _check_resumable(checkpoint, saved, tmp_path)  # the same settings: resumable
     with pytest.raises(CheckpointError, match="value_clip: checkpoint False, now True"):
-        _check_resumable(checkpoint, Config(algo="mappo", env_id="SpreadDiscrete-v0"), tmp_path)
-    ppo = {k: v for k, v in Config(algo="ppo").to_dict().items() if k != "value_clip"}
-    assert Config.from_saved(ppo).value_clip is True  # read by MAPPO alone: other runs unchanged
+        now = Config(algo="mappo", env_id="SpreadDiscrete-v0", value_norm=True, value_clip=True)
+        _check_resumable(checkpoint, now, tmp_path)
+
+
+def test_runs_saved_when_the_value_loss_fields_were_mappos_own_keep_their_critic_loss():
+    """Until 2026-11-26 value_clip and value_loss (on, huber) were read by MAPPO alone: a PPO
+    run saved then trained on the plain squared error, and resumes so; other algorithms' saved
+    values mean nothing (automatic)."""
+    old = {k: v for k, v in Config(algo="ppo").to_dict().items() if k != "value_norm"}
+    old.update(value_clip=True, value_loss="huber")  # what those configs hold
+    saved = Config.from_saved(old)
+    assert (saved.value_norm, saved.value_clip, saved.value_loss) == (False, False, "mse")
+    dqn = Config.from_saved({**old, "algo": "dqn"})
+    assert (dqn.value_clip, dqn.value_loss) == (None, None)
+    mappo = Config.from_saved({**old, "algo": "mappo"})  # saved after MAPPO's loss fields came
+    assert (mappo.value_norm, mappo.value_clip, mappo.value_loss) == (True, True, "huber")
 
 
 def test_numpy_scalars_are_taken_as_python_values():
@@ -201,3 +217,32 @@ def test_numpy_scalars_are_taken_as_python_values():
     config = Config(state_norm=np.bool_(True), batch_size=np.int64(64), gamma=np.float32(0.5))
     assert config.state_norm is True and config.batch_size == 64 and config.gamma == 0.5
     assert type(config.batch_size) is int and type(config.gamma) is float
+
+
+def test_every_field_has_help_and_validate_allows_only_its_choices():
+    """Each field's help and allowed values are its metadata (`option`); `validate` refuses any
+    value outside a field's choices, naming the field, the value and every allowed value."""
+    for field in dataclasses.fields(Config):
+        assert isinstance(field.metadata["help"], str) and field.metadata["help"].strip(), field
+    choices = Config.field_choices()
+    assert {"backend", "vector_mode", "runner", "value_loss", "target_q_reduce",
+            "hypernet_layers"} <= set(choices)  # fmt: skip
+    for name, allowed in choices.items():
+        for value in allowed:
+            Config(**{name: value}).validate()
+        wrong = "nonsense" if isinstance(allowed[0], str) else 7
+        with pytest.raises(ConfigError) as err:
+            Config(**{name: wrong}).validate()
+        for word in (f"{name}={wrong!r}", f"one of {', '.join(map(str, allowed))}"):
+            assert word in str(err.value)
+
+
+def test_choices_declared_on_a_field_are_checked_without_code_of_their_own():
+    @dataclasses.dataclass
+    class WithMode(Config):
+        mode: str = option("a", "a field added for this test", ("a", "b"))
+
+    assert WithMode.field_docs()["mode"] == "a field added for this test"
+    WithMode(mode="b").validate()
+    with pytest.raises(ConfigError, match=r"mode='c'; mode must be one of a, b\."):
+        WithMode(mode="c").validate()

@@ -7,6 +7,7 @@ from xiaoyarl import Config, make_env, train_agent
 from xiaoyarl.agents.ppo import Rollout
 from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.core.buffer import Batch
+from xiaoyarl.core.graphs import capture_updates
 from xiaoyarl.run import agent_class
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -20,7 +21,9 @@ def make_agent(algo: str, device: str, env_id: str | None = None, **overrides):
     config = resolve_config(config, batched=True)
     env = make_env(env_id, config.num_envs, device=device, seed=0)
     torch.manual_seed(0)
-    return agent_class(algo, env.spec)(env.spec, config, torch.device(device))
+    agent = agent_class(algo, env.spec)(env.spec, config, torch.device(device))
+    agent.graphed = capture_updates(agent)  # as the trainer decides
+    return agent
 
 
 def random_batches(spec, count: int, size: int, device: str) -> list[Batch]:
@@ -55,10 +58,10 @@ def random_batches(spec, count: int, size: int, device: str) -> list[Batch]:
         ("modsac", {}, None),
     ],
 )
-def test_graph_period_is_when_the_steps_choices_repeat(algo, overrides, period):
+def test_update_cycle_is_when_the_steps_choices_repeat(algo, overrides, period):
     agent = make_agent(algo, "cpu", **overrides)
-    assert agent.graph_period() == period
-    assert not agent.use_cuda_graph  # only on CUDA
+    assert agent.update_cycle() == period
+    assert not agent.graphed  # only on CUDA
 
 
 @needs_cuda
@@ -80,11 +83,11 @@ def test_graph_period_is_when_the_steps_choices_repeat(algo, overrides, period):
 def test_graphed_steps_equal_eager_steps(algo, overrides):
     graphed = make_agent(algo, "cuda", **overrides)
     eager = make_agent(algo, "cuda", cuda_graph=False, **overrides)
-    assert graphed.use_cuda_graph and not eager.use_cuda_graph
+    assert graphed.graphed and not eager.graphed
     for name, net in eager.nets.items():
         net.load_state_dict(graphed.nets[name].state_dict())
     # eager warm-up (3 periods), then every phase captured and replayed at least once
-    count = 4 * graphed.graph_period() + 4
+    count = 4 * graphed.update_cycle() + 4
     batches = random_batches(graphed.spec, count, graphed.config.batch_size, "cuda")
     for i, batch in enumerate(batches):
         torch.cuda.manual_seed(i)  # a graph replay draws the same numbers as the eager step
@@ -94,7 +97,8 @@ def test_graphed_steps_equal_eager_steps(algo, overrides):
         assert logs_graphed.keys() == logs_eager.keys()
         for name in logs_eager:
             assert torch.allclose(logs_graphed[name], logs_eager[name], rtol=1e-4, atol=1e-5)
-    assert len(graphed.graphed.graphs) == graphed.graph_period()  # one per phase, replayed
+    graphs = graphed.update_runner.step.graphs
+    assert len(graphs) == graphed.update_cycle()  # one per phase, replayed
     for name, net in graphed.nets.items():
         assert_same_state(net, eager.nets[name], name)
 
@@ -122,7 +126,7 @@ def test_graphed_ppo_update_equals_eager_update(algo, env_id):
     sizes = {"num_envs": 16, "horizon_len": 8, "batch_size": 32}
     graphed = make_agent(algo, "cuda", env_id, **sizes)
     eager = make_agent(algo, "cuda", env_id, cuda_graph=False, **sizes)
-    assert graphed.use_cuda_graph and not eager.use_cuda_graph
+    assert graphed.graphed and not eager.graphed
     spec, g = graphed.spec, torch.Generator().manual_seed(2)
     for i in range(6):  # 3 eager warm-up updates, a capture, then replays
         shape = (8, 16)
@@ -137,13 +141,13 @@ def test_graphed_ppo_update_equals_eager_update(algo, env_id):
             truncates=torch.rand(shape, generator=g) < 0.05,
             next_states=torch.randn(*shape, spec.state_dim, generator=g),
         )  # fmt: skip
-        rollout = Rollout(*(t.cuda() for t in rollout))
+        rollout = Rollout(*(t if t is None else t.cuda() for t in rollout))
         torch.cuda.manual_seed(i)  # the same mini-batch permutation in both
         logs_graphed = graphed.update_net(rollout)
         torch.cuda.manual_seed(i)
         logs_eager = eager.update_net(rollout)
         for name in logs_eager:
             assert torch.allclose(logs_graphed[name], logs_eager[name], rtol=1e-4, atol=1e-5)
-    assert len(graphed.graphed.graphs) == 1
+    assert len(graphed.update_runner.step.graphs) == 1
     for name, net in graphed.nets.items():
         assert_same_state(net, eager.nets[name], name)

@@ -19,7 +19,7 @@ import torch.multiprocessing as mp
 from helpers import cli
 
 from xiaoyarl import Config, load_policy
-from xiaoyarl.agents import agent_class
+from xiaoyarl.agents import make_agent as build_agent
 from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.core.buffer import Batch
 from xiaoyarl.envs import make_env
@@ -36,7 +36,7 @@ def make_agent(algo: str, num_envs: int, batch_size: int):
                     buffer_size=1024), batched=True)  # fmt: skip
     spec = make_env(env_id, num_envs).spec
     torch.manual_seed(0)
-    return agent_class(algo, spec)(spec, config, torch.device("cpu"))
+    return build_agent(algo, spec, config, torch.device("cpu"))
 
 
 def union_data(algo: str):
@@ -65,7 +65,7 @@ def union_data(algo: str):
 
 def part(algo: str, data, rank: int):
     if algo == "ppo":
-        return type(data)(*(t[:, rank * N : (rank + 1) * N] for t in data))
+        return type(data)(*(None if t is None else t[:, rank * N : (rank + 1) * N] for t in data))
     return type(data)(*(t[rank * B : (rank + 1) * B] for t in data))
 
 
@@ -85,7 +85,7 @@ def _rank_main(rank: int, algo: str, store: str, out: str) -> None:
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
     agent = make_agent(algo, N, B)
     data_parallel = DataParallel(rank, 2, torch.device("cpu"), SHARED_SEED)
-    agent.attach_data_parallel(data_parallel)
+    data_parallel.attach(agent)
     torch.manual_seed(100 + rank)  # each rank explores with its own randomness
     update(agent, algo, part(algo, union_data(algo), rank))
     torch.save({name: net.state_dict() for name, net in agent.nets.items()}, f"{out}{rank}.pt")

@@ -4,12 +4,13 @@ trajectory, the objective's window sums; then its place in the agents, its check
 the averaged-critic target."""
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from xiaoyarl import Config
-from xiaoyarl.agents import agent_class
+from xiaoyarl.agents import make_agent as build_agent
 from xiaoyarl.agents.hterm import HTerm
 from xiaoyarl.agents.settings import check_config, resolve_config
 from xiaoyarl.envs import make_env
@@ -128,7 +129,9 @@ def test_inactive_until_enough_kept_states():
     for rollout in random_rollouts():
         h.add(*rollout)
     assert not h.active
-    assert h.loss(lambda s, a: a.sum(-1)) == (0.0, None)
+    agent = SimpleNamespace(explore_logprob=lambda s, a: a.sum(-1))
+    loss, log = h.loss(agent)
+    assert loss == 0.0 and log["h_term"].isnan()
 
 
 def test_checkpoint_round_trip():
@@ -174,16 +177,17 @@ def test_the_actor_gets_the_h_term_gradient_once_active(algo):
     fields = dict(algo=algo, env_id="Pendulum-v1", batch_size=32, horizon_len=64, num_envs=4,
                   learning_starts=0, h_term=True, h_term_start=100)  # fmt: skip
     config = resolve_config(Config(**fields), batched=True)
-    agent = agent_class(algo, env.spec)(env.spec, config, torch.device("cpu"))
+    agent = build_agent(algo, env.spec, config, torch.device("cpu"))
     agent.last_state = agent.observe(*env.reset(seed=0))
     rollout = agent.explore_env(env, 64)
-    agent.h_term_observe(rollout)
-    loss, log = agent.h_term_loss()  # no episode has ended yet
+    agent.observe_auxiliary(rollout)
+    loss, log = agent.auxiliary_loss()  # no episode has ended yet
     assert loss == 0.0 and log["h_term"].isnan()
     for _ in range(3):  # 256 steps: the 200-step episodes end, the H-term starts
-        agent.h_term_observe(agent.explore_env(env, 64))
-    assert agent.h_term.active and agent.h_term.kept_states == 4 * 200  # 1/8 of 4: none dropped
-    loss, log = agent.h_term_loss()
+        agent.observe_auxiliary(agent.explore_env(env, 64))
+    h_term = agent.auxiliary
+    assert h_term.active and h_term.kept_states == 4 * 200  # 1/8 of 4: none dropped
+    loss, log = agent.auxiliary_loss()
     assert math.isfinite(log["h_term"].item())
     assert loss.item() == pytest.approx(-config.h_term_lambda * log["h_term"].item())
     agent.actor.zero_grad()
@@ -202,7 +206,7 @@ def test_h_term_is_refused_where_there_is_no_policy_log_probability():
 def test_sac_logprob_of_its_own_samples():
     env = make_env("Pendulum-v1", 1)
     config = resolve_config(Config(algo="sac", env_id="Pendulum-v1"), batched=True)
-    agent = agent_class("sac", env.spec)(env.spec, config, torch.device("cpu"))
+    agent = build_agent("sac", env.spec, config, torch.device("cpu"))
     states = torch.randn(256, 3)
     torch.manual_seed(0)
     actions, logprob = agent.actor.get_action_logprob(states)
@@ -213,8 +217,6 @@ def test_sac_logprob_of_its_own_samples():
 def test_target_critics_combined_by_min_or_mean(reduce, expected):
     env = make_env("Pendulum-v1", 1)
     config = Config(algo="td3", env_id="Pendulum-v1", num_critics=3, target_q_reduce=reduce)
-    agent = agent_class("td3", env.spec)(
-        env.spec, resolve_config(config, True), torch.device("cpu")
-    )
+    agent = build_agent("td3", env.spec, resolve_config(config, True), torch.device("cpu"))
     q = torch.tensor([[1.0, 2.0], [2.0, -2.0], [3.0, 0.0]])  # (num_critics, B)
     assert agent.reduce_target_q(q).tolist() == expected

@@ -171,13 +171,14 @@ def test_importing_one_module_loads_only_what_it_uses():
     assert set(results["xiaoyarl.envs.classic"]["modules"]) == GYMNASIUM_REGISTRATION
     core = {"xiaoyarl.core", "xiaoyarl.core.nets"}
     assert set(results["xiaoyarl.core.nets"]["modules"]) == GYMNASIUM_REGISTRATION | core
-    # PPO: its base, config, the core blocks; no other agent, no runner, no finance.
+    # PPO: its base, config, the core blocks it uses; no other agent, no add-on (the H-term),
+    # no replay buffer or CUDA graphs, no runner, no finance.
     ppo = set(results["xiaoyarl.agents.ppo"]["modules"])
     assert {m for m in ppo if m.startswith("xiaoyarl.agents.")} == {
         "xiaoyarl.agents.base",
-        "xiaoyarl.agents.hterm",
         "xiaoyarl.agents.ppo",
     }
+    assert not ppo & {"xiaoyarl.core.buffer", "xiaoyarl.core.graphs"}
     higher = ("xiaoyarl.train", "xiaoyarl.scale", "xiaoyarl.population", "xiaoyarl.finance",
               "xiaoyarl.envs.multi")  # fmt: skip
     assert not {m for m in ppo if m.startswith(higher)}

@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-from test_off_policy import ALGO_OF, batch_for, make_agent
+from test_off_policy import ALGO_OF, batch_for, make_agent, next_value
 
 from xiaoyarl.agents import (
     AgentD3QN,
@@ -39,7 +39,7 @@ def reference_critic_loss(agent, batch, seed):
         if isinstance(agent, Q_LEARNERS):
             next_v = agent.next_q(batch.next_states)
         else:
-            next_v = agent.next_value(batch.next_states)
+            next_v = next_value(agent, batch)
         target = torch.tensor([
             batch.rewards[i].item()
             + (0.0 if batch.terminals[i] else gamma * next_v[i].item())
@@ -73,7 +73,7 @@ def test_priority_of_a_critic_ensemble_is_the_mean_absolute_td_error(cls):
     batch = weighted_batch(agent)
     with torch.no_grad():
         torch.manual_seed(11)
-        next_v = agent.next_value(batch.next_states)
+        next_v = next_value(agent, batch)
         target = batch.rewards + agent.config.gamma * (~batch.terminals).float() * next_v
         q = agent.critic_q(batch.states, batch.actions)  # (num_critics, B), before the step
     want = torch.stack([

@@ -9,7 +9,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from xiaoyarl import Config
-from xiaoyarl.agents import agent_class
+from xiaoyarl.agents import make_agent as build_agent
 from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.core.buffer import Transitions
 from xiaoyarl.envs import make_env
@@ -22,7 +22,7 @@ def make_agent(algo: str, **fields):
                     learning_starts=0, buffer_size=256, **fields), batched=True)  # fmt: skip
     spec = make_env("Pendulum-v1", 2).spec
     torch.manual_seed(0)
-    return agent_class(algo, spec)(spec, config, torch.device("cpu"))
+    return build_agent(algo, spec, config, torch.device("cpu"))
 
 
 def rollout(start: torch.Tensor, horizon: int, generator: torch.Generator,
@@ -53,7 +53,7 @@ def _join(rank: int, store: str):
 def _modsac_rank(rank: int, store: str, out: str) -> None:
     data_parallel = _join(rank, store)
     agent = make_agent("modsac", horizon_len=25, batch_size=8)
-    agent.attach_data_parallel(data_parallel)
+    data_parallel.attach(agent)
     torch.manual_seed(100 + rank)  # each rank samples its own replay with its own randomness
     g = torch.Generator().manual_seed(rank)
     # rank 0's critic fits its near-zero rewards at once; rank 1's large ones it does not
@@ -78,7 +78,7 @@ def _h_term_rank(rank: int, store: str, out: str) -> None:
     data_parallel = _join(rank, store)
     agent = make_agent("sac", horizon_len=5, batch_size=8, h_term=True, h_term_k=2,
                        h_term_start=4)  # fmt: skip
-    agent.attach_data_parallel(data_parallel)
+    data_parallel.attach(agent)
     torch.manual_seed(100 + rank)
     g = torch.Generator().manual_seed(rank)
     ready, active, start = [], [], torch.zeros(2, 3)
@@ -87,8 +87,8 @@ def _h_term_rank(rank: int, store: str, out: str) -> None:
         data = rollout(start, 5, g, 1.0, terminal_at=4 if rank == 0 or i >= 49 else None)
         agent.update_net(data)
         start = data.next_states[-1]
-        ready.append(agent.h_term.kept_states >= agent.h_term.start)
-        active.append(agent.h_term.active)
+        ready.append(agent.auxiliary.kept_states >= agent.auxiliary.start)
+        active.append(agent.auxiliary.active)
     assert agent.updates == 1000
     torch.save({"shared": data_parallel.shared_cpu, "ready": ready,
                 "active": active}, f"{out}{rank}.pt")  # fmt: skip

@@ -79,7 +79,7 @@ def _update_both(env, agents, updates: int) -> list:
         model.update(rollout, torch.stack(orders))
         for i, ref in enumerate(references):
             torch.manual_seed(100 * u + i)
-            ref.ppo_update(Rollout(*(x[:, i] for x in rollout)))
+            ref.ppo_update(Rollout(*(None if x is None else x[:, i] for x in rollout)))
     model.write_back()
     return references
 

@@ -11,18 +11,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from xiaoyarl.config import BACKENDS, Config
+from xiaoyarl.config import Config
 from xiaoyarl.errors import ConfigError, XiaoyaError
 from xiaoyarl.presets import CONFIG_DIR, PRESETS, preset_path
 
 if TYPE_CHECKING:
     from xiaoyarl.population.schemes import PopulationConfig
-
-# Options that set the Config field of their name: those of every command that starts runs
-# (`_add_run_flags`), then train's own.
-RUN_FIELDS = ("backend", "seed", "device", "threads", "num_envs", "max_steps", "eval_every",
-              "eval_episodes")  # fmt: skip
-TRAIN_FIELDS = (*RUN_FIELDS, "cwd", "vector_mode", "runner", "num_workers", "restart_workers")
 
 # Old spellings, accepted (with a note) for one release: (command, old option) -> the option.
 RENAMED = {("population", "--out"): "--cwd"}
@@ -41,12 +35,10 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("algo", help="algorithm, e.g. ppo or a2c (see `xiaoyarl list`)")
     train.add_argument("env", help="env id: built-in torch env, gymnasium id, or module:Env-v0")
     _add_run_flags(train)
-    train.add_argument("--vector-mode", choices=["sync", "async"], help="gymnasium sub-envs")
-    train.add_argument("--runner", choices=["single", "parallel"],
-                       help="parallel: worker / learner / evaluator processes")  # fmt: skip
-    train.add_argument("--num-workers", type=int, metavar="W", help="parallel: worker processes")
-    train.add_argument("--restart-workers", type=int, metavar="K",
-                       help="parallel: restart crashed workers up to K times")  # fmt: skip
+    _add_field_flag(train, "vector_mode")
+    _add_field_flag(train, "runner")
+    _add_field_flag(train, "num_workers", type=int, metavar="W")
+    _add_field_flag(train, "restart_workers", type=int, metavar="K")
     train.add_argument("--learners", type=int, metavar="K",
                        help="K data-parallel learner processes on this machine (torch's "
                             "launcher; for several machines use torchrun)")  # fmt: skip
@@ -91,8 +83,7 @@ def _parser() -> argparse.ArgumentParser:
 
     chk = sub.add_parser("check-env", help="check an env against xiaoyarl's env contract")
     chk.add_argument("env_id", help="built-in torch env, gymnasium id, or module:Env-v0")
-    chk.add_argument("--backend", choices=list(BACKENDS),
-                     default="auto")  # fmt: skip
+    chk.add_argument("--backend", choices=Config.field_choices()["backend"], default="auto")
     chk.add_argument("--num-envs", type=int, default=4, metavar="N")
     chk.add_argument("--seed", type=int, default=0)
     chk.add_argument("--steps", type=int, metavar="N", help="steps to run (default max_step + 5)")
@@ -223,7 +214,7 @@ def _add_run_flags(parser: argparse.ArgumentParser, population: bool = False) ->
                         help=says("set any Config field, e.g. --set gamma=0.98 (repeatable)",
                                   "set a Config field of every member, e.g. --set gamma=0.98 "
                                   "(repeatable)"))  # fmt: skip
-    parser.add_argument("--backend", choices=list(BACKENDS),
+    parser.add_argument("--backend", choices=Config.field_choices()["backend"],
                         help=says("env backend (default auto: torch-native where one exists)",
                                   "every member's env backend (default auto: torch-native "
                                   "where one exists)"))  # fmt: skip
@@ -254,6 +245,12 @@ def _add_run_flags(parser: argparse.ArgumentParser, population: bool = False) ->
                         help=says("write the run summary as JSON",
                                   "write the population's summary as JSON"))  # fmt: skip
     parser.add_argument("--quiet", action="store_true", help="print only errors")
+
+
+def _add_field_flag(parser: argparse.ArgumentParser, name: str, **kwargs: object) -> None:
+    """`--name` (dashed) for the Config field `name`, with the field's help and allowed values."""
+    parser.add_argument(f"--{name.replace('_', '-')}", help=Config.field_docs()[name],
+                        choices=Config.field_choices().get(name), **kwargs)  # fmt: skip
 
 
 def _old_dest(option: str) -> str:
@@ -308,7 +305,7 @@ def _train(args: argparse.Namespace) -> int:
     if not (args.config or args.no_preset or args.resume):
         preset = preset_path(args.algo, args.env)
     config = Config.load(args.config or preset) if args.config or preset else Config()
-    _apply_run_args(config, args, TRAIN_FIELDS)
+    _apply_run_args(config, args)
     if preset is not None and not args.quiet:
         print(f"settings: the task preset {preset} for {config.algo} on {config.env_id}, "
               f"then the command line (--no-preset: the library's defaults)")  # fmt: skip
@@ -317,7 +314,7 @@ def _train(args: argparse.Namespace) -> int:
         saved_path = Path(config.cwd or default_run_dir(config)) / "config.yaml"
         if saved_path.is_file():
             saved = Config.load_saved(saved_path)
-            _apply_run_args(saved, args, TRAIN_FIELDS)
+            _apply_run_args(saved, args)
             config = saved
     summary = train_agent(config, resume=bool(args.resume), log=None if args.quiet else print)
     if summary["rank"] != 0:  # several learners: rank 0 reports for all
@@ -347,14 +344,15 @@ def _resume_folder(args: argparse.Namespace) -> None:
         args.cwd = args.resume
 
 
-def _apply_run_args(config: Config, args: argparse.Namespace, fields: tuple[str, ...]) -> None:
-    """Put what the command line says into `config`: algorithm, env, the options `fields` (each
-    sets the Config field of its name), the target return, then the --set pairs."""
+def _apply_run_args(config: Config, args: argparse.Namespace, skip: tuple[str, ...] = ()) -> None:
+    """Put what the command line says into `config`: algorithm, env, each option named as a Config
+    field (`--num-envs` sets num_envs) but those in `skip`, the target return, then the --set
+    pairs."""
     config.algo = args.algo.lower()
     config.env_id = args.env
-    for name in fields:
-        value = getattr(args, name)
-        if value is not None:
+    for name in Config.field_names():
+        value = getattr(args, name, None)
+        if value is not None and name not in ("algo", "target_return", *skip):
             config.set(name, value, source=f"--{name.replace('_', '-')}")
     if args.target_return == "none":
         config.target_return = None
@@ -495,7 +493,7 @@ def _population_settings(args: argparse.Namespace) -> tuple[Config, PopulationCo
             saved.pop.workers = args.workers
         return saved.config, saved.pop, folder
     config = Config.load(args.config) if args.config else Config()
-    _apply_run_args(config, args, RUN_FIELDS)  # the folder is the population's, not config.cwd
+    _apply_run_args(config, args, skip=("cwd",))  # the folder is the population's, not config.cwd
     pop = PopulationConfig()
     for name in POPULATION_FIELDS:
         if getattr(args, name) is not None:
@@ -553,9 +551,9 @@ def _check_env(args: argparse.Namespace) -> int:
 
 
 def _list_fields() -> None:
-    """Every Config field: default, description and, for algorithm-specific fields, which
-    algorithms read it; for a field whose null default is chosen per algorithm, backend and
-    device, what it becomes (`_automatic_values`)."""
+    """Every Config field: default, help, allowed values (where a fixed set) and, for
+    algorithm-specific fields, which algorithms read it; for a field whose null default is chosen
+    per algorithm, backend and device, what it becomes (`_automatic_values`)."""
     import dataclasses
 
     from xiaoyarl.agents import ALGORITHMS
@@ -564,17 +562,19 @@ def _list_fields() -> None:
     for algo, pair in ALGORITHMS.items():
         for field in set().union(*(c.config_fields for c in pair if c is not None)):
             readers.setdefault(field, []).append(algo)
-    docs = Config.field_docs()
+    docs, choices = Config.field_docs(), Config.field_choices()
     automatic = _automatic_values(readers)
-    print("config fields (--set name=value; default, then what it does):")
+    print("config fields (--set name=value; default, {allowed values}, then what it does):")
     print("  (null: chosen per algorithm, backend and device, as listed under the field, with the")
     print("  other automatic fields left null; torch-native includes Playground's JAX tasks)")
     for f in dataclasses.fields(Config):
         default = f.default_factory() if callable(f.default_factory) else f.default
         who = f" [{', '.join(readers[f.name])}]" if f.name in readers else ""
-        doc = docs.get(f.name, "")
+        doc = docs[f.name]
+        if f.name in choices:
+            doc = f"{{{', '.join(map(str, choices[f.name]))}}} {doc}"  # as argparse shows them
         if f.name in automatic:  # what null gives, listed below
-            doc = f"{doc}{who}; null gives:" if doc else f"null gives{who}:"
+            doc = f"{doc}{who}; null gives:"
             who = ""
         print(f"  {f.name:18s} {default!r:12s} {doc}{who}")
         for line in automatic.get(f.name, ()):

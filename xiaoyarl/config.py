@@ -10,10 +10,10 @@ own; the config knows no algorithm.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import functools
-import inspect
 import math
 import numbers
 import re
@@ -28,9 +28,15 @@ import yaml
 from xiaoyarl.errors import ConfigError
 
 BACKENDS = ("auto", "torch", "gymnasium", "envpool", "playground")
-VECTOR_MODES = ("sync", "async")
-# MAPPO's value losses (`value_loss`)
-VALUE_LOSSES = ("huber", "mse")
+
+
+def option(default: typing.Any, help: str, choices: tuple | None = None) -> typing.Any:
+    """A Config field: its default, its help text (`xiaoyarl list --fields`) and, for a field that
+    takes one of a fixed set of values, those values (`Config.validate` allows no other)."""
+    metadata = {"help": help, "choices": choices}
+    if isinstance(default, list | dict):  # each Config gets its own copy
+        return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 def _refuse_unknown_keywords(cls: type) -> type:
@@ -56,116 +62,122 @@ class Config:
     """Every knob of a training run. Defaults work across tasks; none is tuned to one benchmark."""
 
     # --- what to train ---
-    algo: str = "ppo"  # lower-case algorithm name, see `xiaoyarl list`
-    env_id: str = "CartPole-v1"  # built-in torch env, gymnasium id, or "my_module:MyEnv-v0"
-    backend: str = "auto"  # auto (torch-native when one exists) | torch | gymnasium | envpool |
-    # playground (MuJoCo Playground's JAX tasks)
-    vector_mode: str = "sync"  # gymnasium backend: sync (one process) | async (a process per env)
-    env_kwargs: dict | None = None  # keyword arguments of the env (e.g. StockTrading-v0's market;
-    # gymnasium.make's kwargs), as a mapping: --set env_kwargs={market: synthetic}
-    num_envs: int | None = None  # None: automatic per algorithm and backend
-    seed: int = 0  # derives every generator of the run (torch, envs, evaluation envs)
-    device: str = "auto"  # auto (cuda when available) | cpu | cuda | cuda:N
-    threads: int | None = None  # torch CPU threads of the process; None: automatic (1, measured)
-    cuda_graph: bool = True  # on CUDA, replay each update (off-policy: gradient step) as a graph
-    # (ModSAC, and updates whose choices repeat over more than 32 steps, stay eager)
+    algo: str = option("ppo", "lower-case algorithm name, see `xiaoyarl list`")
+    env_id: str = option("CartPole-v1", 'built-in torch env, gymnasium id, or "my_module:MyEnv-v0"')
+    backend: str = option("auto", "env backend; auto: torch-native when one exists, playground: "
+        "MuJoCo Playground's JAX tasks", BACKENDS)  # fmt: skip
+    vector_mode: str = option("sync", "gymnasium backend: sub-envs in one process (sync) or one "
+        "process each (async)", ("sync", "async"))  # fmt: skip
+    env_kwargs: dict | None = option(None, "the env's keyword arguments (StockTrading-v0's market, "
+        "gymnasium.make's kwargs) as a mapping: --set env_kwargs={market: synthetic}")  # fmt: skip
+    num_envs: int | None = option(None, "sub-envs; None: automatic per algorithm and backend")
+    seed: int = option(0, "derives every generator of the run (torch, envs, evaluation envs)")
+    device: str = option("auto", "auto (cuda when available) | cpu | cuda | cuda:N")
+    threads: int | None = option(None, "CPU threads per process; None: automatic (1, measured)")
+    cuda_graph: bool = option(True, "on CUDA, replay each update (off-policy: gradient step) as "
+        "a graph; ModSAC and updates whose choices repeat over 32+ steps stay eager")  # fmt: skip
 
     # --- runner ---
-    runner: str = "single"  # single (one process) | parallel (worker / learner / evaluator)
-    num_workers: int = 2  # parallel: worker processes, each stepping num_envs sub-envs
-    restart_workers: int = 0  # parallel: crashed workers restarted before the run fails
-    worker_timeout: float = 60.0  # parallel: seconds a rollout may take before a worker hangs
+    runner: str = option("single", "one process (single) or worker / learner / evaluator "
+        "processes (parallel)", ("single", "parallel"))  # fmt: skip
+    num_workers: int = option(2, "parallel: worker processes, each stepping num_envs sub-envs")
+    restart_workers: int = option(0, "parallel: crashed workers restarted before the run fails")
+    worker_timeout: float = option(60.0, "parallel: seconds a rollout may take before a worker "
+        "counts as hung")  # fmt: skip
 
     # --- budget, evaluation, checkpoints ---
-    max_steps: int = 2_000_000  # env steps (summed over sub-envs) before training stops
-    target_return: float | None = None  # the return that counts as solved; None: the env's
-    stop_at_target: bool = True  # stop once the target is reached (and confirmed); false: train
-    # the whole max_steps (`--target-return none` on the command line)
-    eval_every: int | None = None  # env steps between evals; None: 2k off-policy, on-policy 20k
-    # (or 8 rollouts where a rollout is larger)
-    eval_episodes: int = 10  # episodes per evaluation, run as parallel sub-envs
-    confirm_episodes: int = 50  # an evaluation at the target counts only if this many fresh
-    # episodes confirm it (0: no confirmation)
-    checkpoint_every: int = 200_000  # env steps between full training-state checkpoints
-    cwd: str | None = None  # run folder; None: runs/<env>_<algo>_<seed>
-    tensorboard: bool = False  # also write TensorBoard events (needs the `tensorboard` extra)
-    wandb: bool = False  # also log to Weights & Biases (`wandb` extra; WANDB_MODE=offline works)
-    wandb_project: str = "xiaoyarl"  # the W&B project runs are logged to
+    max_steps: int = option(2_000_000, "env steps (summed over sub-envs) before training stops")
+    target_return: float | None = option(None, "the return that counts as solved; None: the env's")
+    stop_at_target: bool = option(True, "stop once the target is reached (and confirmed); false: "
+        "train the whole max_steps (`--target-return none` on the command line)")  # fmt: skip
+    eval_every: int | None = option(None, "env steps between evals; None: 2k off-policy, "
+        "on-policy 20k (or 8 rollouts where a rollout is larger)")  # fmt: skip
+    eval_episodes: int = option(10, "episodes per evaluation, run as parallel sub-envs")
+    confirm_episodes: int = option(50, "an evaluation at the target counts only if this many "
+        "fresh episodes confirm it (0: no confirmation)")  # fmt: skip
+    checkpoint_every: int = option(200_000, "env steps between full training-state checkpoints")
+    cwd: str | None = option(None, "run folder; None: runs/<env>_<algo>_<seed>")
+    tensorboard: bool = option(False, "also write TensorBoard events (`tensorboard` extra)")
+    wandb: bool = option(False, "also log to W&B (`wandb` extra; WANDB_MODE=offline works)")
+    wandb_project: str = option("xiaoyarl", "the W&B project runs are logged to")
 
     # --- networks and optimisation ---
-    net_dims: list[int] | None = None  # hidden widths; None: [64, 64] on-policy and DQN family,
-    # [256, 256] other off-policy
-    learning_rate: float | None = None  # Adam's step size; None: automatic per algorithm
-    clip_grad_norm: float = 0.5  # max global gradient norm per network
-    gamma: float = 0.99  # discount factor
-    state_norm: bool | None = None  # running mean/std of observations; None: on-policy only
-    state_norm_clip: float | None = 10.0  # normalised observations clamped to +-this; null: none
-    reward_norm: bool | None = None  # ppo, a2c: rewards / running std of return (None: on);
-    # vdn, qmix: team rewards standardised by their running mean and std, as EPyMARL (None: off)
+    net_dims: list[int] | None = option(None, "hidden widths; None: [64, 64] on-policy and DQN "
+        "family, [256, 256] other off-policy")  # fmt: skip
+    learning_rate: float | None = option(None, "Adam's step size; None: automatic per algorithm")
+    clip_grad_norm: float = option(0.5, "max global gradient norm per network")
+    gamma: float = option(0.99, "discount factor")
+    state_norm: bool | None = option(None, "running mean/std of observations; None: on-policy only")
+    state_norm_clip: float | None = option(10.0, "+-bound on normalised observations; null: none")
+    reward_norm: bool | None = option(None, "ppo, a2c: rewards / running std of return (None: on); "
+        "vdn, qmix: standardised by running mean and std, as EPyMARL (None: off)")  # fmt: skip
 
     # --- rollout and update schedule ---
-    horizon_len: int | None = None  # steps per sub-env per rollout; None: automatic per algorithm
-    batch_size: int | None = None  # transitions per gradient step; None: automatic per algorithm
-    repeat_times: float | None = None  # on-policy: passes (epochs) over each rollout;
-    # off-policy: gradient steps per env step (the update-to-data ratio). None: automatic
+    horizon_len: int | None = option(None, "steps per sub-env per rollout; None: automatic")
+    batch_size: int | None = option(None, "transitions per gradient step; None: automatic")
+    repeat_times: float | None = option(None, "on-policy: epochs over each rollout; off-policy: "
+        "gradient steps per env step (the update-to-data ratio). None: automatic")  # fmt: skip
 
     # --- on-policy (PPO / A2C) ---
-    ratio_clip: float = 0.2  # PPO clip range epsilon
-    lambda_gae_adv: float = 0.95  # GAE lambda
-    lambda_entropy: float = 0.0  # entropy bonus coefficient
+    ratio_clip: float = option(0.2, "PPO clip range epsilon")
+    lambda_gae_adv: float = option(0.95, "GAE lambda")
+    lambda_entropy: float = option(0.0, "entropy bonus coefficient")
 
-    # --- MAPPO's value loss (mappo; agents/multi/mappo.py), as the MAPPO paper's code ---
-    value_clip: bool = True  # MAPPO: the critic's (standardised) prediction also clipped to
-    # +-ratio_clip around its prediction before the update, the larger of the two losses taken
-    value_loss: str = "huber"  # MAPPO: the critic's loss, "huber" (squared error within
-    # +-huber_delta of the standardised return, linear beyond) or "mse" (squared error)
-    huber_delta: float = 10.0  # MAPPO: where the "huber" value loss turns linear
+    # --- the critic of ppo, a2c, mappo (value normalisation and loss as MAPPO's paper code) ---
+    value_norm: bool | None = option(None, "the critic learns returns standardised by their "
+        "running mean and variance; None: mappo on, ppo and a2c off")  # fmt: skip
+    value_clip: bool | None = option(None, "also clip the critic's output to +-ratio_clip "
+        "around its output before the update, the larger loss taken; None: mappo only")  # fmt: skip
+    value_loss: str | None = option(None, "critic loss: huber (squared within +-huber_delta, "
+        "linear beyond) or mse; None: mappo huber, else mse", ("huber", "mse"))  # fmt: skip
+    huber_delta: float = option(10.0, 'where the "huber" value loss turns linear')
 
     # --- off-policy (DQN family, DDPG, TD3, SAC, REDQ) ---
-    buffer_size: int = 1_000_000  # replay capacity in transitions (on the training device)
-    learning_starts: int = 1_000  # env steps of uniformly random actions before learning
-    soft_update_tau: float = 0.005  # target <- tau * online + (1 - tau) * target ...
-    target_update_every: int = 1  # ... every this many gradient steps (tau=1: periodic copy)
-    per: bool = False  # prioritized experience replay (proportional)
-    per_alpha: float = 0.6  # how much prioritization is used (0: uniform)
-    per_beta: float = 0.4  # initial importance-sampling exponent, annealed linearly to 1 ...
-    per_beta_steps: int = 100_000  # ... over this many env steps (fixed, so a resumed run
-    # with a larger max_steps anneals exactly as one run would)
-    explore_rate: float = 0.05  # DQN: final epsilon of epsilon-greedy (starts at 1)
-    explore_decay_steps: int = 10_000  # DQN: env steps over which epsilon decays linearly
-    explore_noise_std: float = 0.1  # DDPG / TD3: Gaussian exploration noise (actions in [-1, 1])
-    policy_noise_std: float = 0.2  # TD3: target policy smoothing noise ...
-    policy_noise_clip: float = 0.5  # ... clipped to +-this
-    policy_delay: int = 2  # TD3: critic updates per actor update
-    alpha_init: float = 1.0  # SAC: initial entropy temperature (learned)
-    num_critics: int | None = None  # None: 1 DDPG/MADDPG, 2 TD3/SAC/MATD3, 10 REDQ
-    redq_subset: int = 2  # REDQ: M critics in the target's minimum
-    target_q_reduce: str = "min"  # DDPG / TD3 / SAC: the target critics' values combined by
-    # their "min" (the papers' clipped double Q) or their "mean" (an averaged ensemble; raise
-    # num_critics for more members)
+    buffer_size: int = option(1_000_000, "replay capacity in transitions (on the training device)")
+    learning_starts: int = option(1_000, "env steps of uniformly random actions before learning")
+    soft_update_tau: float = option(0.005, "target <- tau * online + (1 - tau) * target ...")
+    target_update_every: int = option(1, "... every this many gradient steps (tau=1: hard update)")
+    per: bool = option(False, "prioritized experience replay (proportional)")
+    per_alpha: float = option(0.6, "how much prioritization is used (0: uniform)")
+    per_beta: float = option(0.4, "initial importance-sampling exponent, annealed to 1 ...")
+    per_beta_steps: int = option(100_000, "... linearly over this many env steps (fixed, so a "
+        "resumed run with a larger max_steps anneals exactly as one run would)")  # fmt: skip
+    explore_rate: float = option(0.05, "DQN: final epsilon of epsilon-greedy (starts at 1)")
+    explore_decay_steps: int = option(10_000, "DQN: env steps over which epsilon decays linearly")
+    explore_noise_std: float = option(0.1, "DDPG / TD3: Gaussian exploration noise (actions: +-1)")
+    policy_noise_std: float = option(0.2, "TD3: target policy smoothing noise ...")
+    policy_noise_clip: float = option(0.5, "... clipped to +-this")
+    policy_delay: int = option(2, "TD3: critic updates per actor update")
+    alpha_init: float = option(1.0, "SAC: initial entropy temperature (learned)")
+    num_critics: int | None = option(None, "critics; None: 1 DDPG/MADDPG, 2 TD3/SAC/MATD3, 10 REDQ")
+    redq_subset: int = option(2, "REDQ: M critics in the target's minimum")
+    target_q_reduce: str = option("min", "DDPG / TD3 / SAC: the target critics' values combined "
+        "by their min (the papers' clipped double Q) or their mean (an averaged ensemble; raise "
+        "num_critics for more members)", ("min", "mean"))  # fmt: skip
 
     # --- value decomposition (vdn, qmix; agents/multi/value_decomposition.py) ---
-    agent_rnn: bool = False  # VDN / QMIX: recurrent agent networks (a GRU cell of width
-    # net_dims[-1], as the QMIX paper's agents) for partial observability; each gradient step
-    # then replays batch_size // max_step whole episodes instead of single transitions
-    mixer_embed_dim: int = 32  # QMIX: width of the mixing network's hidden layer
-    hypernet_layers: int = 2  # QMIX: layers of each hypernetwork that makes the mixing weights
-    # from the global state (2: with a ReLU layer between, as PyMARL; 1: linear, as the paper)
-    hypernet_dim: int = 64  # QMIX: width of that ReLU layer (hypernet_layers: 2)
-    hypernet_init_gain: float = 0.001  # QMIX: gain of the orthogonal init of every hypernetwork
-    # layer. Small, as JaxMARL's QMIX settings (0.001 on every task): the mixer starts near
-    # Q_tot = 0, so the team value is first carried by V(s) and the mixing weights grow only as
-    # far as the data asks; with the usual gains (~1) the weights that multiply every agent's
-    # Q-value errors start large and Q_tot drifted upwards on the navigation task (BENCHMARKS.md)
+    agent_rnn: bool = option(False, "VDN / QMIX: recurrent agent networks (a GRU cell of width "
+        "net_dims[-1], as the QMIX paper's agents) for partial observability; each gradient step "
+        "then replays batch_size // max_step whole episodes, not single transitions")  # fmt: skip
+    mixer_embed_dim: int = option(32, "QMIX: width of the mixing network's hidden layer")
+    hypernet_layers: int = option(2, "QMIX: layers of the hypernetworks (state -> mixing weights); "
+        "2: with a ReLU between, as PyMARL; 1: linear, as the paper", (1, 2))  # fmt: skip
+    hypernet_dim: int = option(64, "QMIX: width of that ReLU layer (hypernet_layers: 2)")
+    # Small, as JaxMARL's QMIX settings (0.001 on every task): the mixer starts near Q_tot = 0, so
+    # the team value is first carried by V(s) and the mixing weights grow only as far as the data
+    # asks; with the usual gains (~1) the weights that multiply every agent's Q-value errors start
+    # large and Q_tot drifted upwards on the navigation task (BENCHMARKS.md).
+    hypernet_init_gain: float = option(0.001, "QMIX: gain of the orthogonal init of every "
+        "hypernetwork layer; small, so the mixer starts near Q_tot = 0")  # fmt: skip
 
     # --- the H-term stability add-on (ppo, a2c, ddpg, td3, sac, modsac, redq; agents/hterm.py) ---
-    h_term: bool = False  # add the H-term to the actor's objective
-    h_term_k: int = 4  # K: consecutive steps per trajectory window
-    h_term_gamma: float = 0.8  # gamma_h: discount over a window's steps
-    h_term_lambda: float = 0.125  # lambda_h: weight of the H-term in the actor's loss
-    h_term_drop: float = 0.125  # fraction of the stored trajectories, lowest returns, left out
-    h_term_start: int = 4096  # kept states needed before the H-term starts
-    h_term_capacity: int = 65_536  # states of the most recent whole trajectories stored
+    h_term: bool = option(False, "add the H-term to the actor's objective")
+    h_term_k: int = option(4, "K: consecutive steps per trajectory window")
+    h_term_gamma: float = option(0.8, "gamma_h: discount over a window's steps")
+    h_term_lambda: float = option(0.125, "lambda_h: weight of the H-term in the actor's loss")
+    h_term_drop: float = option(0.125, "fraction of stored trajectories, lowest returns, left out")
+    h_term_start: int = option(4096, "kept states needed before the H-term starts")
+    h_term_capacity: int = option(65_536, "states of the most recent whole trajectories stored")
 
     def __post_init__(self) -> None:
         self._convert_fields(type(self).__name__)
@@ -181,25 +193,18 @@ class Config:
     def field_names(cls) -> list[str]:
         return [f.name for f in dataclasses.fields(cls)]
 
-    # Not tyro or simple-parsing (which read these comments too): either would take over the CLI
-    # and --set parsing, and tyro adds typeguard and docstring-parser, to replace a 15-line parse.
+    # Help and choices are plain field metadata (`option`), not tyro or simple-parsing: either would
+    # take over the CLI and --set parsing.
     @classmethod
     def field_docs(cls) -> dict[str, str]:
-        """Each field's description: its comment in this class's source (the one place it is
-        written), continuation lines included."""
-        docs: dict[str, str] = {}
-        name = None
-        for line in inspect.getsource(cls).splitlines():
-            field = re.match(r"    (\w+): [^#]*=[^#]*#\s?(.*)$", line)
-            more = re.match(r"    #\s?(?!---)(.*)$", line)
-            if field:
-                name = field.group(1)
-                docs[name] = field.group(2).strip()
-            elif more and name is not None:
-                docs[name] += " " + more.group(1).strip()
-            else:
-                name = None
-        return docs
+        """Each field's help text, as its `option` gives it."""
+        return {f.name: f.metadata["help"] for f in dataclasses.fields(cls)}
+
+    @classmethod
+    def field_choices(cls) -> dict[str, tuple]:
+        """The values allowed, for each field that takes one of a fixed set."""
+        return {f.name: f.metadata["choices"] for f in dataclasses.fields(cls)
+                if f.metadata["choices"]}  # fmt: skip
 
     @classmethod
     def from_dict(cls, values: dict, source: str = "config") -> Config:
@@ -214,11 +219,11 @@ class Config:
     @classmethod
     def from_saved(cls, values: dict, source: str = "config") -> Config:
         """The config a run was trained with, from what it saved (its config.yaml or its
-        checkpoint's config): fields it lacks because it was written before they existed take
-        the values that reproduce that run (`saved_run_values`), not today's defaults."""
+        checkpoint's config): fields whose meaning changed since it was written take the values
+        that reproduce that run (`saved_run_values`), not today's defaults."""
         if not isinstance(values, dict):
             raise ConfigError(f"{source}: expected a mapping of field: value, got {values!r}.")
-        return cls.from_dict({**saved_run_values(values), **values}, source=source)
+        return cls.from_dict({**values, **saved_run_values(values)}, source=source)
 
     @classmethod
     def load_saved(cls, path: str | Path) -> Config:
@@ -281,12 +286,10 @@ class Config:
             bad("algo", "an algorithm name such as 'ppo' (see `xiaoyarl list`)")
         if not self.env_id or not isinstance(self.env_id, str):
             bad("env_id", "a built-in env name or a gymnasium id such as 'CartPole-v1'")
-        if self.backend not in BACKENDS:
-            bad("backend", f"one of {', '.join(BACKENDS)}")
-        if self.vector_mode not in VECTOR_MODES:
-            bad("vector_mode", f"one of {', '.join(VECTOR_MODES)}")
-        if self.runner not in ("single", "parallel"):
-            bad("runner", "single or parallel")
+        for name, allowed in self.field_choices().items():
+            automatic = getattr(self, name) is None and _DEFAULTS[name] is None
+            if getattr(self, name) not in allowed and not automatic:
+                bad(name, f"one of {', '.join(map(str, allowed))}")
         if self.num_workers < 1:
             bad("num_workers", "a positive integer")
         if self.restart_workers < 0:
@@ -322,18 +325,12 @@ class Config:
                 bad(name, "a finite number >= 0")
         if self.alpha_init <= 0:
             bad("alpha_init", "a number > 0")
-        if self.hypernet_layers not in (1, 2):
-            bad("hypernet_layers", "1 or 2")
         if self.agent_rnn and self.per:
             bad("per", "false with agent_rnn (recurrent agents replay whole episodes, uniformly)")
         if not (math.isfinite(self.hypernet_init_gain) and self.hypernet_init_gain > 0):
             bad("hypernet_init_gain", "a finite number > 0, e.g. 0.001")
-        if self.value_loss not in VALUE_LOSSES:
-            bad("value_loss", f"one of {', '.join(VALUE_LOSSES)}")
         if not (math.isfinite(self.huber_delta) and self.huber_delta > 0):
             bad("huber_delta", "a finite number > 0, e.g. 10.0")
-        if self.target_q_reduce not in ("min", "mean"):
-            bad("target_q_reduce", "min or mean")
         for name in ("h_term_gamma", "h_term_lambda"):
             if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
                 bad(name, "a finite number >= 0")
@@ -367,13 +364,25 @@ class Config:
 
 
 def saved_run_values(saved: dict) -> dict:
-    """Values for the fields a run's saved config lacks, where today's defaults would change what
-    that run computed: the fields were added, with new behaviour as their default, after it was
-    written. (MAPPO's clipped Huber value loss came on 2026-11-25; earlier runs used the squared
-    error.)"""
-    if saved.get("algo") == "mappo":
-        return {"value_clip": False, "value_loss": "mse"}
-    return {}
+    """The values that reproduce what a run computed, for fields of its saved config that mean
+    something else today: fields added later with new behaviour as their default (MAPPO's
+    clipped Huber value loss came on 2026-11-25; earlier runs used the squared error), and
+    `value_clip` and `value_loss`, which until 2026-11-26 were MAPPO's own (on and huber by
+    default, read by no other algorithm) and since then are automatic per algorithm (with
+    `value_norm`). They replace the saved values."""
+    if "value_norm" in saved:  # written after that change
+        return {}
+    algo = saved.get("algo")
+    if algo == "mappo":
+        if "value_clip" not in saved:
+            return {"value_norm": True, "value_clip": False, "value_loss": "mse"}
+        return {"value_norm": True}
+    if algo in ("ppo", "a2c"):
+        return {"value_norm": False, "value_clip": False, "value_loss": "mse"}
+    return {"value_clip": None, "value_loss": None}
+
+
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Config)}
 
 
 def _read_yaml(path: Path) -> dict:

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import torch
 
-from xiaoyarl.agents import agent_class
+from xiaoyarl.agents import agent_class, make_agent
 from xiaoyarl.agents.settings import check_config, ignored_fields, resolve_config
 from xiaoyarl.config import Config, saved_run_values
+from xiaoyarl.core.graphs import capture_updates
 from xiaoyarl.envs import is_batched, is_torch_native, make_env
 from xiaoyarl.envs.base import EnvSpec, VecEnv
 from xiaoyarl.envs.multi import (
@@ -216,11 +217,13 @@ def _run(
         agent_spec = spec
         if parallel:  # the learner sees the workers' sub-envs side by side
             agent_spec = dataclasses.replace(spec, num_envs=spec.num_envs * config.num_workers)
-        agent = agent_class(config.algo, spec)(agent_spec, config, device)
+        agent = make_agent(config.algo, agent_spec, config, device)
         if data_parallel is not None:
             data_parallel.broadcast_agent(agent)
-            agent.attach_data_parallel(data_parallel)
+            data_parallel.attach(agent)
             torch.manual_seed(seed)
+        else:
+            capture_updates(agent)
         target = config.target_return if config.target_return is not None else spec.target_return
         state, info = env.reset(seed=seed)
         check_state(state, spec, "reset")
@@ -321,8 +324,8 @@ def _say_error(text: str) -> None:
 def _check_resumable(checkpoint: dict, config: Config, run_dir: Path) -> None:
     if checkpoint.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"{run_dir}/checkpoint/state.pt is not a xiaoyarl checkpoint.")
-    saved = checkpoint["config"]
-    unsaved = {**Config().to_dict(), **saved_run_values(saved)}  # fields it predates
+    saved = {**checkpoint["config"], **saved_run_values(checkpoint["config"])}
+    unsaved = Config().to_dict()  # fields it predates
     now = config.to_dict()
     diffs = [
         f"{k}: checkpoint {saved.get(k, unsaved[k])!r}, now {now[k]!r}"

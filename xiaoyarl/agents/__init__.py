@@ -12,6 +12,8 @@ from xiaoyarl.errors import ConfigError
 from xiaoyarl.lazy import lazy_attributes
 
 if TYPE_CHECKING:
+    import torch
+
     from xiaoyarl.agents.base import AgentBase
     from xiaoyarl.agents.ddpg import AgentDDPG
     from xiaoyarl.agents.dqn import AgentD3QN, AgentDoubleDQN, AgentDQN
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     from xiaoyarl.agents.redq import AgentREDQ
     from xiaoyarl.agents.sac import AgentModSAC, AgentSAC, AgentSACDiscrete
     from xiaoyarl.agents.td3 import AgentTD3
+    from xiaoyarl.config import Config
     from xiaoyarl.envs.base import EnvSpec
     from xiaoyarl.envs.multi.base import MultiAgentEnvSpec
 
@@ -130,6 +133,23 @@ def agent_class(algo: str, spec: EnvSpec | MultiAgentEnvSpec) -> type[AgentBase]
     return chosen
 
 
+def make_agent(
+    algo: str,
+    spec: EnvSpec | MultiAgentEnvSpec,
+    config: Config,
+    device: torch.device,
+    learner: bool = True,
+) -> AgentBase:
+    """The agent of `algo` for the env of `spec` (`agent_class`), with the auxiliary actor loss
+    the config asks for plugged into a learner: the H-term (`h_term`, `agents/hterm.py`)."""
+    agent = agent_class(algo, spec)(spec, config, device, learner)
+    if config.h_term and learner:
+        from xiaoyarl.agents.hterm import HTerm  # only runs with the H-term load it
+
+        agent.auxiliary = HTerm(config, device)
+    return agent
+
+
 __all__ = [
     "ALGORITHMS",
     "AgentDiscreteMAPPO",
@@ -155,6 +175,7 @@ __all__ = [
     "AgentSACDiscrete",
     "AgentTD3",
     "agent_class",
+    "make_agent",
 ]
 
 

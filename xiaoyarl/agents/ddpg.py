@@ -11,20 +11,18 @@ import math
 import torch
 from torch import nn
 
-from xiaoyarl.agents.base import H_TERM_FIELDS, OFF_POLICY_FIELDS, AgentBase
+from xiaoyarl.agents.off_policy import OFF_POLICY_FIELDS, AgentOffPolicy
 from xiaoyarl.config import Config
 from xiaoyarl.core.buffer import Batch
 from xiaoyarl.core.nets import Actor, CriticEnsemble, RunningNorm, gaussian_logprob
 from xiaoyarl.envs.base import EnvSpec
 
 
-class AgentDDPG(AgentBase):
+class AgentDDPG(AgentOffPolicy):
     """Deterministic actor, Q critic, target networks for both, Gaussian exploration noise."""
 
-    if_off_policy = True
     if_discrete = False
-    config_fields = OFF_POLICY_FIELDS | H_TERM_FIELDS | {"explore_noise_std", "num_critics",
-                                                         "target_q_reduce"}  # fmt: skip
+    config_fields = OFF_POLICY_FIELDS | {"explore_noise_std", "num_critics", "target_q_reduce"}
     actor_class: type[nn.Module] = Actor
     uses_target_actor = True
     default_num_critics = 1  # critics unless `num_critics` says otherwise
@@ -90,10 +88,12 @@ class AgentDDPG(AgentBase):
         minimum, or their mean with `target_q_reduce: mean` (an averaged ensemble)."""
         return q.mean(0) if self.config.target_q_reduce == "mean" else q.min(0).values
 
-    def next_value(self, next_states: torch.Tensor) -> torch.Tensor:
-        """Value of s' under the target policy and target critics `(B,)`."""
-        q = self.critic_target(next_states, self.target_action(next_states))
-        return self.reduce_target_q(q)
+    def td_target(self, batch: Batch) -> torch.Tensor:
+        """The critics' target `(B,)`: r + gamma * Q'(s', a'), a' the target policy's action in
+        s', Q' the target critics combined by `reduce_target_q`; no bootstrap past a terminal."""
+        q = self.critic_target(batch.next_states, self.target_action(batch.next_states))
+        not_terminal = (~batch.terminals).float()
+        return batch.rewards + self.config.gamma * not_terminal * self.reduce_target_q(q)
 
     def critic_q(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """Every critic's Q(s, a) for the batch's actions `(num_critics, B)`."""
@@ -117,13 +117,13 @@ class AgentDDPG(AgentBase):
         return True
 
     def update_actor(self, states: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Ascend Q(s, actor(s)) of the first critic (plus the H-term when it is on)."""
-        h_loss, h_log = self.h_term_loss()
+        """Ascend Q(s, actor(s)) of the first critic (plus the auxiliary loss, if any)."""
+        aux_loss, aux_log = self.auxiliary_loss()
         actor_loss = -self.critic_q_for_actor(states, self.actor(states))[0].mean()
-        self.optimizer_step(self.optimizers["actor"], self.actor, actor_loss + h_loss)
-        return {"actor_loss": actor_loss.detach(), **h_log}
+        self.optimizer_step(self.optimizers["actor"], self.actor, actor_loss + aux_loss)
+        return {"actor_loss": actor_loss.detach(), **aux_log}
 
-    def h_term_logprob(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    def explore_logprob(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """The exploration distribution's density: N(actor(s), explore_noise_std^2)."""
         log_std = torch.full_like(actions, math.log(self.config.explore_noise_std))
         return gaussian_logprob((actions - self.actor(states)) * (-log_std).exp(), log_std).sum(-1)
@@ -131,10 +131,7 @@ class AgentDDPG(AgentBase):
     # --- one gradient step ---
     def update_step(self, batch: Batch) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         with torch.no_grad():
-            not_terminal = (~batch.terminals).float()
-            target = batch.rewards + self.config.gamma * not_terminal * self.next_value(
-                batch.next_states
-            )
+            target = self.td_target(batch)
         q = self.critic_q(batch.states, batch.actions)  # (num_critics, B)
         td_errors = target - q
         critic_loss = (batch.weights * td_errors.square()).mean(-1).sum()

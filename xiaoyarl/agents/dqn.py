@@ -10,19 +10,18 @@ from __future__ import annotations
 import torch
 from torch.nn import functional as F
 
-from xiaoyarl.agents.base import OFF_POLICY_FIELDS, AgentBase
+from xiaoyarl.agents.off_policy import OFF_POLICY_FIELDS, AgentOffPolicy
 from xiaoyarl.config import Config
 from xiaoyarl.core.buffer import Batch
 from xiaoyarl.core.nets import QNet, QNetDuel
 from xiaoyarl.envs.base import EnvSpec
 
 
-class AgentDQN(AgentBase):
+class AgentDQN(AgentOffPolicy):
     """Q-learning with a replay buffer, a target network, epsilon-greedy exploration (epsilon
     decays linearly from 1 to `explore_rate` over `explore_decay_steps` env steps) and the
     Huber loss on the TD error, weighted by importance weights when replay is prioritized."""
 
-    if_off_policy = True
     if_discrete = True
     config_fields = OFF_POLICY_FIELDS | {"explore_rate", "explore_decay_steps"}
     qnet_class: type[QNet] = QNet

@@ -17,33 +17,52 @@ log-probability is ElegantRL's). The actor's loss becomes `loss - lambda_h * H`
 unchanged. Maximising H raises the probability of the action sequences of the better
 trajectories, most where their rewards are highest.
 
-log pi for each family: PPO and A2C, their own (Gaussian or categorical); SAC, the squashed
-Gaussian's density of the stored action; DDPG and TD3 (deterministic actors), the density of
-their exploration distribution N(actor(s), explore_noise_std^2) at the stored action.
+log pi is the agent's `explore_logprob`: PPO and A2C, their own (Gaussian or categorical); SAC,
+the squashed Gaussian's density of the stored action; DDPG and TD3 (deterministic actors), the
+density of their exploration distribution N(actor(s), explore_noise_std^2) at the stored action.
+
+The H-term is an auxiliary loss plugged into an agent (`AgentBase.auxiliary`, by `make_agent`
+in `agents/__init__.py` when `h_term` is on): the agent shows it each rollout
+(`observe_auxiliary`) and adds `auxiliary_loss()` to its actor's loss.
 
 The windows are drawn from a generator of the H-term's own (seeded from the run's seed,
 part of the checkpoint with the buffer), never from torch's global one: whether the H-term is
 on must not shift the random numbers the rest of the run draws. With several learners each
 rank keeps its own trajectories and draws its windows from a generator of its own (seeded
 by rank), so the random state the ranks share for their update (`scale/distributed.py`) stays
-alike; the objective starts on every rank together, once every rank's kept trajectories
-suffice. CUDA-graph replay is off while the H-term is on (the sampled windows change size as
-the buffer fills).
+alike (`join`); the objective starts on every rank together, once every rank's kept
+trajectories suffice. CUDA-graph replay is off while the H-term is on (the sampled windows
+change size as the buffer fills).
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
+
+from xiaoyarl.core.reduce import Reducer
+
+if TYPE_CHECKING:
+    from xiaoyarl.agents.base import AgentBase
 
 LOGPROB_CLAMP = (-16.0, 2.0)  # ElegantRL's bounds on a window's cumulative log-probability
 SEED_OFFSET = 50_000  # the windows' generator: run seed + this (+ rank), apart from the others
 
 
+# the Config fields of the H-term (the agents that take it read them)
+FIELDS = frozenset({
+    "h_term", "h_term_k", "h_term_gamma", "h_term_lambda", "h_term_drop", "h_term_start",
+    "h_term_capacity",
+})  # fmt: skip
+
+
 class HTerm:
     """The trajectory buffer and the H-term objective (see the module docstring)."""
+
+    name = "h_term"  # its key in the agent's checkpoint state and its log column
 
     def __init__(self, config, device: torch.device) -> None:
         self.k = config.h_term_k
@@ -62,8 +81,7 @@ class HTerm:
         # closed trajectories, oldest first: (states, actions, rewards)
         self.trajectories: deque[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = deque()
         self.stored = 0  # states in `trajectories`
-        # several learners: whether every rank's buffer is ready (set by the agent on each
-        # rollout, `AgentBase.h_term_observe`); one process: always
+        # several learners: whether every rank's buffer is ready (`observe`); one process: always
         self.all_ranks_ready = True
         self.generator = torch.Generator(device=device)
         self.seed(config.seed)
@@ -72,6 +90,20 @@ class HTerm:
     def seed(self, seed: int, rank: int = 0) -> None:
         """Restart the windows' generator from run seed `seed` (rank `rank` of several)."""
         self.generator.manual_seed(seed + SEED_OFFSET + rank)
+
+    # --- as an agent's auxiliary loss ---
+    def join(self, seed: int, part: int) -> None:
+        """This agent is rank `part` of several that share one update: draw the windows from a
+        stream of its own, and start the objective once every rank's buffer is ready."""
+        self.seed(seed, part)
+        self.all_ranks_ready = False
+
+    def observe(self, rollout: NamedTuple, reducer: Reducer) -> None:
+        """Keep the rollout's episodes; with several ranks, check whether all are ready."""
+        dones = rollout.terminals | rollout.truncates
+        self.add(rollout.states, rollout.actions, rollout.rewards, dones)
+        if not self.all_ranks_ready:
+            self.all_ranks_ready = reducer.every(self.ready)
 
     # --- the buffer ---
     @torch.no_grad()
@@ -172,13 +204,13 @@ class HTerm:
         discount = self.gamma ** torch.arange(1, self.k + 1, device=logp.device)
         return (cumulative * self.r_norm[index] * discount).sum(1).mean()
 
-    def loss(self, logprob: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-             ) -> tuple[torch.Tensor | float, torch.Tensor | None]:  # fmt: skip
-        """(-lambda_h * H, H) on freshly drawn windows; (0, None) while the buffer fills."""
+    def loss(self, agent: AgentBase) -> tuple[torch.Tensor | float, dict[str, torch.Tensor]]:
+        """-lambda_h * H on freshly drawn windows of `agent`'s `explore_logprob`, and H's log;
+        0 and NaN while the buffer fills (so the log column exists from the first row on)."""
         if not self.active:
-            return 0.0, None
-        h = self.objective(logprob, self.sample(self.windows))
-        return -self.lam * h, h.detach()
+            return 0.0, {self.name: torch.tensor(float("nan"), device=self.device)}
+        h = self.objective(agent.explore_logprob, self.sample(self.windows))
+        return -self.lam * h, {self.name: h.detach()}
 
     # --- checkpoint ---
     def state_dict(self) -> dict:

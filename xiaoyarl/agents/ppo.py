@@ -8,15 +8,16 @@ Estimation", 2016. A2C: Mnih et al., "Asynchronous Methods for Deep Reinforcemen
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
 
-from xiaoyarl.agents.base import H_TERM_FIELDS, AgentBase
+from xiaoyarl.agents.base import AgentBase
 from xiaoyarl.config import Config
-from xiaoyarl.core.nets import ActorDiscretePPO, ActorPPO, CriticV, RewardScaler
+from xiaoyarl.core.nets import ActorDiscretePPO, ActorPPO, CriticV, RewardScaler, RunningNorm
 from xiaoyarl.core.returns import clipped_surrogate, compute_gae
-from xiaoyarl.envs.base import EnvSpec, VecEnv
+from xiaoyarl.envs.base import EnvSpec
 
 
 class Rollout(NamedTuple):
@@ -29,6 +30,33 @@ class Rollout(NamedTuple):
     terminals: torch.Tensor  # (T, N) bool: the episode ended for good (no bootstrap)
     truncates: torch.Tensor  # (T, N) bool: the episode was cut by a time limit (bootstrap)
     next_states: torch.Tensor  # (T, N, S): the state each step reached, before any auto-reset
+    # an asymmetric critic's own inputs (e.g. a global or privileged state) `(T, N, C)`, at each
+    # step and at the state it reached; None: the critic sees the actor's states
+    critic_states: torch.Tensor | None = None
+    next_critic_states: torch.Tensor | None = None
+    action_masks: torch.Tensor | None = None  # (T, N, A) bool: the actions allowed at each step
+
+
+class PPOBatch(NamedTuple):
+    """What one mini-batch step reads, flat over (step, sub-env): B transitions."""
+
+    states: torch.Tensor  # (B, S)
+    critic_states: torch.Tensor  # (B, C): the critic's inputs (the states, unless asymmetric)
+    actions: torch.Tensor  # (B, A) or (B,)
+    masks: torch.Tensor | None  # (B, A) bool, or None
+    old_logprobs: torch.Tensor  # (B,) when the actions were taken
+    advantages: torch.Tensor  # (B,) standardised
+    returns: torch.Tensor  # (B,) the critic's targets
+    old_outputs: torch.Tensor  # (B,) the critic's outputs before the update
+
+
+def squared_or_huber(error: torch.Tensor, kind: str, huber_delta: float) -> torch.Tensor:
+    """Per-sample loss of an error `(B,)`: its square ("mse"), or ("huber") its square within
+    +-huber_delta and linear beyond. Twice the usual Huber loss: PPO's update halves it."""
+    if kind == "mse":
+        return error.square()
+    size = error.abs()
+    return torch.where(size <= huber_delta, error.square(), huber_delta * (2 * size - huber_delta))
 
 
 def on_policy_num_envs(config: Config, batched: bool, device_type: str) -> int:
@@ -51,8 +79,9 @@ class AgentPPO(AgentBase):
 
     if_off_policy = False
     if_discrete = False
-    config_fields = H_TERM_FIELDS | {"ratio_clip", "lambda_gae_adv", "lambda_entropy",
-                                     "reward_norm"}  # fmt: skip
+    config_fields = frozenset({"ratio_clip", "lambda_gae_adv", "lambda_entropy", "reward_norm",
+                               "value_norm", "value_clip", "value_loss",
+                               "huber_delta"})  # fmt: skip
     actor_class: type[torch.nn.Module] = ActorPPO
 
     @classmethod
@@ -85,78 +114,31 @@ class AgentPPO(AgentBase):
         self.reward_scaler = RewardScaler(spec.num_envs, config.gamma, config.reward_norm)
         self.reward_scaler.to(device)
         self.nets = {"actor": self.actor, "critic": self.critic, "reward": self.reward_scaler}
+        # value normalisation: the critic learns returns standardised by their running mean
+        # and variance
+        self.value_norm: RunningNorm | None = None
+        if config.value_norm:
+            self.value_norm = RunningNorm(1, enabled=True, clip=None).to(device)
+            self.nets["value_norm"] = self.value_norm
         self.optimizers = {
             "actor": self.make_optimizer(self.actor),
             "critic": self.make_optimizer(self.critic),
         }
 
-    @torch.no_grad()
-    def explore_env(self, env: VecEnv, horizon_len: int) -> Rollout:
-        n, s = env.spec.num_envs, env.spec.state_dim
-        dev = self.device
-        states = torch.empty((horizon_len, n, s), device=dev)
-        next_states = torch.empty((horizon_len, n, s), device=dev)
-        action_shape = (
-            (horizon_len, n) if self.if_discrete else (horizon_len, n, env.spec.action_dim)
-        )
-        actions = torch.empty(
-            action_shape, device=dev, dtype=torch.int64 if self.if_discrete else None
-        )
-        logprobs = torch.empty((horizon_len, n), device=dev)
-        rewards = torch.empty((horizon_len, n), device=dev)
-        terminals = torch.empty((horizon_len, n), dtype=torch.bool, device=dev)
-        truncates = torch.empty((horizon_len, n), dtype=torch.bool, device=dev)
+    rollout_class = Rollout
 
-        state = self.last_state
-        for t in range(horizon_len):
-            action, logprob = self.actor.get_action(state)
-            next_state, reward, terminal, truncate, info = env.step(
-                self.actor.convert_action_for_env(action)
-            )
-            states[t] = state
-            actions[t] = action
-            logprobs[t] = logprob
-            rewards[t] = reward
-            terminals[t] = terminal
-            truncates[t] = truncate
-            next_states[t] = info["final_state"]
-            state = next_state
-        self.last_state = state
-        return Rollout(states, actions, logprobs, rewards, terminals, truncates, next_states)
+    def explore_step(self, state: torch.Tensor) -> tuple[torch.Tensor, tuple]:
+        action, logprob = self.actor.get_action(state)
+        return self.actor.convert_action_for_env(action), (state, action, logprob)
+
+    def record(self, kept: tuple, reward: torch.Tensor, terminal: torch.Tensor,
+               truncate: torch.Tensor, info: dict) -> tuple[torch.Tensor, ...]:  # fmt: skip
+        state, action, logprob = kept
+        return state, action, logprob, reward, terminal, truncate, info["final_state"]
 
     def make_critic(self) -> torch.nn.Module:
         """V(s) on the actor's (normalised) states."""
         return CriticV(self.spec.state_dim, self.config.net_dims, self.state_norm)
-
-    # --- what a multi-agent PPO (MAPPO) changes in the update ---
-    def critic_inputs(self, rollout: Rollout) -> tuple[torch.Tensor, torch.Tensor]:
-        """What the critic sees at each step and at the state each step reached `(T, N, S)`:
-        the actor's states."""
-        return rollout.states, rollout.next_states
-
-    def values(self, outputs: torch.Tensor) -> torch.Tensor:
-        """V in return units `(B,)` from the critic's outputs `(B,)`: PPO's critic outputs V."""
-        return outputs
-
-    def value_loss(
-        self, critic_states: torch.Tensor, returns: torch.Tensor, old_outputs: torch.Tensor
-    ) -> torch.Tensor:
-        """Squared error of V against the returns, per sample `(B,)`. `old_outputs` `(B,)`, the
-        critic's outputs before this update, are for MAPPO's clipped value loss."""
-        return (self.critic(critic_states) - returns).square()
-
-    def logprob_entropy(
-        self, rollout: Rollout, states: torch.Tensor, actions: torch.Tensor, idx: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Log-probability and entropy `(B,)` of the actions of the mini-batch `idx`."""
-        return self.actor.get_logprob_entropy(states[idx], actions[idx])
-
-    def observe_returns(self, returns: torch.Tensor) -> None:
-        """Before the mini-batches: the returns `(T * N,)` the critic is about to fit."""
-
-    def update_state_norms(self, rollout: Rollout, critic_states: torch.Tensor) -> None:
-        """After the update: merge the rollout's states into the (shared) normaliser."""
-        self.state_norm.update(rollout.states.flatten(0, 1))
 
     def sub_env_state(self) -> dict:
         # differs: each sub-env's running discounted return (reward scaling) is its own
@@ -172,43 +154,81 @@ class AgentPPO(AgentBase):
         """PPO's clipped surrogate, per sample (to be maximized)."""
         return clipped_surrogate(ratio, advantage, self.config.ratio_clip)
 
-    def graph_period(self) -> int | None:
-        return 1  # every update on a rollout makes the same choices
+    def explore_logprob(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        return self.actor.get_logprob_entropy(states, actions)[0]
+
+    def value(self, outputs: torch.Tensor) -> torch.Tensor:
+        """V in return units from the critic's outputs: as they are, or (value normalisation)
+        scaled back by the returns' running mean and standard deviation."""
+        if self.value_norm is None:
+            return outputs
+        return outputs * (self.value_norm.var + 1e-8).sqrt() + self.value_norm.mean
+
+    def value_loss(
+        self, critic_states: torch.Tensor, returns: torch.Tensor, old_outputs: torch.Tensor
+    ) -> torch.Tensor:
+        """The critic's loss per sample `(B,)`: the squared (or Huber, `value_loss`) error of its
+        output against the returns (standardised under value normalisation); with
+        `value_clip`, the larger of that and the loss of the output clipped to +-ratio_clip
+        around `old_outputs` `(B,)`, the outputs before this update."""
+        cfg, norm = self.config, self.value_norm
+        target = returns if norm is None else (returns - norm.mean) / (norm.var + 1e-8).sqrt()
+        outputs = self.critic(critic_states)
+        loss = squared_or_huber(target - outputs, cfg.value_loss, cfg.huber_delta)
+        if cfg.value_clip:
+            step = (outputs - old_outputs).clamp(-cfg.ratio_clip, cfg.ratio_clip)
+            clipped = squared_or_huber(target - (old_outputs + step), cfg.value_loss,
+                                       cfg.huber_delta)  # fmt: skip
+            loss = torch.max(loss, clipped)
+        return loss
+
+    def ppo_loss(
+        self, batch: PPOBatch, mean: Callable[[torch.Tensor], torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The loss of one mini-batch step, actor's and critic's summed (they share no
+        parameters), and its log: actor loss, critic loss, entropy, approximate KL and clip
+        fraction `(5,)`. `mean`: the mini-batch mean of a per-sample loss."""
+        cfg = self.config
+        extra = () if batch.masks is None else (batch.masks,)
+        logprob, entropy = self.actor.get_logprob_entropy(batch.states, batch.actions, *extra)
+        log_ratio = logprob - batch.old_logprobs
+        ratio = log_ratio.exp()
+        objective = mean(self.actor_objective(ratio, batch.advantages, logprob))
+        actor_loss = -(objective + cfg.lambda_entropy * mean(entropy))
+        actor_loss = actor_loss + self.auxiliary_loss()[0]
+        value_loss = self.value_loss(batch.critic_states, batch.returns, batch.old_outputs)
+        critic_loss = 0.5 * mean(value_loss)
+        with torch.no_grad():
+            approx_kl = ((ratio - 1) - log_ratio).mean()  # Schulman's k3 estimator
+            clipped = ((ratio - 1).abs() > cfg.ratio_clip).float().mean()
+            logs = torch.stack([actor_loss.detach(), critic_loss.detach(), mean(entropy).detach(),
+                                approx_kl, clipped])  # fmt: skip
+        return actor_loss + critic_loss, logs
 
     def update_net(self, rollout: Rollout) -> dict[str, torch.Tensor]:
-        """`ppo_update` on `rollout`, replayed as one CUDA graph where enabled."""
-        self.h_term_observe(rollout)
+        """`ppo_update` on `rollout` (through `run_update`)."""
+        self.observe_auxiliary(rollout)
         return self.run_update(self.ppo_update, rollout)
-
-    def h_term_logprob(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        return self.actor.get_logprob_entropy(states, actions)[0]
 
     def ppo_update(self, rollout: Rollout) -> dict[str, torch.Tensor]:
         """GAE on the rollout, then `repeat_times` epochs of mini-batch steps on the clipped
-        objective and the value loss; returns the mean of each loss over the steps.
-
-        In data-parallel training (K ranks, `scale/distributed.py`) this computes the update
-        of one process on the union of the ranks' rollouts (env axis: rank 0's sub-envs, then
-        rank 1's, ...), with `batch_size` transitions per rank per mini-batch: the advantage
-        statistics are those of the union, each mini-batch is drawn from the union with one
-        permutation shared by the ranks, and each rank's loss is its part of the mini-batch
-        mean, so that the averaged gradient is the union's."""
+        objective and the value loss; returns the mean of each loss over the steps. The
+        advantages' statistics and the mini-batches are the whole batch's (`reducer`)."""
         cfg = self.config
         horizon_len, num_envs = rollout.rewards.shape
-        dp = self.data_parallel
-        world = 1 if dp is None else dp.world_size
+        critic_now, critic_next = rollout.critic_states, rollout.next_critic_states
+        if critic_now is None:  # the critic sees the actor's states
+            critic_now, critic_next = rollout.states, rollout.next_states
         with torch.no_grad():
             dones = rollout.terminals | rollout.truncates
             rewards = self.reward_scaler(rollout.rewards, dones)
-            critic_now, critic_next = self.critic_inputs(rollout)
             old_outputs = self.critic(critic_now.flatten(0, 1))  # (T * N,) before the update
-            values = self.values(old_outputs).view(horizon_len, num_envs)
-            next_outputs = self.critic(critic_next.flatten(0, 1))
-            next_values = self.values(next_outputs).view(horizon_len, num_envs)
+            values = self.value(old_outputs).view(horizon_len, num_envs)
+            next_values = self.value(self.critic(critic_next.flatten(0, 1)))
             advantages = compute_gae(
                 rewards,
                 values,
-                next_values,
+                next_values.view(horizon_len, num_envs),
                 rollout.terminals,
                 rollout.truncates,
                 cfg.gamma,
@@ -216,57 +236,35 @@ class AgentPPO(AgentBase):
             )
             returns = (advantages + values).flatten()
             advantages = advantages.flatten()
-            mean, std = (
-                (advantages.mean(), advantages.std()) if dp is None else dp.mean_std(advantages)
-            )
+            mean, std = self.reducer.mean_std(advantages)
             advantages = (advantages - mean) / (std + 1e-8)
         states = rollout.states.flatten(0, 1)
         critic_states = critic_now.flatten(0, 1)
         actions = rollout.actions.flatten(0, 1)
         old_logprobs = rollout.logprobs.flatten()
-        self.observe_returns(returns)
+        masks = None if rollout.action_masks is None else rollout.action_masks.flatten(0, 1)
+        if self.value_norm is not None:
+            self.value_norm.update(returns.unsqueeze(1))
 
-        size = horizon_len * num_envs * world  # transitions in the (union of the) rollouts
-        batch_size = min(cfg.batch_size, size // world)  # per rank
-        num_updates = max(1, int(cfg.repeat_times * size / (batch_size * world)))
-        num_perms = -(-num_updates * batch_size * world // size)
-        order = torch.cat([torch.randperm(size, device=self.device) for _ in range(num_perms)])
-
-        def batch_mean(x: torch.Tensor) -> torch.Tensor:
-            return x.mean() if dp is None else x.sum() / batch_size  # this rank's share
-
+        batches = self.reducer.minibatches(horizon_len * num_envs, num_envs, cfg.batch_size,
+                                           cfg.repeat_times, self.device)  # fmt: skip
+        data = PPOBatch(states, critic_states, actions, masks, old_logprobs, advantages, returns,
+                        old_outputs)  # fmt: skip
         logs = torch.zeros(5, device=self.device)
-        for i in range(num_updates):
-            idx = order[i * batch_size * world : (i + 1) * batch_size * world]
-            if dp is not None:  # this rank's transitions of the mini-batch, as local indices
-                idx = dp.local_part(idx, num_envs)
-            logprob, entropy = self.logprob_entropy(rollout, states, actions, idx)
-            log_ratio = logprob - old_logprobs[idx]
-            ratio = log_ratio.exp()
-            objective = batch_mean(self.actor_objective(ratio, advantages[idx], logprob))
-            actor_loss = -(objective + cfg.lambda_entropy * batch_mean(entropy))
-            actor_loss = actor_loss + self.h_term_loss()[0]
-            value_loss = self.value_loss(critic_states[idx], returns[idx], old_outputs[idx])
-            critic_loss = 0.5 * batch_mean(value_loss)
+        for idx in batches.indices:
+            minibatch = PPOBatch(*(None if x is None else x[idx] for x in data))
+            loss, step_logs = self.ppo_loss(minibatch, batches.mean)
             self.optimizer_steps(
-                actor_loss + critic_loss,
+                loss,
                 (self.optimizers["actor"], self.actor),
                 (self.optimizers["critic"], self.critic),
             )
-            with torch.no_grad():
-                approx_kl = ((ratio - 1) - log_ratio).mean()  # Schulman's k3 estimator
-                clipped = ((ratio - 1).abs() > cfg.ratio_clip).float().mean()
-                logs += torch.stack(
-                    [
-                        actor_loss.detach(),
-                        critic_loss.detach(),
-                        batch_mean(entropy).detach(),
-                        approx_kl,
-                        clipped,
-                    ]
-                )
-        self.update_state_norms(rollout, critic_states)  # after: old and new log-probs agree
-        logs /= num_updates
+            logs += step_logs
+        # after the update, so that old and new log-probabilities agree
+        self.state_norm.update(states)
+        if self.critic.norm is not self.state_norm:  # the critic's own inputs
+            self.critic.norm.update(critic_states)
+        logs /= len(batches.indices)
         names = ("actor_loss", "critic_loss", "entropy", "approx_kl", "clip_fraction")
         return dict(zip(names, logs.unbind(), strict=True))
 

@@ -30,7 +30,7 @@ class AgentREDQ(AgentSAC):
         # paper's Algorithm 1)
         return self.updates % max(1, round(self.config.repeat_times)) == 0
 
-    def graph_period(self) -> int | None:
+    def update_cycle(self) -> int | None:
         # differs: the actor steps once per G critic steps
         return math.lcm(self.config.target_update_every, max(1, round(self.config.repeat_times)))
 

@@ -14,9 +14,9 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from xiaoyarl.agents.base import H_TERM_FIELDS
-from xiaoyarl.agents.td3 import AgentTD3
+from xiaoyarl.agents.ddpg import AgentDDPG
 from xiaoyarl.config import Config
+from xiaoyarl.core.buffer import Batch
 from xiaoyarl.core.nets import ActorDiscreteSAC, ActorSAC, QEnsemble, RunningNorm
 from xiaoyarl.envs.base import EnvSpec
 
@@ -32,14 +32,15 @@ class Temperature(nn.Module):
         return self.log_alpha.exp()
 
 
-class AgentSAC(AgentTD3):
-    """TD3's twin critics with a squashed-Gaussian actor, the soft (entropy-regularised) target
-    and a temperature tuned so the policy's entropy stays near -action_dim."""
+class AgentSAC(AgentDDPG):
+    """DDPG's actor-critic with twin critics (clipped double Q, as TD3), a squashed-Gaussian
+    actor, the soft (entropy-regularised) target and a temperature tuned so the policy's
+    entropy stays near -action_dim."""
 
     actor_class = ActorSAC  # differs: stochastic actor
     uses_target_actor = False  # differs: the target uses the current actor
-    config_fields = (AgentTD3.config_fields - {"explore_noise_std", "policy_noise_std",
-                     "policy_noise_clip", "policy_delay"}) | {"alpha_init"}  # fmt: skip
+    default_num_critics = 2  # differs: clipped double Q
+    config_fields = (AgentDDPG.config_fields - {"explore_noise_std"}) | {"alpha_init"}
 
     def __init__(
         self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True
@@ -56,20 +57,13 @@ class AgentSAC(AgentTD3):
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
         return self.actor.get_action_logprob(state)[0]  # differs: sample the policy, no noise
 
-    def next_value(self, next_states: torch.Tensor) -> torch.Tensor:
-        # differs: soft value, min Q(s', a') - alpha * log pi(a'|s') with a' ~ pi(.|s')
-        action, logprob = self.actor.get_action_logprob(next_states)
-        q = self.reduce_target_q(self.critic_target(next_states, action))
-        return q - self.temperature() * logprob
-
-    def should_update_actor(self, critic_loss: torch.Tensor) -> bool:
-        return True  # differs from TD3: no delay
-
-    def critic_target_due(self, actor_updated: bool) -> bool:
-        return True  # differs from TD3: the target critics follow every critic step
-
-    def graph_period(self) -> int | None:
-        return self.config.target_update_every  # differs from TD3: no delay
+    def td_target(self, batch: Batch) -> torch.Tensor:
+        # differs: the soft target r + gamma * (min Q'(s', a') - alpha * log pi(a'|s')),
+        # a' ~ pi(.|s') from the current actor
+        action, logprob = self.actor.get_action_logprob(batch.next_states)
+        q = self.reduce_target_q(self.critic_target(batch.next_states, action))
+        not_terminal = (~batch.terminals).float()
+        return batch.rewards + self.config.gamma * not_terminal * (q - self.temperature() * logprob)
 
     def reduce_actor_q(self, q: torch.Tensor) -> torch.Tensor:
         """Combine the critics `(num_critics, B)` for the actor's objective: the minimum."""
@@ -81,12 +75,12 @@ class AgentSAC(AgentTD3):
         alpha = self.temperature().detach()
         q = self.reduce_actor_q(self.critic_q_for_actor(states, action))
         actor_loss = (alpha * logprob - q).mean()
-        h_loss, h_log = self.h_term_loss()
-        self.optimizer_step(self.optimizers["actor"], self.actor, actor_loss + h_loss)
-        return {"actor_loss": actor_loss.detach(), **h_log,
+        aux_loss, aux_log = self.auxiliary_loss()
+        self.optimizer_step(self.optimizers["actor"], self.actor, actor_loss + aux_loss)
+        return {"actor_loss": actor_loss.detach(), **aux_log,
                 **self.update_temperature(logprob.detach())}  # fmt: skip
 
-    def h_term_logprob(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    def explore_logprob(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         return self.actor.logprob(states, actions)
 
     def update_temperature(self, logprob: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -105,8 +99,7 @@ class AgentModSAC(AgentSAC):
     other step when it is not. Both counts restart with every call, as in ElegantRL's
     `update_net`, so a rise of the loss after a calm phase slows the actor at once rather than
     stopping it for thousands of steps. (This reads L on the host once per gradient step.)
-    With several learners L follows the critic loss averaged over the ranks (that of the union
-    of their batches), so that every rank steps the actor at the same gradient steps."""
+    L follows the whole batch's critic loss (`reducer`)."""
 
     def __init__(
         self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True
@@ -123,8 +116,7 @@ class AgentModSAC(AgentSAC):
 
     def should_update_actor(self, critic_loss: torch.Tensor) -> bool:
         # differs: adaptive actor-update frequency
-        if self.data_parallel is not None:  # the same decision on every rank
-            critic_loss = self.data_parallel.average(critic_loss)
+        critic_loss = self.reducer.average(critic_loss)
         self.critic_loss_avg = 0.995 * self.critic_loss_avg + 0.005 * critic_loss.item()
         self.critic_updates += 1
         reliability = math.exp(-(self.critic_loss_avg**2))
@@ -133,7 +125,7 @@ class AgentModSAC(AgentSAC):
             return True
         return False
 
-    def graph_period(self) -> int | None:
+    def update_cycle(self) -> int | None:
         return None  # differs: whether the actor steps depends on the critic loss read back
 
     def state_dict(self) -> dict:
@@ -158,7 +150,6 @@ class AgentSACDiscrete(AgentSAC):
 
     if_discrete = True
     actor_class = ActorDiscreteSAC
-    config_fields = AgentSAC.config_fields - H_TERM_FIELDS  # differs: no H-term
 
     def make_critic(self, norm: RunningNorm) -> nn.Module:
         spec, cfg = self.spec, self.config
@@ -170,11 +161,13 @@ class AgentSACDiscrete(AgentSAC):
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
         return self.actor.sample(state)
 
-    def next_value(self, next_states: torch.Tensor) -> torch.Tensor:
-        # differs: V(s') = sum_a pi(a|s') (min Q(s', a) - alpha log pi(a|s'))
-        probs, logprobs = self.actor.probs_logprobs(next_states)
-        q = self.reduce_target_q(self.critic_target(next_states))  # (B, A)
-        return (probs * (q - self.temperature() * logprobs)).sum(-1)
+    def td_target(self, batch: Batch) -> torch.Tensor:
+        # differs: the exact soft value V(s') = sum_a pi(a|s') (min Q'(s', a) - alpha log pi(a|s'))
+        probs, logprobs = self.actor.probs_logprobs(batch.next_states)
+        q = self.reduce_target_q(self.critic_target(batch.next_states))  # (B, A)
+        next_value = (probs * (q - self.temperature() * logprobs)).sum(-1)
+        not_terminal = (~batch.terminals).float()
+        return batch.rewards + self.config.gamma * not_terminal * next_value
 
     def critic_q(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         q = self.critic(states)  # (num_critics, B, A)

@@ -11,12 +11,13 @@ import difflib
 
 from xiaoyarl.agents import ALGORITHMS
 from xiaoyarl.agents.base import AgentBase
+from xiaoyarl.agents.hterm import FIELDS as H_TERM_FIELDS
 from xiaoyarl.config import Config
 from xiaoyarl.errors import ConfigError
 
 # the agents whose actor the H-term add-on (`h_term`) extends
 H_TERM_ALGOS = ("ppo", "a2c", "ddpg", "td3", "sac", "modsac", "redq")
-# those whose H-term density is their Gaussian exploration noise (`AgentDDPG.h_term_logprob`)
+# those whose H-term density is their Gaussian exploration noise (`AgentDDPG.explore_logprob`)
 H_TERM_NOISE_ALGOS = ("ddpg", "td3")
 
 
@@ -91,12 +92,18 @@ def resolve_config(config: Config, batched: bool, device_type: str = "cpu") -> C
 def ignored_fields(config: Config) -> list[str]:
     """Fields set away from their default that `config.algo` (or its runner) never reads, e.g.
     `per` for PPO: each agent class lists the algorithm-specific fields it reads."""
-    classes = [c for pair in ALGORITHMS.values() for c in pair if c is not None]
-    specific = set().union(*(c.config_fields for c in classes))
-    read = set().union(*(c.config_fields for c in ALGORITHMS[config.algo] if c is not None))
+    specific = set().union(*(fields_read(algo) for algo in ALGORITHMS))
+    read = fields_read(config.algo)
     if config.runner != "parallel":
         specific |= {"num_workers", "restart_workers", "worker_timeout"}
     default = Config()
     return sorted(
         name for name in specific - read if getattr(config, name) != getattr(default, name)
     )
+
+
+def fields_read(algo: str) -> frozenset[str]:
+    """The algorithm-specific Config fields `algo` reads: its agents' own, and the H-term's
+    where the H-term applies."""
+    fields = frozenset().union(*(c.config_fields for c in ALGORITHMS[algo] if c is not None))
+    return fields | H_TERM_FIELDS if algo in H_TERM_ALGOS else fields

@@ -34,6 +34,6 @@ class AgentTD3(AgentDDPG):
     def critic_target_due(self, actor_updated: bool) -> bool:
         return actor_updated  # differs: the critic targets move with the delayed actor step
 
-    def graph_period(self) -> int | None:
+    def update_cycle(self) -> int | None:
         # differs: the actor is updated on one step of every policy_delay
-        return math.lcm(super().graph_period(), self.config.policy_delay)
+        return math.lcm(super().update_cycle(), self.config.policy_delay)

@@ -1,47 +1,101 @@
-"""What an update needs when several ranks share it: an interface that the layer above
-(`scale/distributed.py`'s `DataParallel`) implements and hands to the agent, so that the agent
-imports no process group."""
+"""Whole-batch statistics of an update, supplied to an agent from above.
+
+An agent's update reads a few statistics of its whole batch: the mean and spread of PPO's
+advantages, the mini-batches it cuts, ModSAC's critic loss, a normaliser's moments. In one
+process those are the batch's own (`Local`). When several processes share one update on the
+union of their data, the layer above (`scale/distributed.py`) hands the agent a reducer that
+takes them over the union, so the agent's code reads the same either way.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import torch
 
 
-class Ranks(Protocol):
-    """This rank's part in a group of ranks that compute one update on the union of their data."""
+class MiniBatches(NamedTuple):
+    """The mini-batches of one on-policy update: index tensors into this process's flattened
+    rollout, and the mean of a per-sample loss over one mini-batch (of the whole batch, where
+    this process holds a part of it)."""
 
-    rank: int
-    world_size: int
+    indices: list[torch.Tensor]
+    mean: Callable[[torch.Tensor], torch.Tensor]
+
+
+class Reducer(Protocol):
+    """The whole-batch statistics an update reads (see the module docstring)."""
 
     def shared_random(self) -> AbstractContextManager[None]:
-        """A block (an update) run on the random state the ranks share."""
+        """A block (an update) run on the random state every part of the batch shares."""
         ...
 
     def average_gradients(self, params: Sequence[torch.nn.Parameter]) -> None:
-        """Every gradient replaced by its mean over the ranks."""
+        """Every gradient replaced by the whole batch's."""
         ...
 
     def average(self, x: torch.Tensor) -> torch.Tensor:
-        """The mean of `x` over the ranks, alike on every rank."""
+        """The whole batch's value of a statistic `x` of this part (such as its loss)."""
         ...
 
     def every(self, flag: bool) -> bool:
-        """Whether `flag` holds on every rank."""
+        """Whether `flag` holds for every part."""
         ...
 
     def moments(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:
-        """Mean, population variance and size of the union of the ranks' batches `x`."""
+        """Mean, population variance and size of the whole batch of rows `x` `(batch, dim)`."""
         ...
 
     def mean_std(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mean and unbiased standard deviation of the union of the ranks' values `x`."""
+        """Mean and unbiased standard deviation of the whole batch of values `x`."""
         ...
 
-    def local_part(self, indices: torch.Tensor, num_envs: int) -> torch.Tensor:
-        """The entries of `indices` into the union's rollouts that are this rank's, as indices
-        into its own rollout."""
+    def minibatches(
+        self, size: int, num_envs: int, batch_size: int, repeat_times: float, device: torch.device
+    ) -> MiniBatches:
+        """`repeat_times` passes over a time-major rollout of `size` transitions (`num_envs`
+        per step) in shuffled mini-batches of `batch_size`."""
         ...
+
+
+def shuffled_minibatches(
+    size: int, batch_size: int, repeat_times: float, device: torch.device
+) -> list[torch.Tensor]:
+    """`repeat_times` passes over `size` transitions in mini-batches of `batch_size` (at most
+    `size`), each pass a new permutation (the last mini-batches may run into the next one)."""
+    batch_size = min(batch_size, size)
+    num_updates = max(1, int(repeat_times * size / batch_size))
+    num_perms = -(-num_updates * batch_size // size)
+    order = torch.cat([torch.randperm(size, device=device) for _ in range(num_perms)])
+    return [order[i * batch_size : (i + 1) * batch_size] for i in range(num_updates)]
+
+
+class Local:
+    """One process holds the whole batch: each statistic is its own."""
+
+    def shared_random(self) -> AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+    def average_gradients(self, params: Sequence[torch.nn.Parameter]) -> None:
+        pass
+
+    def average(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    def every(self, flag: bool) -> bool:
+        return flag
+
+    def moments(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:
+        return x.mean(0), x.var(0, unbiased=False), float(x.shape[0])
+
+    def mean_std(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x.mean(), x.std()
+
+    def minibatches(
+        self, size: int, num_envs: int, batch_size: int, repeat_times: float, device: torch.device
+    ) -> MiniBatches:
+        return MiniBatches(shuffled_minibatches(size, batch_size, repeat_times, device),
+                           torch.mean)  # fmt: skip

@@ -394,7 +394,7 @@ class Generational:
                                       checkpoint_step(source))  # fmt: skip
         adopted = self.p.adopt(source, config, own["evaluator"] if own else None)
         if own is not None and not self.p.pop.exploit_buffer:
-            adopted["agent"] = {**adopted["agent"], "buffer": own["agent"]["buffer"]}
+            adopted["agent"] = {**adopted["agent"], "buffer": own["agent"].get("buffer")}
         save_atomic(adopted, own_path)
         config.save(self.p.member_dir(member["name"]) / "config.yaml")
         parent = "fusion" if fused is not None else donor["name"]
@@ -484,7 +484,7 @@ class Tournament:
         name = f"pod-{i:04d}"
         seed = self.p.config.seed * 1000 + i
         rng = random.Random(f"{self.p.config.seed}:pod:{i}")
-        pod = {"id": i, "name": name, "seed": seed, "status": "ready", "claim": None,
+        pod: dict = {"id": i, "name": name, "seed": seed, "status": "ready", "claim": None,
                "parent": None, "start_step": 0, "score": None, "steps": 0}  # fmt: skip
         entries = self.p.board.entries()
         if i < self.p.pop.members or not entries:

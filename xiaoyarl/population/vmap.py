@@ -227,7 +227,7 @@ class VmapPPO:
                 columns[name].append(value.view(m, n, *value.shape[1:]))
             state = next_state
         self.last_state = state
-        return Rollout(*(torch.stack(columns[f]) for f in Rollout._fields))
+        return Rollout(**{f: torch.stack(c) for f, c in columns.items() if c})
 
     @torch.no_grad()
     def evaluate(self, env: VecEnv, seed: int | None = None) -> torch.Tensor:

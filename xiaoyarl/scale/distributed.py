@@ -38,16 +38,17 @@ import datetime
 import os
 import sys
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 import torch.distributed as dist
 
 from xiaoyarl.agents import AgentBase
 from xiaoyarl.core import nets
+from xiaoyarl.core.reduce import MiniBatches
 from xiaoyarl.errors import XiaoyaError
 from xiaoyarl.train.checkpoint import load_plain, save_atomic
 from xiaoyarl.train.loop import TrainLoop
@@ -162,6 +163,48 @@ class DataParallel:
         column = indices % width
         mine = column // num_envs == self.rank
         return (indices[mine] // width) * num_envs + column[mine] % num_envs
+
+    def minibatches(
+        self, size: int, num_envs: int, batch_size: int, repeat_times: float, device: torch.device
+    ) -> MiniBatches:
+        """The mini-batches one process would cut from the union of the ranks' rollouts, with
+        `batch_size` transitions per rank each: drawn from the union with one permutation the
+        ranks share (`shared_random`), each rank keeping its own transitions; a mini-batch's
+        mean is this rank's share of the union's, so that the averaged gradient is the union's."""
+        world = self.world_size
+        union = size * world
+        batch_size = min(batch_size, size)  # per rank
+        step = batch_size * world
+        num_updates = max(1, int(repeat_times * union / step))
+        num_perms = -(-num_updates * step // union)
+        order = torch.cat([torch.randperm(union, device=device) for _ in range(num_perms)])
+        indices = [self.local_part(order[i * step : (i + 1) * step], num_envs)
+                   for i in range(num_updates)]  # fmt: skip
+        return MiniBatches(indices, lambda x: x.sum() / batch_size)
+
+    # --- an update as a whole ---
+    def __call__(self, update: Callable[[Any], Any], inputs: Any) -> Any:
+        """Run an agent's update on the ranks' shared random state (the agent's update runner)."""
+        with self.shared_random():
+            return update(inputs)
+
+    def reset(self) -> None:
+        """Nothing captured to forget when the agent's state is replaced."""
+
+    def attach(self, agent: AgentBase) -> None:
+        """Share `agent`'s updates with the other ranks: its whole-batch statistics (advantage
+        statistics, mini-batches, averaged gradients, normaliser moments) are taken over every
+        rank's data, and its updates draw their random numbers alike on every rank. Each rank's
+        auxiliary objective (the H-term) draws from a stream of its own."""
+        agent.reducer = self
+        agent.update_runner = self
+        for net in agent.nets.values():
+            for module in net.modules():
+                if isinstance(module, nets.RunningNorm):
+                    module.moments = self.moments
+        agent.state_norm.moments = self.moments
+        if agent.auxiliary is not None:
+            agent.auxiliary.join(agent.config.seed, self.rank)
 
     # --- keeping the ranks together ---
     def broadcast_agent(self, agent: AgentBase) -> None:

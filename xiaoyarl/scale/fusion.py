@@ -146,7 +146,7 @@ def fuse_runs(
 ) -> Path:
     """Fuse the latest checkpoints of `run_dirs` into a new run folder `out` (config of the
     first run, with `cwd` = `out`); it evaluates (`actor.pt`) and resumes (`--resume out`)."""
-    from xiaoyarl.agents import agent_class
+    from xiaoyarl.agents import make_agent
     from xiaoyarl.envs import make_env
     from xiaoyarl.train.loop import CHECKPOINT_FORMAT
 
@@ -177,7 +177,7 @@ def fuse_runs(
     # the fused policy, for `load_policy` and `xiaoyarl eval`, through the agent itself
     with make_env(config.env_id, 1, "cpu", config.backend, env_kwargs=config.env_kwargs) as env:
         spec = env.spec.__class__(**{**env.spec.__dict__, "num_envs": config.num_envs})
-    agent = agent_class(config.algo, spec)(spec, config, torch.device("cpu"), learner=False)
+    agent = make_agent(config.algo, spec, config, torch.device("cpu"), learner=False)
     for name, net in agent.nets.items():
         net.load_state_dict(fused["agent"]["nets"][name])
     out.mkdir(parents=True, exist_ok=True)

@@ -45,7 +45,7 @@ from typing import NamedTuple
 import torch
 import torch.multiprocessing as mp
 
-from xiaoyarl.agents import AgentBase, agent_class
+from xiaoyarl.agents import AgentBase, make_agent
 from xiaoyarl.config import Config
 from xiaoyarl.envs import make_env
 from xiaoyarl.envs.base import EnvSpec
@@ -97,8 +97,7 @@ def _worker_main(
         torch.manual_seed(seed)
         env = make_env(config.env_id, config.num_envs, device, comm["backend"], seed,
                        config.vector_mode, config.env_kwargs)  # fmt: skip
-        agent = agent_class(config.algo, env.spec)(env.spec, config, torch.device(device),
-                                                   learner=False)  # fmt: skip
+        agent = make_agent(config.algo, env.spec, config, torch.device(device), learner=False)
         agent.last_state, _ = env.reset(seed=seed)
         owned = list(range(comm["num_slots"]))  # slot indices this worker may write
         slots: list[tuple[torch.Tensor, ...]] | None = None
@@ -112,12 +111,13 @@ def _worker_main(
             version = _read_weights(comm, agent, version)
             rollout = agent.explore_env(env, config.horizon_len)
             if slots is None:
-                slots = [tuple(t.detach().to("cpu").clone().share_memory_() for t in rollout)
-                         for _ in range(comm["num_slots"])]  # fmt: skip
+                slots = [tuple(None if t is None else t.detach().to("cpu").clone().share_memory_()
+                               for t in rollout) for _ in range(comm["num_slots"])]  # fmt: skip
                 messages.send(("slots", wid, slots, type(rollout)))
             index = owned.pop()
             for dst, src in zip(slots[index], rollout, strict=True):
-                dst.copy_(src)
+                if dst is not None:  # (a field the agent's rollouts leave out is None)
+                    dst.copy_(src)
             messages.send(("rollout", wid, index))
         env.close()
     except BaseException as e:  # report, then exit non-zero
@@ -154,7 +154,7 @@ def _evaluator_main(config_dict: dict, spec: EnvSpec, setup: dict, comm: dict) -
         device = torch.device(setup["device"])
         env = make_env(config.env_id, config.eval_episodes, device, comm["backend"],
                        setup["eval_seed"], config.vector_mode, config.env_kwargs)  # fmt: skip
-        agent = agent_class(config.algo, spec)(spec, config, device, learner=False)
+        agent = make_agent(config.algo, spec, config, device, learner=False)
 
         def make_confirm_env():
             return make_env(config.env_id, config.confirm_episodes, device, comm["backend"],
@@ -353,7 +353,8 @@ class ParallelRunner:
             for wid in range(self.config.num_workers):
                 if parts[wid] is None and self.pending[wid]:
                     index = self.pending[wid].pop(0)
-                    parts[wid] = tuple(t.clone() for t in self.slots[wid][index])
+                    parts[wid] = tuple(None if t is None else t.clone()
+                                       for t in self.slots[wid][index])  # fmt: skip
                     if self.sync:
                         self.held[wid] = index  # freed by `release` once weights are new
                     else:
@@ -361,7 +362,9 @@ class ParallelRunner:
             if any(p is None for p in parts):
                 self._receive()
         columns = zip(*parts, strict=True)  # time-major: sub-envs are axis 1
-        return self.rollout_type(*(torch.cat(c, dim=1).to(self.agent.device) for c in columns))
+        device = self.agent.device
+        return self.rollout_type(*(None if c[0] is None else torch.cat(c, dim=1).to(device)
+                                   for c in columns))  # fmt: skip
 
     def release(self) -> None:
         """Synchronous agents: let the workers start their next rollout (weights published)."""

@@ -22,10 +22,9 @@ from typing import NamedTuple
 
 import torch
 
-from xiaoyarl.agents.base import AgentBase
-from xiaoyarl.core.buffer import Transitions
+from xiaoyarl.agents.off_policy import AgentOffPolicy
 from xiaoyarl.envs.base import EnvSpec
-from xiaoyarl.envs.multi.base import MultiAgentEnvSpec, MultiAgentVecEnv, team_reward
+from xiaoyarl.envs.multi.base import MultiAgentEnvSpec, team_reward
 
 
 def with_agent_ids(obs: torch.Tensor) -> torch.Tensor:
@@ -115,7 +114,7 @@ def masked_random_actions(avail: torch.Tensor | None, shape: tuple[int, ...], n:
     return torch.multinomial(weights.view(-1, n), 1).view(shape)
 
 
-class MultiAgentOffPolicy(AgentBase):
+class MultiAgentOffPolicy(AgentOffPolicy):
     """Mix-in of the off-policy multi-agent agents: builds the agent-view spec, explores the
     multi-agent env into the single-agent replay buffer (see the module docstring), and acts
     on `(E, A, O)` observations. It comes first in a class's bases, before the single-agent
@@ -134,7 +133,7 @@ class MultiAgentOffPolicy(AgentBase):
         return (self.config.buffer_size, spec.num_envs, layout.width, layout.action_width,
                 False, spec.max_step)  # fmt: skip
 
-    def observe(self, obs: torch.Tensor, info: dict) -> torch.Tensor:
+    def next_observation(self, obs: torch.Tensor, info: dict) -> torch.Tensor:
         return self.layout.pack(obs, info["state"], info.get("avail_actions"))
 
     def update_normalizers(self, rollout: NamedTuple) -> None:
@@ -142,36 +141,24 @@ class MultiAgentOffPolicy(AgentBase):
         obs = self.layout.unpack(rollout.states.flatten(0, 1)).obs
         self.state_norm.update(with_agent_ids(obs).flatten(0, 1))
 
-    @torch.no_grad()
-    def explore_env(self, env: MultiAgentVecEnv, horizon_len: int) -> Transitions:
-        """Step `env` for `horizon_len` steps; joint steps packed for the replay buffer."""
-        spec, layout, dev = self.multi_spec, self.layout, self.device
-        n = spec.num_envs
-        states = torch.empty((horizon_len, n, layout.width), device=dev)
-        next_states = torch.empty_like(states)
-        actions = torch.empty((horizon_len, n, layout.action_width), device=dev)
-        rewards = torch.empty((horizon_len, n), device=dev)
-        terminals = torch.empty((horizon_len, n), dtype=torch.bool, device=dev)
-        truncates = torch.empty_like(terminals)
-        packed = self.last_state
-        for t in range(horizon_len):
-            joint = layout.unpack(packed)
-            self.read_observation(joint)
-            if self.explored < self.config.learning_starts:
-                action = self.random_joint_action(joint)
-            else:
-                action = self.explore_joint_action(joint)
-            obs, reward, terminal, truncate, info = env.step(action)
-            self.episodes_ended(terminal | truncate)
-            final = layout.pack(info["final_obs"], info["final_state"],
-                                info.get("final_avail_actions"))  # fmt: skip
-            states[t], actions[t] = packed, layout.pack_step(action, reward)
-            rewards[t] = team_reward(spec, reward)
-            terminals[t], truncates[t], next_states[t] = terminal, truncate, final
-            packed = layout.pack(obs, info["state"], info.get("avail_actions"))
-            self.explored += n
-        self.last_state = packed
-        return Transitions(states, actions, rewards, terminals, truncates, next_states)
+    # --- exploring: joint steps, packed for the replay buffer ---
+    def explore_step(self, packed: torch.Tensor) -> tuple[torch.Tensor, tuple]:
+        joint = self.layout.unpack(packed)
+        self.read_observation(joint)
+        if self.explored < self.config.learning_starts:
+            action = self.random_joint_action(joint)
+        else:
+            action = self.explore_joint_action(joint)
+        return action, (packed, action)
+
+    def record(self, kept: tuple, reward: torch.Tensor, terminal: torch.Tensor,
+               truncate: torch.Tensor, info: dict) -> tuple[torch.Tensor, ...]:  # fmt: skip
+        packed, action = kept
+        self.episodes_ended(terminal | truncate)
+        final = self.layout.pack(info["final_obs"], info["final_state"],
+                                 info.get("final_avail_actions"))  # fmt: skip
+        return (packed, self.layout.pack_step(action, reward), team_reward(self.multi_spec, reward),
+                terminal, truncate, final)  # fmt: skip
 
     def read_observation(self, joint: Joint) -> None:
         """Take in each exploring step's observations, whatever then acts (the random warm-up

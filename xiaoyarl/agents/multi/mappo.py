@@ -28,19 +28,10 @@ from xiaoyarl.agents.multi.common import (
     multi_agent_policy_meta,
     with_agent_ids,
 )
-from xiaoyarl.agents.ppo import AgentPPO
+from xiaoyarl.agents.ppo import AgentPPO, Rollout
 from xiaoyarl.config import Config
 from xiaoyarl.core.nets import ActorDiscretePPO, CriticV, RunningNorm
-from xiaoyarl.envs.multi.base import MultiAgentEnvSpec, MultiAgentVecEnv, team_reward
-
-
-def squared_or_huber(error: torch.Tensor, kind: str, huber_delta: float) -> torch.Tensor:
-    """Per-sample loss of an error `(B,)`: its square ("mse"), or ("huber") its square within
-    +-huber_delta and linear beyond. Twice the usual Huber loss: PPO's update halves it."""
-    if kind == "mse":
-        return error.square()
-    size = error.abs()
-    return torch.where(size <= huber_delta, error.square(), huber_delta * (2 * size - huber_delta))
+from xiaoyarl.envs.multi.base import MultiAgentEnvSpec, team_reward
 
 
 class MultiRollout(NamedTuple):
@@ -48,6 +39,7 @@ class MultiRollout(NamedTuple):
     (N = E * A), plus the team's view the training loop reads."""
 
     states: torch.Tensor  # (T, N, O + A) each agent's observation with its id
+    next_states: torch.Tensor  # (T, N, O + A) ... of the step each step reached
     actions: torch.Tensor  # (T, N, U) float, or (T, N) int64
     logprobs: torch.Tensor  # (T, N)
     agent_rewards: torch.Tensor  # (T, N) each agent's reward
@@ -61,26 +53,16 @@ class MultiRollout(NamedTuple):
     truncates: torch.Tensor  # (T, E) bool
 
 
-class PPOView(NamedTuple):
-    """`MultiRollout` as PPO's update reads it (N = E * A sub-envs)."""
-
-    states: torch.Tensor
-    actions: torch.Tensor
-    logprobs: torch.Tensor
-    rewards: torch.Tensor
-    terminals: torch.Tensor
-    truncates: torch.Tensor
-    next_states: torch.Tensor  # unused: the critic reads next_critic_states
-    critic_states: torch.Tensor
-    next_critic_states: torch.Tensor
-    avail: torch.Tensor
-
-
 class AgentMAPPO(AgentPPO):
     """MAPPO with a Gaussian actor (continuous actions)."""
 
     if_multi_agent = True
-    config_fields = AgentPPO.config_fields | {"value_clip", "value_loss", "huber_delta"}
+
+    @classmethod
+    def defaults(cls, config: Config, batched: bool, device_type: str) -> dict:
+        # differs: value normalisation and the paper's clipped Huber value loss
+        return {**super().defaults(config, batched, device_type), "value_norm": True,
+                "value_clip": True, "value_loss": "huber"}  # fmt: skip
 
     def __init__(
         self, spec: MultiAgentEnvSpec, config: Config, device: torch.device, learner: bool = True
@@ -88,9 +70,6 @@ class AgentMAPPO(AgentPPO):
         self.multi_spec = spec
         self.layout = JointLayout(spec)
         super().__init__(agent_view(spec), config, device, learner)
-        # value normalisation: the running mean and variance of the returns
-        self.value_norm = RunningNorm(1, enabled=True, clip=None).to(device)
-        self.nets["value_norm"] = self.value_norm
 
     def make_critic(self) -> torch.nn.Module:
         # differs: V_i(s) on the global state with the agent's id, its own normaliser
@@ -99,7 +78,7 @@ class AgentMAPPO(AgentPPO):
         self.critic_norm = RunningNorm(width, cfg.state_norm, cfg.state_norm_clip)
         return CriticV(width, cfg.net_dims, self.critic_norm.to(self.device))
 
-    def observe(self, obs: torch.Tensor, info: dict) -> torch.Tensor:
+    def next_observation(self, obs: torch.Tensor, info: dict) -> torch.Tensor:
         return self.layout.pack(obs, info["state"], info.get("avail_actions"))
 
     def critic_view(self, state: torch.Tensor) -> torch.Tensor:
@@ -126,89 +105,44 @@ class AgentMAPPO(AgentPPO):
         """Deterministic joint action for observations `(E, A, O)` (and masks)."""
         return self.policy(obs, avail, sample=False)[0]
 
-    @torch.no_grad()
-    def explore_env(self, env: MultiAgentVecEnv, horizon_len: int) -> MultiRollout:
-        spec, layout, dev = self.multi_spec, self.layout, self.device
-        e, a = spec.num_envs, spec.num_agents
-        n = e * a
-        obs_width, critic_width = spec.obs_dim + a, spec.state_dim + a
-        states = torch.empty((horizon_len, n, obs_width), device=dev)
-        critic_states = torch.empty((horizon_len, n, critic_width), device=dev)
-        next_critic_states = torch.empty_like(critic_states)
-        if self.if_discrete:
-            actions = torch.empty((horizon_len, n), dtype=torch.int64, device=dev)
-            avails = torch.ones((horizon_len, n, spec.action_dim), dtype=torch.bool, device=dev)
-        else:
-            actions = torch.empty((horizon_len, n, spec.action_dim), device=dev)
-            avails = torch.ones((horizon_len, n, 0), dtype=torch.bool, device=dev)
-        logprobs = torch.empty((horizon_len, n), device=dev)
-        agent_rewards = torch.empty((horizon_len, n), device=dev)
-        rewards = torch.empty((horizon_len, e), device=dev)
-        terminals = torch.empty((horizon_len, e), dtype=torch.bool, device=dev)
-        truncates = torch.empty_like(terminals)
+    # --- exploring ---
+    rollout_class = MultiRollout
 
-        joint = layout.unpack(self.last_state)
-        for t in range(horizon_len):
-            action, logprob = self.policy(joint.obs, joint.avail, sample=True)
-            obs, reward, terminal, truncate, info = env.step(
-                self.actor.convert_action_for_env(action)
-            )
-            states[t] = with_agent_ids(joint.obs).flatten(0, 1)
-            critic_states[t] = self.critic_view(joint.state)
-            next_critic_states[t] = self.critic_view(info["final_state"])
-            if joint.avail is not None:
-                avails[t] = joint.avail.flatten(0, 1)
-            actions[t] = action.flatten(0, 1)
-            logprobs[t] = logprob
-            agent_rewards[t] = reward.flatten()
-            rewards[t] = team_reward(spec, reward)
-            terminals[t], truncates[t] = terminal, truncate
-            joint = layout.unpack(layout.pack(obs, info["state"], info.get("avail_actions")))
-        self.last_state = layout.pack(joint.obs, joint.state, joint.avail)
-        return MultiRollout(
-            states, actions, logprobs, agent_rewards, terminals.repeat_interleave(a, dim=1),
-            truncates.repeat_interleave(a, dim=1), critic_states, next_critic_states, avails,
-            rewards, terminals, truncates,
+    def explore_step(self, packed: torch.Tensor) -> tuple[torch.Tensor, tuple]:
+        # differs: joint steps; the actor acts for every agent, its log-probability per agent
+        joint = self.layout.unpack(packed)
+        action, logprob = self.policy(joint.obs, joint.avail, sample=True)
+        return self.actor.convert_action_for_env(action), (joint, action, logprob)
+
+    def record(self, kept: tuple, reward: torch.Tensor, terminal: torch.Tensor,
+               truncate: torch.Tensor, info: dict) -> tuple[torch.Tensor, ...]:  # fmt: skip
+        joint, action, logprob = kept
+        spec = self.multi_spec
+        a = spec.num_agents
+        if joint.avail is not None:
+            avail = joint.avail.flatten(0, 1)
+        else:  # every action allowed (continuous actions: none to mask)
+            width = spec.action_dim if self.if_discrete else 0
+            avail = torch.ones((spec.num_envs * a, width), dtype=torch.bool, device=self.device)
+        return (
+            with_agent_ids(joint.obs).flatten(0, 1),
+            with_agent_ids(info["final_obs"]).flatten(0, 1),
+            action.flatten(0, 1), logprob, reward.flatten(),
+            terminal.repeat_interleave(a), truncate.repeat_interleave(a),
+            self.critic_view(joint.state), self.critic_view(info["final_state"]), avail,
+            team_reward(spec, reward), terminal, truncate,
         )  # fmt: skip
 
     # --- learning: PPO's update on the flattened rollout ---
     def update_net(self, rollout: MultiRollout) -> dict[str, torch.Tensor]:
-        view = PPOView(
+        # differs: each (sub-env, agent) pair is one of PPO's sub-envs, the critic centralized
+        masks = rollout.avail if self.if_discrete else None
+        view = Rollout(
             rollout.states, rollout.actions, rollout.logprobs, rollout.agent_rewards,
-            rollout.agent_terminals, rollout.agent_truncates, rollout.next_critic_states,
-            rollout.critic_states, rollout.next_critic_states, rollout.avail,
+            rollout.agent_terminals, rollout.agent_truncates, rollout.next_states,
+            rollout.critic_states, rollout.next_critic_states, masks,
         )  # fmt: skip
         return self.run_update(self.ppo_update, view)
-
-    def critic_inputs(self, rollout: PPOView) -> tuple[torch.Tensor, torch.Tensor]:
-        return rollout.critic_states, rollout.next_critic_states  # differs: centralized
-
-    def values(self, outputs: torch.Tensor) -> torch.Tensor:
-        # differs: the critic predicts standardised values
-        std = (self.value_norm.var + 1e-8).sqrt()
-        return outputs * std + self.value_norm.mean
-
-    def observe_returns(self, returns: torch.Tensor) -> None:
-        self.value_norm.update(returns.unsqueeze(1))  # differs: value normalisation
-
-    def value_loss(
-        self, critic_states: torch.Tensor, returns: torch.Tensor, old_outputs: torch.Tensor
-    ) -> torch.Tensor:
-        # differs: against the standardised returns; the paper's clipped Huber loss
-        cfg = self.config
-        target = (returns - self.value_norm.mean) / (self.value_norm.var + 1e-8).sqrt()
-        value = self.critic(critic_states)  # standardised, as `old_outputs`
-        loss = squared_or_huber(target - value, cfg.value_loss, cfg.huber_delta)
-        if cfg.value_clip:
-            step = (value - old_outputs).clamp(-cfg.ratio_clip, cfg.ratio_clip)
-            clipped = squared_or_huber(target - (old_outputs + step), cfg.value_loss,
-                                       cfg.huber_delta)  # fmt: skip
-            loss = torch.max(loss, clipped)
-        return loss
-
-    def update_state_norms(self, rollout: PPOView, critic_states: torch.Tensor) -> None:
-        self.state_norm.update(rollout.states.flatten(0, 1))  # differs: two normalisers
-        self.critic_norm.update(critic_states)
 
     def policy_state(self) -> dict:
         return {**super().policy_state(), **multi_agent_policy_meta(self.multi_spec)}
@@ -219,10 +153,3 @@ class AgentDiscreteMAPPO(AgentMAPPO):
 
     if_discrete = True
     actor_class = ActorDiscretePPO
-
-    def logprob_entropy(
-        self, rollout: PPOView, states: torch.Tensor, actions: torch.Tensor, idx: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        # differs: the masks of the step the action was taken in
-        avail = rollout.avail.flatten(0, 1)[idx]
-        return self.actor.get_logprob_entropy(states[idx], actions[idx], avail)

@@ -125,9 +125,9 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
     def make_mixer(self) -> nn.Module:
         return self.mixer_class()
 
-    def graph_period(self) -> int | None:
-        # episode replay draws a data-dependent number of episode starts: no CUDA graphs
-        return None if self.recurrent else super().graph_period()
+    def update_cycle(self) -> int | None:
+        # episode replay draws a data-dependent number of episode starts: choices vary
+        return None if self.recurrent else super().update_cycle()
 
     # --- acting ---
     def agent_q(self, net: nn.Module, obs: torch.Tensor) -> torch.Tensor:
