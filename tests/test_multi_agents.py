@@ -417,9 +417,9 @@ def test_mappo_clips_around_the_critics_outputs_before_the_update(monkeypatch):
     seen = []
     value_loss = agent.value_loss
 
-    def spy(critic_states, returns, old_values):
+    def spy(critic_states, returns, old_values, *rest):
         seen.append((critic_states, old_values))
-        return value_loss(critic_states, returns, old_values)
+        return value_loss(critic_states, returns, old_values, *rest)
 
     monkeypatch.setattr(agent, "value_loss", spy)
     agent.update_net(rollout)

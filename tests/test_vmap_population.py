@@ -14,6 +14,7 @@ import torch
 from xiaoyarl.agents.ppo import AgentDiscretePPO, AgentPPO, Rollout
 from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.config import Config
+from xiaoyarl.core.optim import clip_grad_norm
 from xiaoyarl.envs import make_env
 from xiaoyarl.errors import ConfigError
 from xiaoyarl.population.plots import read_population_csv
@@ -26,7 +27,7 @@ MEMBERS, SUB_ENVS, HORIZON = 3, 4, 16
 HPARAMS = [(3e-4, 0.5, 0.0, 0.2), (1e-3, 0.1, 0.01, 0.1), (3e-3, 1.0, 0.1, 0.3)]
 
 
-def _members(env_id: str, lrs: list[float] | None = None):
+def _members(env_id: str, lrs: list[float] | None = None, **settings):
     env = make_env(env_id, MEMBERS * SUB_ENVS, seed=1)
     spec = member_spec(env, MEMBERS)
     agent_class = AgentDiscretePPO if spec.if_discrete else AgentPPO
@@ -35,7 +36,7 @@ def _members(env_id: str, lrs: list[float] | None = None):
         config = resolve_config(Config(algo="ppo", env_id=env_id, seed=i, num_envs=SUB_ENVS,
                         horizon_len=HORIZON, learning_rate=lrs[i] if lrs else lr,
                         clip_grad_norm=clip, lambda_entropy=entropy,
-                        ratio_clip=ratio_clip), True, "cpu")  # fmt: skip
+                        ratio_clip=ratio_clip, **settings), True, "cpu")  # fmt: skip
         torch.manual_seed(i)
         agents.append(agent_class(spec, config, torch.device("cpu")))
     return env, agents
@@ -44,7 +45,7 @@ def _members(env_id: str, lrs: list[float] | None = None):
 def _max_difference(agents, references) -> float:
     worst = 0.0
     for agent, ref in zip(agents, references, strict=True):
-        for name in ("actor", "critic", "reward"):
+        for name in agent.nets:  # actor, critic, reward scaler (and value normaliser)
             mine, theirs = agent.nets[name].state_dict(), ref.nets[name].state_dict()
             for key in mine:
                 worst = max(worst, (mine[key].double() - theirs[key].double()).abs().max().item())
@@ -95,6 +96,49 @@ def test_vmapped_update_equals_each_members_own_update(env_id):
     first = next(iter(agents[0].optimizers["actor"].state_dict()["state"].values()))
     assert first["step"].item() == 16  # 4 epochs x 4 mini-batches were taken
     assert agents[0].optimizers["actor"].param_groups[0]["lr"] == HPARAMS[0][0]
+
+
+def test_vmapped_update_runs_the_agents_own_value_loss():
+    """The critic's loss is `AgentPPO.value_loss` itself: value normalisation, the clipped value
+    loss (each member's clip range) and the Huber loss train as in each member's own update."""
+    torch.manual_seed(0)
+    env, agents = _members("Pendulum-v1", value_norm=True, value_clip=True, value_loss="huber",
+                           huber_delta=0.5)  # fmt: skip
+    references = _update_both(env, agents, updates=2)
+    assert _max_difference(agents, references) < 1e-5
+    norm = agents[0].value_norm
+    assert norm is not None  # it merged both rollouts' returns
+    assert norm.count.item() == pytest.approx(2 * HORIZON * SUB_ENVS, abs=1e-3)
+
+
+def test_vmapped_optimizer_step_is_each_members_own_bit_for_bit():
+    """Gradient clipping and Adam on the stacked weights are `core/optim.py`'s, member by member:
+    the same bits as each member's own `clip_grad_norm` and optimizer step."""
+    env, agents = _members("Pendulum-v1")
+    model = VmapPPO(agents)
+    references = [copy.deepcopy(a) for a in agents]
+    torch.manual_seed(0)
+    for _ in range(3):
+        grads = {k: torch.randn_like(v) * 3 for k, v in model.params.items()}
+        for i, ref in enumerate(references):
+            for name, keys in model.groups.items():
+                net = ref.nets[name]
+                for k, (_, p) in zip(keys, net.named_parameters(), strict=True):
+                    p.grad = grads[k][i].clone()
+                clip_grad_norm(list(net.parameters()), ref.config.clip_grad_norm)
+                ref.optimizers[name].step()
+        model._optimizer_steps(grads)
+    model.write_back()
+    for agent, ref in zip(agents, references, strict=True):
+        for name in ("actor", "critic"):
+            for a, b in zip(agent.nets[name].parameters(), ref.nets[name].parameters(),
+                            strict=True):  # fmt: skip
+                assert torch.equal(a, b)
+            mine = agent.optimizers[name].state_dict()["state"]
+            theirs = ref.optimizers[name].state_dict()["state"]
+            for j in theirs:
+                for field in ("step", "exp_avg", "exp_avg_sq"):
+                    assert torch.equal(mine[j][field], theirs[j][field])
 
 
 def test_vmapped_updates_agree_exactly_in_double_precision():

@@ -9,7 +9,7 @@ import math
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from xiaoyarl.config import Config
 from xiaoyarl.errors import ConfigError, XiaoyaError
@@ -247,8 +247,9 @@ def _add_run_flags(parser: argparse.ArgumentParser, population: bool = False) ->
     parser.add_argument("--quiet", action="store_true", help="print only errors")
 
 
-def _add_field_flag(parser: argparse.ArgumentParser, name: str, **kwargs: object) -> None:
-    """`--name` (dashed) for the Config field `name`, with the field's help and allowed values."""
+def _add_field_flag(parser: argparse.ArgumentParser, name: str, **kwargs: Any) -> None:
+    """`--name` (dashed) for the Config field `name`, with the field's help and allowed values;
+    `kwargs`: `add_argument`'s other keywords (each of its own type)."""
     parser.add_argument(f"--{name.replace('_', '-')}", help=Config.field_docs()[name],
                         choices=Config.field_choices().get(name), **kwargs)  # fmt: skip
 
@@ -304,7 +305,8 @@ def _train(args: argparse.Namespace) -> int:
     preset = None
     if not (args.config or args.no_preset or args.resume):
         preset = preset_path(args.algo, args.env)
-    config = Config.load(args.config or preset) if args.config or preset else Config()
+    source = args.config or preset
+    config = Config.load(source) if source else Config()
     _apply_run_args(config, args)
     if preset is not None and not args.quiet:
         print(f"settings: the task preset {preset} for {config.algo} on {config.env_id}, "
@@ -413,6 +415,15 @@ def _plot_info_of_old_run(config: Config) -> tuple[str, float | None]:
     return title, target
 
 
+class _ListedEnv(Protocol):
+    """What `xiaoyarl list` shows of a registered env class: class attributes that every one
+    states (`TorchVecEnv`'s subclasses and `StockTradingEnv`), which `VecEnv` does not."""
+
+    if_discrete: bool
+    max_step: int
+    target_return: float | None
+
+
 def _list(args: argparse.Namespace) -> int:
 
     from xiaoyarl.agents import ALGORITHMS
@@ -429,7 +440,8 @@ def _list(args: argparse.Namespace) -> int:
          MULTI_AGENT_ENVS),
     ):  # fmt: skip
         print(f"{title}:")
-        for name, cls in envs.items():
+        for name, registered in envs.items():
+            cls = cast(_ListedEnv, registered)
             kind = "discrete" if cls.if_discrete else "continuous"
             target = "none" if cls.target_return is None else f"{cls.target_return:g}"
             print(f"  {name:26s} {kind:10s} max_step {cls.max_step:4d}  target {target}")
@@ -557,10 +569,11 @@ def _list_fields() -> None:
     import dataclasses
 
     from xiaoyarl.agents import ALGORITHMS
+    from xiaoyarl.agents.settings import fields_read
 
     readers: dict[str, list[str]] = {}
-    for algo, pair in ALGORITHMS.items():
-        for field in set().union(*(c.config_fields for c in pair if c is not None)):
+    for algo in ALGORITHMS:
+        for field in fields_read(algo):
             readers.setdefault(field, []).append(algo)
     docs, choices = Config.field_docs(), Config.field_choices()
     automatic = _automatic_values(readers)

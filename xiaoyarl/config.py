@@ -39,7 +39,10 @@ def option(default: typing.Any, help: str, choices: tuple | None = None) -> typi
     return dataclasses.field(default=default, metadata=metadata)
 
 
-def _refuse_unknown_keywords(cls: type) -> type:
+_T = typing.TypeVar("_T")
+
+
+def _refuse_unknown_keywords(cls: type[_T]) -> type[_T]:
     """`Config(learningrate=...)` raises the ConfigError `--set` gives (the field's name and the
     closest ones), not the dataclass's TypeError."""
     init = cls.__init__
@@ -52,7 +55,8 @@ def _refuse_unknown_keywords(cls: type) -> type:
                 raise _unknown_field(name, names, type(self).__name__)
         init(self, *args, **kwargs)
 
-    cls.__init__ = checked_init
+    # replacing the dataclass's __init__ is what this decorator is for
+    cls.__init__ = checked_init  # type: ignore[method-assign]
     return cls
 
 
@@ -411,9 +415,10 @@ def field_types() -> dict[str, object]:
     return typing.get_type_hints(Config)
 
 
-def _convert(name: str, value: object, kind: object, source: str) -> object:
+def _convert(name: str, value: typing.Any, kind: object, source: str) -> object:
     """Convert `value` (a Python value, or a string parsed as YAML unless the field holds text)
-    to the type of field `name`."""
+    to the type of field `name`. `value` may be anything: where it does not convert, `int`,
+    `float` or iterating it raise the TypeError or ValueError caught below."""
     is_union = typing.get_origin(kind) in (typing.Union, types.UnionType)
     args = typing.get_args(kind) if is_union else ()
     optional = type(None) in args
@@ -440,7 +445,7 @@ def _convert(name: str, value: object, kind: object, source: str) -> object:
             if isinstance(value, numbers.Integral):
                 return int(value)
             if isinstance(value, numbers.Real) and float(value).is_integer():
-                return int(value)
+                return int(typing.cast(typing.SupportsInt, value))  # int() takes any Real
             raise ValueError
         if base is float:
             if isinstance(value, bool):
@@ -471,6 +476,6 @@ def _describe(kind: object) -> str:
         return "list of integers such as [64, 64]"
     if kind is dict:
         return "mapping of names to values such as {market: synthetic, seed: 3}"
-    return {bool: "boolean (true/false)", int: "integer", float: "number", str: "string"}.get(
-        kind, str(kind)
-    )
+    names: dict[object, str] = {bool: "boolean (true/false)", int: "integer", float: "number",
+                                str: "string"}  # fmt: skip
+    return names.get(kind, str(kind))

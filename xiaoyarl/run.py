@@ -92,7 +92,7 @@ def build_env(
 
 def check_state(state: torch.Tensor, spec: EnvSpec | MultiAgentEnvSpec, where: str) -> None:
     """Reject an observation batch with the wrong shape or non-finite values, naming the env."""
-    expected = (spec.num_envs, spec.state_dim)
+    expected: tuple[int, ...] = (spec.num_envs, spec.state_dim)
     if isinstance(spec, MultiAgentEnvSpec):
         expected = (spec.num_envs, spec.num_agents, spec.obs_dim)
     if tuple(state.shape) != expected:
@@ -207,8 +207,10 @@ def _run(
     torch.manual_seed(config.seed)  # the agent's initial weights: alike on every rank
     parallel = config.runner == "parallel"
     # parallel: the workers step the envs; this one gives the spec and checks a first reset
+    assert config.num_envs is not None, "resolve_config sets num_envs"
     env = build_env(config, config.num_envs, device, backend, seed)
-    eval_env = loop = None
+    eval_env: VecEnv | None = None
+    loop: TrainLoop
     try:
         if not parallel and main:
             eval_env = build_env(config, config.eval_episodes, device, backend,
@@ -246,6 +248,7 @@ def _run(
 
         evaluator = None
         if main and not parallel:
+            assert eval_env is not None, "built above for the main process of this runner"
             evaluator = Evaluator(eval_env, run_dir, target, evaluation_seed(config.seed),
                                   title=title, make_confirm_env=make_confirm_env)  # fmt: skip
         common = (config, agent, env, evaluator, target, run_dir, backend, console, loggers,

@@ -6,12 +6,14 @@ on, not every agent; `ALGORITHMS` (and so `agent_class`) imports them all when f
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from xiaoyarl.errors import ConfigError
 from xiaoyarl.lazy import lazy_attributes
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import torch
 
     from xiaoyarl.agents.base import AgentBase
@@ -106,6 +108,13 @@ def _algorithms() -> dict[str, tuple[type[AgentBase] | None, type[AgentBase] | N
     return globals()["ALGORITHMS"]
 
 
+def _either(pair: tuple[type[AgentBase] | None, type[AgentBase] | None]) -> type[AgentBase]:
+    """An algorithm's continuous-action agent, or its discrete-action one where it has none."""
+    agent = pair[0] or pair[1]
+    assert agent is not None, "every algorithm has an agent for one kind of action at least"
+    return agent
+
+
 def agent_class(algo: str, spec: EnvSpec | MultiAgentEnvSpec) -> type[AgentBase]:
     """The agent for `algo` that fits the env (single- or multi-agent, action space), or a
     ConfigError naming the algorithms that fit."""
@@ -114,9 +123,9 @@ def agent_class(algo: str, spec: EnvSpec | MultiAgentEnvSpec) -> type[AgentBase]
     algorithms = _algorithms()
     continuous, discrete = algorithms[algo]
     multi = isinstance(spec, MultiAgentEnvSpec)
-    if (continuous or discrete).if_multi_agent != multi:
+    if _either((continuous, discrete)).if_multi_agent != multi:
         fits = sorted(n for n, pair in algorithms.items()
-                      if (pair[0] or pair[1]).if_multi_agent == multi)  # fmt: skip
+                      if _either(pair).if_multi_agent == multi)  # fmt: skip
         kind = "multi-agent" if multi else "single-agent"
         raise ConfigError(
             f"algorithm '{algo}' cannot train in {spec.name}, a {kind} env. Algorithms for "
@@ -142,7 +151,10 @@ def make_agent(
 ) -> AgentBase:
     """The agent of `algo` for the env of `spec` (`agent_class`), with the auxiliary actor loss
     the config asks for plugged into a learner: the H-term (`h_term`, `agents/hterm.py`)."""
-    agent = agent_class(algo, spec)(spec, config, device, learner)
+    # the class fits the spec (`agent_class`): a multi-agent agent takes a MultiAgentEnvSpec,
+    # which type[AgentBase] (whose __init__ takes an EnvSpec) cannot say
+    build = cast("Callable[..., AgentBase]", agent_class(algo, spec))
+    agent = build(spec, config, device, learner)
     if config.h_term and learner:
         from xiaoyarl.agents.hterm import HTerm  # only runs with the H-term load it
 

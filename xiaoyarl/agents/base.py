@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, ClassVar, NamedTuple, Protocol
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar, Protocol
 
 import torch
 from torch import nn
@@ -35,12 +35,44 @@ class Eager:
         pass
 
 
+class Steps(Iterable[torch.Tensor | None], Protocol):
+    """What every agent's rollout (its `rollout_class`, a NamedTuple of tensors, None for a
+    field an agent leaves out) has: time-major fields, `(horizon_len, num_envs, ...)`; the
+    team's reward and flags for multi-agent ones."""
+
+    @property
+    def states(self) -> torch.Tensor: ...
+    @property
+    def actions(self) -> torch.Tensor: ...
+    @property
+    def rewards(self) -> torch.Tensor: ...
+    @property
+    def terminals(self) -> torch.Tensor: ...
+    @property
+    def truncates(self) -> torch.Tensor: ...
+
+
+class Optimizer(Protocol):
+    """What an agent asks of its optimizers: `torch.optim.Optimizer` and xiaoyarl's lean `Adam`
+    (`core/optim.py`), which share no base class, both give it."""
+
+    param_groups: list[dict[str, Any]]
+
+    def zero_grad(self, set_to_none: bool = True) -> None: ...
+
+    def step(self) -> Any: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None: ...
+
+
 class AuxiliaryLoss(Protocol):
     """An extra term of an actor's loss, plugged into an agent from above (`agents/hterm.py`)."""
 
     name: str  # its key in the agent's checkpoint state
 
-    def observe(self, rollout: NamedTuple, reducer: Reducer) -> None: ...
+    def observe(self, rollout: Steps, reducer: Reducer) -> None: ...
 
     def loss(self, agent: AgentBase) -> tuple[torch.Tensor | float, dict[str, torch.Tensor]]: ...
 
@@ -81,10 +113,13 @@ class AgentBase:
         self.config = config
         self.device = device
         self.nets: dict[str, nn.Module] = {}
-        self.optimizers: dict[str, torch.optim.Optimizer] = {}
+        self.optimizers: dict[str, Optimizer | None] = {}  # None each in an acting-only copy
         self.last_state: torch.Tensor | None = None  # (num_envs, state_dim): exploring resumes here
         # the running observation normaliser every network of the agent applies to its input
-        self.state_norm = RunningNorm(spec.state_dim, config.state_norm, config.state_norm_clip)
+        # (state_norm None, not yet resolved, has always meant off)
+        self.state_norm = RunningNorm(
+            spec.state_dim, bool(config.state_norm), config.state_norm_clip
+        )
         self.state_norm.to(device)
         self.actor: nn.Module  # the policy; `actor(state)` is the deterministic action in [-1, 1]
         self.explored = 0  # env steps taken so far (summed over sub-envs)
@@ -97,13 +132,15 @@ class AgentBase:
         self.auxiliary: AuxiliaryLoss | None = None
 
     # --- exploring: one loop for every agent ---
-    rollout_class: ClassVar[type[NamedTuple]]  # the time-major data `explore_env` returns
+    # the time-major data `explore_env` returns (a NamedTuple class)
+    rollout_class: ClassVar[Callable[..., Steps]]
 
     @torch.no_grad()
-    def explore_env(self, env: VecEnv, horizon_len: int) -> NamedTuple:
+    def explore_env(self, env: VecEnv, horizon_len: int) -> Steps:
         """Step `env` for `horizon_len` steps from `self.last_state`; return the time-major
         rollout: what `record` kept of each step, stacked (`rollout_class`)."""
         state = self.last_state
+        assert state is not None, "the runner sets last_state (`observe`) before exploring"
         steps = []
         for _ in range(horizon_len):
             action, kept = self.explore_step(state)
@@ -132,8 +169,9 @@ class AgentBase:
         env returned (`info["final_state"]`: the state the step reached, before any reset)."""
         raise NotImplementedError
 
-    def update_net(self, rollout: NamedTuple) -> dict[str, torch.Tensor]:
-        """Learn from a rollout; return the update's named scalars (its losses)."""
+    def update_net(self, rollout: Any) -> dict[str, torch.Tensor]:
+        """Learn from a rollout (of the agent's own `rollout_class`, which each agent's
+        signature names); return the update's named scalars (its losses)."""
         raise NotImplementedError
 
     def update_cycle(self) -> int | None:
@@ -165,7 +203,7 @@ class AgentBase:
         return state
 
     # --- the auxiliary loss, when one is plugged in ---
-    def observe_auxiliary(self, rollout: NamedTuple) -> None:
+    def observe_auxiliary(self, rollout: Steps) -> None:
         """Show the auxiliary loss the rollout (it may keep its episodes)."""
         if self.auxiliary is not None:
             self.auxiliary.observe(rollout, self.reducer)
@@ -181,37 +219,41 @@ class AgentBase:
         """`update(inputs)`, run by `update_runner`."""
         return self.update_runner(update, inputs)
 
-    def make_optimizer(self, net: nn.Module) -> torch.optim.Optimizer | Adam | None:
+    def make_optimizer(self, net: nn.Module) -> Optimizer | None:
         """Adam with the fused kernel (one pass over all parameters): on a CPU xiaoyarl's lean
         `Adam` (`xiaoyarl/core/optim.py`: the same arithmetic and state), elsewhere
         `torch.optim.Adam`; None for an acting-only copy."""
         if not self.learner:
             return None
+        lr = self.config.learning_rate
+        assert lr is not None, "resolve_config sets learning_rate"
         if self.device.type == "cpu" and _FUSED_ADAM:
-            return Adam(net.parameters(), lr=self.config.learning_rate, eps=1e-5)
-        return torch.optim.Adam(net.parameters(), lr=self.config.learning_rate, eps=1e-5,
+            return Adam(net.parameters(), lr=lr, eps=1e-5)
+        return torch.optim.Adam(net.parameters(), lr=lr, eps=1e-5,
                                 fused=_FUSED_ADAM or None)  # fmt: skip
 
     def optimizer_step(
-        self, optimizer: torch.optim.Optimizer, net: nn.Module, loss: torch.Tensor
+        self, optimizer: Optimizer | None, net: nn.Module, loss: torch.Tensor
     ) -> None:
         """Backward, clip the global gradient norm to `clip_grad_norm`, and step."""
         self.optimizer_steps(loss, (optimizer, net))
 
     def optimizer_steps(
-        self, loss: torch.Tensor, *pairs: tuple[torch.optim.Optimizer, nn.Module]
+        self, loss: torch.Tensor, *pairs: tuple[Optimizer | None, nn.Module]
     ) -> None:
         """One backward pass through `loss`, a sum of losses of networks that share no
         parameters, then per network: clip its gradient norm to `clip_grad_norm` and step its
         optimizer. The same update as one `optimizer_step` per network, with one autograd pass.
         The gradients are the whole batch's (`reducer`)."""
-        for optimizer, _ in pairs:
+        optimizers = [optimizer for optimizer, _ in pairs if optimizer is not None]
+        assert len(optimizers) == len(pairs), "an acting-only copy (learner=False) never updates"
+        for optimizer in optimizers:
             optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.reducer.average_gradients(
-            [p for optimizer, _ in pairs for p in optimizer.param_groups[0]["params"]]
+            [p for optimizer in optimizers for p in optimizer.param_groups[0]["params"]]
         )
-        for optimizer, _ in pairs:
+        for optimizer in optimizers:
             clip_grad_norm(optimizer.param_groups[0]["params"], self.config.clip_grad_norm)
             optimizer.step()
 
@@ -230,7 +272,7 @@ class AgentBase:
         """The agent's whole training state as plain data (tensors, dicts, numbers)."""
         return {
             "nets": {name: net.state_dict() for name, net in self.nets.items()},
-            "optimizers": {name: opt.state_dict() for name, opt in self.optimizers.items()},
+            "optimizers": {name: opt.state_dict() for name, opt in self._optimizers().items()},
             "last_state": self.last_state,
             "counters": {"explored": self.explored, "updates": self.updates},
             **self._auxiliary_state(),
@@ -239,7 +281,7 @@ class AgentBase:
     def load_state_dict(self, state: dict) -> None:
         for name, net in self.nets.items():
             net.load_state_dict(state["nets"][name])
-        for name, opt in self.optimizers.items():
+        for name, opt in self._optimizers().items():
             # how this process steps (e.g. capturable) is its own, not the saved run's
             settings = [{k: g[k] for k in _PROCESS_SETTINGS if k in g} for g in opt.param_groups]
             opt.load_state_dict(state["optimizers"][name])
@@ -251,6 +293,12 @@ class AgentBase:
         self.explored = state["counters"]["explored"]
         self.updates = state["counters"]["updates"]
         self._load_auxiliary(state)
+
+    def _optimizers(self) -> dict[str, Optimizer]:
+        """`optimizers`, of a learner: an acting-only copy has none, and no training state."""
+        optimizers = {name: opt for name, opt in self.optimizers.items() if opt is not None}
+        assert len(optimizers) == len(self.optimizers), "an acting-only copy has no optimizers"
+        return optimizers
 
     def sub_env_state(self) -> dict:
         """The part of the training state that belongs to this agent's own sub-envs: where
@@ -273,11 +321,13 @@ class AgentBase:
 
     def policy_state(self) -> dict:
         """What `load_policy` needs to rebuild the actor: its class, sizes and weights."""
+        net_dims = self.config.net_dims
+        assert net_dims is not None, "resolve_config sets net_dims"
         return {
             "actor_class": type(self.actor).__name__,
             "state_dim": self.spec.state_dim,
             "action_dim": self.spec.action_dim,
-            "net_dims": list(self.config.net_dims),
+            "net_dims": list(net_dims),
             "state_norm": self.config.state_norm,
             "state_norm_clip": self.config.state_norm_clip,
             "if_discrete": self.spec.if_discrete,

@@ -50,6 +50,7 @@ class AgentDDPG(AgentOffPolicy):
         self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True
     ) -> None:
         super().__init__(spec, config, device, learner)
+        assert config.net_dims is not None, "resolve_config sets net_dims"
         norm = self.state_norm
         self.actor = self.actor_class(spec.state_dim, spec.action_dim, config.net_dims, norm)
         self.actor.to(device)
@@ -60,7 +61,7 @@ class AgentDDPG(AgentOffPolicy):
             "critic": self.critic,
             "critic_target": self.critic_target,
         }
-        self.actor_target = None
+        self.actor_target: nn.Module | None = None
         if self.uses_target_actor:
             self.actor_target = self.make_target(self.actor)
             self.nets["actor_target"] = self.actor_target
@@ -71,6 +72,7 @@ class AgentDDPG(AgentOffPolicy):
 
     def make_critic(self, norm: RunningNorm) -> nn.Module:
         spec, cfg = self.spec, self.config
+        assert cfg.net_dims is not None and cfg.num_critics is not None, "set by resolve_config"
         return CriticEnsemble(spec.state_dim, spec.action_dim, cfg.net_dims, norm, cfg.num_critics)
 
     # --- the hooks the successors override ---
@@ -81,6 +83,7 @@ class AgentDDPG(AgentOffPolicy):
 
     def target_action(self, next_states: torch.Tensor) -> torch.Tensor:
         """The action the target policy takes in s' `(B, A)`."""
+        assert self.actor_target is not None, "built where uses_target_actor, which this needs"
         return self.actor_target(next_states)
 
     def reduce_target_q(self, q: torch.Tensor) -> torch.Tensor:

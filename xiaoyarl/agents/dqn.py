@@ -50,6 +50,7 @@ class AgentDQN(AgentOffPolicy):
         self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True
     ) -> None:
         super().__init__(spec, config, device, learner)
+        assert config.net_dims is not None, "resolve_config sets net_dims"
         self.qnet = self.qnet_class(spec.state_dim, spec.action_dim, config.net_dims,
                                     self.state_norm)  # fmt: skip
         self.qnet.to(device)

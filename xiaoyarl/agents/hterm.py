@@ -39,14 +39,14 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import torch
 
 from xiaoyarl.core.reduce import Reducer
 
 if TYPE_CHECKING:
-    from xiaoyarl.agents.base import AgentBase
+    from xiaoyarl.agents.base import AgentBase, Steps
 
 LOGPROB_CLAMP = (-16.0, 2.0)  # ElegantRL's bounds on a window's cumulative log-probability
 SEED_OFFSET = 50_000  # the windows' generator: run seed + this (+ rank), apart from the others
@@ -98,7 +98,7 @@ class HTerm:
         self.seed(seed, part)
         self.all_ranks_ready = False
 
-    def observe(self, rollout: NamedTuple, reducer: Reducer) -> None:
+    def observe(self, rollout: Steps, reducer: Reducer) -> None:
         """Keep the rollout's episodes; with several ranks, check whether all are ready."""
         dones = rollout.terminals | rollout.truncates
         self.add(rollout.states, rollout.actions, rollout.rewards, dones)
@@ -136,6 +136,7 @@ class HTerm:
 
     def _close(self, env: int, block: int, step: int) -> None:
         """Append sub-env `env`'s episode that ends at `step` of `block`."""
+        assert self.open_from is not None, "`add` knows the sub-envs before it closes episodes"
         first, offset = self.open_from[env]
         parts = []
         for b in range(first, block + 1):
@@ -190,6 +191,7 @@ class HTerm:
     # --- the objective ---
     def sample(self, num_windows: int) -> torch.Tensor:
         """Flat indices `(num_windows, K)` of windows drawn uniformly."""
+        assert self.starts is not None, "windows are drawn once the buffer is `ready`"
         pick = torch.randint(self.starts.shape[0], (num_windows,), device=self.device,
                              generator=self.generator)  # fmt: skip
         return self.starts[pick].unsqueeze(1) + torch.arange(self.k, device=self.device)
@@ -198,6 +200,9 @@ class HTerm:
                   index: torch.Tensor) -> torch.Tensor:  # fmt: skip
         """H over the windows `index (W, K)`; `logprob(states, actions) -> (n,)` is the
         policy's log-probability of the stored actions."""
+        assert self.states is not None and self.actions is not None and self.r_norm is not None, (
+            "the objective is taken once the buffer holds trajectories (`ready`)"
+        )
         flat = index.flatten()
         logp = logprob(self.states[flat], self.actions[flat]).view(index.shape)
         cumulative = logp.cumsum(1).clamp(*LOGPROB_CLAMP)

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import NamedTuple
+from typing import TypeVar
 
 import torch
 from torch import nn
 
 from xiaoyarl.agents.base import AgentBase
 from xiaoyarl.config import Config
-from xiaoyarl.core.buffer import Batch, PrioritizedReplayBuffer, ReplayBuffer, Transitions
+from xiaoyarl.core.buffer import Batch, Episodes, PrioritizedReplayBuffer, ReplayBuffer, Transitions
 from xiaoyarl.envs.base import EnvSpec
 from xiaoyarl.errors import ConfigError
 
@@ -21,6 +21,8 @@ OFF_POLICY_FIELDS = frozenset({
     "buffer_size", "learning_starts", "soft_update_tau", "target_update_every", "per",
     "per_alpha", "per_beta", "per_beta_steps",
 })  # fmt: skip
+
+Net = TypeVar("Net", bound=nn.Module)
 
 
 class AgentOffPolicy(AgentBase):
@@ -71,15 +73,18 @@ class AgentOffPolicy(AgentBase):
             return torch.randint(self.spec.action_dim, (n,), device=self.device)
         return torch.rand((n, self.spec.action_dim), device=self.device) * 2 - 1
 
-    def update_net(self, rollout: NamedTuple) -> dict[str, torch.Tensor]:
+    def update_net(self, rollout: Transitions) -> dict[str, torch.Tensor]:
         """Store the rollout, update the observation normaliser (when enabled) with its states,
         then take `repeat_times` gradient steps per new env step."""
+        assert self.buffer is not None, "an acting-only copy (learner=False) never updates"
+        repeat_times = self.config.repeat_times
+        assert repeat_times is not None, "resolve_config sets repeat_times"
         self.buffer.add(rollout)
         self.update_normalizers(rollout)
         self.observe_auxiliary(rollout)
         if self.explored < self.config.learning_starts or self.buffer.num_sampleable == 0:
             return {}
-        num_updates = max(1, round(self.config.repeat_times * rollout.rewards.numel()))
+        num_updates = max(1, round(repeat_times * rollout.rewards.numel()))
         totals: dict[str, torch.Tensor] = {}
         counts: dict[str, int] = {}
         for _ in range(num_updates):
@@ -89,25 +94,28 @@ class AgentOffPolicy(AgentBase):
                 counts[name] = counts.get(name, 0) + 1
         return {name: value / counts[name] for name, value in totals.items()}
 
-    def sample_batch(self) -> NamedTuple:
+    def sample_batch(self) -> Batch | Episodes:
         """Off-policy: what one gradient step learns from: `batch_size` replayed transitions
         (recurrent agents replay whole episodes instead)."""
+        assert self.buffer is not None, "an acting-only copy (learner=False) never updates"
+        assert self.config.batch_size is not None, "resolve_config sets batch_size"
         return self.buffer.sample(self.config.batch_size)
 
-    def update_normalizers(self, rollout: NamedTuple) -> None:
+    def update_normalizers(self, rollout: Transitions) -> None:
         """Off-policy: merge a rollout's states into the observation normaliser (if enabled)."""
         self.state_norm.update(rollout.states.flatten(0, 1))
 
-    def gradient_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+    def gradient_step(self, batch: Batch | Episodes) -> dict[str, torch.Tensor]:
         """`update_step` on `batch` (through `run_update`), then count it and
         give prioritized replay the new TD errors."""
         logs, td_errors = self.run_update(self.update_step, batch)
         self.updates += 1
         if isinstance(self.buffer, PrioritizedReplayBuffer):
+            assert isinstance(batch, Batch), "prioritized replay samples transitions"
             self.buffer.update_priorities(batch.indices, td_errors)
         return logs
 
-    def buffer_sizes(self) -> tuple:
+    def buffer_sizes(self) -> tuple[int, int, int, int, bool, int]:
         """The replay buffer's shape: capacity, sub-envs, state width, action width, whether
         actions are discrete indices, the time limit (see `ReplayBuffer`)."""
         cfg, spec = self.config, self.spec
@@ -127,13 +135,14 @@ class AgentOffPolicy(AgentBase):
                 f"free on {self.device}; lower buffer_size (e.g. --set buffer_size=100000)."
             )
         if cfg.per:
+            assert cfg.repeat_times is not None, "resolve_config sets repeat_times"
             return PrioritizedReplayBuffer(
                 *sizes, device=self.device, alpha=cfg.per_alpha, beta=cfg.per_beta,
                 beta_steps=max(1, round(cfg.per_beta_steps * cfg.repeat_times)),
             )  # fmt: skip
         return ReplayBuffer(*sizes, device=self.device)
 
-    def make_target(self, net: nn.Module) -> nn.Module:
+    def make_target(self, net: Net) -> Net:
         """A frozen copy of `net` for targets that shares `net`'s observation normaliser (a
         target network must see states scaled as the online one does; only weights lag)."""
         norm = getattr(net, "norm", None)

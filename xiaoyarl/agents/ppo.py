@@ -38,7 +38,8 @@ class Rollout(NamedTuple):
 
 
 class PPOBatch(NamedTuple):
-    """What one mini-batch step reads, flat over (step, sub-env): B transitions."""
+    """What an update reads, flat over (step, sub-env): B transitions (a mini-batch, or the
+    whole rollout, B = T * N)."""
 
     states: torch.Tensor  # (B, S)
     critic_states: torch.Tensor  # (B, C): the critic's inputs (the states, unless asymmetric)
@@ -50,11 +51,17 @@ class PPOBatch(NamedTuple):
     old_outputs: torch.Tensor  # (B,) the critic's outputs before the update
 
 
+# the losses `ppo_loss` logs and `ppo_update` returns, in the order of its log
+LOSS_NAMES = ("actor_loss", "critic_loss", "entropy", "approx_kl", "clip_fraction")
+
+
 def squared_or_huber(error: torch.Tensor, kind: str, huber_delta: float) -> torch.Tensor:
     """Per-sample loss of an error `(B,)`: its square ("mse"), or ("huber") its square within
     +-huber_delta and linear beyond. Twice the usual Huber loss: PPO's update halves it."""
     if kind == "mse":
         return error.square()
+    if kind != "huber":
+        raise ValueError(f"value_loss={kind!r}: expected 'mse' or 'huber'")
     size = error.abs()
     return torch.where(size <= huber_delta, error.square(), huber_delta * (2 * size - huber_delta))
 
@@ -65,7 +72,9 @@ def on_policy_num_envs(config: Config, batched: bool, device_type: str) -> int:
 
 
 def on_policy_common(num_envs: int) -> dict:
-    return {"num_envs": num_envs, "net_dims": [64, 64], "state_norm": True, "reward_norm": True}
+    """Normalised observations and rewards; the critic's plain squared error on raw returns."""
+    return {"num_envs": num_envs, "net_dims": [64, 64], "state_norm": True, "reward_norm": True,
+            "value_norm": False, "value_clip": False, "value_loss": "mse"}  # fmt: skip
 
 
 def on_policy_eval_every(rollout: int) -> int:
@@ -149,10 +158,16 @@ class AgentPPO(AgentBase):
         self.reward_scaler.returns.copy_(state["returns"])
 
     def actor_objective(
-        self, ratio: torch.Tensor, advantage: torch.Tensor, logprob: torch.Tensor
+        self,
+        ratio: torch.Tensor,
+        advantage: torch.Tensor,
+        logprob: torch.Tensor,
+        ratio_clip: float | torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """PPO's clipped surrogate, per sample (to be maximized)."""
-        return clipped_surrogate(ratio, advantage, self.config.ratio_clip)
+        """PPO's clipped surrogate, per sample (to be maximized); `ratio_clip` None: the
+        config's."""
+        eps = self.config.ratio_clip if ratio_clip is None else ratio_clip
+        return clipped_surrogate(ratio, advantage, eps)
 
     def explore_logprob(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         return self.actor.get_logprob_entropy(states, actions)[0]
@@ -165,42 +180,53 @@ class AgentPPO(AgentBase):
         return outputs * (self.value_norm.var + 1e-8).sqrt() + self.value_norm.mean
 
     def value_loss(
-        self, critic_states: torch.Tensor, returns: torch.Tensor, old_outputs: torch.Tensor
+        self,
+        critic_states: torch.Tensor,
+        returns: torch.Tensor,
+        old_outputs: torch.Tensor,
+        ratio_clip: float | torch.Tensor | None = None,
     ) -> torch.Tensor:
         """The critic's loss per sample `(B,)`: the squared (or Huber, `value_loss`) error of its
         output against the returns (standardised under value normalisation); with
         `value_clip`, the larger of that and the loss of the output clipped to +-ratio_clip
-        around `old_outputs` `(B,)`, the outputs before this update."""
+        (None: the config's) around `old_outputs` `(B,)`, the outputs before this update."""
         cfg, norm = self.config, self.value_norm
+        eps = cfg.ratio_clip if ratio_clip is None else ratio_clip
         target = returns if norm is None else (returns - norm.mean) / (norm.var + 1e-8).sqrt()
         outputs = self.critic(critic_states)
         loss = squared_or_huber(target - outputs, cfg.value_loss, cfg.huber_delta)
         if cfg.value_clip:
-            step = (outputs - old_outputs).clamp(-cfg.ratio_clip, cfg.ratio_clip)
+            step = (outputs - old_outputs).clamp(-eps, eps)
             clipped = squared_or_huber(target - (old_outputs + step), cfg.value_loss,
                                        cfg.huber_delta)  # fmt: skip
             loss = torch.max(loss, clipped)
         return loss
 
     def ppo_loss(
-        self, batch: PPOBatch, mean: Callable[[torch.Tensor], torch.Tensor]
+        self,
+        batch: PPOBatch,
+        mean: Callable[[torch.Tensor], torch.Tensor],
+        ratio_clip: float | torch.Tensor | None = None,
+        lambda_entropy: float | torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The loss of one mini-batch step, actor's and critic's summed (they share no
-        parameters), and its log: actor loss, critic loss, entropy, approximate KL and clip
-        fraction `(5,)`. `mean`: the mini-batch mean of a per-sample loss."""
+        parameters), and its log: `LOSS_NAMES` `(5,)`. `mean`: the mini-batch mean of a
+        per-sample loss. `ratio_clip`, `lambda_entropy`: None, the config's."""
         cfg = self.config
+        eps = cfg.ratio_clip if ratio_clip is None else ratio_clip
+        entropy_weight = cfg.lambda_entropy if lambda_entropy is None else lambda_entropy
         extra = () if batch.masks is None else (batch.masks,)
         logprob, entropy = self.actor.get_logprob_entropy(batch.states, batch.actions, *extra)
         log_ratio = logprob - batch.old_logprobs
         ratio = log_ratio.exp()
-        objective = mean(self.actor_objective(ratio, batch.advantages, logprob))
-        actor_loss = -(objective + cfg.lambda_entropy * mean(entropy))
+        objective = mean(self.actor_objective(ratio, batch.advantages, logprob, eps))
+        actor_loss = -(objective + entropy_weight * mean(entropy))
         actor_loss = actor_loss + self.auxiliary_loss()[0]
-        value_loss = self.value_loss(batch.critic_states, batch.returns, batch.old_outputs)
+        value_loss = self.value_loss(batch.critic_states, batch.returns, batch.old_outputs, eps)
         critic_loss = 0.5 * mean(value_loss)
         with torch.no_grad():
             approx_kl = ((ratio - 1) - log_ratio).mean()  # Schulman's k3 estimator
-            clipped = ((ratio - 1).abs() > cfg.ratio_clip).float().mean()
+            clipped = ((ratio - 1).abs() > eps).float().mean()
             logs = torch.stack([actor_loss.detach(), critic_loss.detach(), mean(entropy).detach(),
                                 approx_kl, clipped])  # fmt: skip
         return actor_loss + critic_loss, logs
@@ -210,10 +236,11 @@ class AgentPPO(AgentBase):
         self.observe_auxiliary(rollout)
         return self.run_update(self.ppo_update, rollout)
 
-    def ppo_update(self, rollout: Rollout) -> dict[str, torch.Tensor]:
-        """GAE on the rollout, then `repeat_times` epochs of mini-batch steps on the clipped
-        objective and the value loss; returns the mean of each loss over the steps. The
-        advantages' statistics and the mini-batches are the whole batch's (`reducer`)."""
+    def ppo_batch(self, rollout: Rollout) -> PPOBatch:
+        """The rollout `(T, N, ...)` as one batch of B = T * N transitions, with GAE advantages
+        (standardised by the whole batch's statistics, `reducer`) and returns on the rewards
+        `reward_scaler` scales, and the critic's outputs before the update. Advances the reward
+        scaler's and the value normaliser's running statistics."""
         cfg = self.config
         horizon_len, num_envs = rollout.rewards.shape
         critic_now, critic_next = rollout.critic_states, rollout.next_critic_states
@@ -238,19 +265,30 @@ class AgentPPO(AgentBase):
             advantages = advantages.flatten()
             mean, std = self.reducer.mean_std(advantages)
             advantages = (advantages - mean) / (std + 1e-8)
-        states = rollout.states.flatten(0, 1)
-        critic_states = critic_now.flatten(0, 1)
-        actions = rollout.actions.flatten(0, 1)
-        old_logprobs = rollout.logprobs.flatten()
-        masks = None if rollout.action_masks is None else rollout.action_masks.flatten(0, 1)
         if self.value_norm is not None:
             self.value_norm.update(returns.unsqueeze(1))
+        masks = None if rollout.action_masks is None else rollout.action_masks.flatten(0, 1)
+        return PPOBatch(rollout.states.flatten(0, 1), critic_now.flatten(0, 1),
+                        rollout.actions.flatten(0, 1), masks, rollout.logprobs.flatten(),
+                        advantages, returns, old_outputs)  # fmt: skip
 
+    def update_state_norms(self, data: PPOBatch) -> None:
+        """Merge the batch's states into the running normalisers: after the update, so that
+        old and new log-probabilities agree."""
+        self.state_norm.update(data.states)
+        if self.critic.norm is not self.state_norm:  # the critic's own inputs
+            self.critic.norm.update(data.critic_states)
+
+    def ppo_update(self, rollout: Rollout) -> dict[str, torch.Tensor]:
+        """GAE on the rollout (`ppo_batch`), then `repeat_times` epochs of mini-batch steps on
+        the clipped objective and the value loss; returns the mean of each loss over the steps.
+        The mini-batches are the whole batch's (`reducer`)."""
+        cfg = self.config
+        horizon_len, num_envs = rollout.rewards.shape
+        data = self.ppo_batch(rollout)
         batches = self.reducer.minibatches(horizon_len * num_envs, num_envs, cfg.batch_size,
                                            cfg.repeat_times, self.device)  # fmt: skip
-        data = PPOBatch(states, critic_states, actions, masks, old_logprobs, advantages, returns,
-                        old_outputs)  # fmt: skip
-        logs = torch.zeros(5, device=self.device)
+        logs = torch.zeros(len(LOSS_NAMES), device=self.device)
         for idx in batches.indices:
             minibatch = PPOBatch(*(None if x is None else x[idx] for x in data))
             loss, step_logs = self.ppo_loss(minibatch, batches.mean)
@@ -260,13 +298,9 @@ class AgentPPO(AgentBase):
                 (self.optimizers["critic"], self.critic),
             )
             logs += step_logs
-        # after the update, so that old and new log-probabilities agree
-        self.state_norm.update(states)
-        if self.critic.norm is not self.state_norm:  # the critic's own inputs
-            self.critic.norm.update(critic_states)
+        self.update_state_norms(data)
         logs /= len(batches.indices)
-        names = ("actor_loss", "critic_loss", "entropy", "approx_kl", "clip_fraction")
-        return dict(zip(names, logs.unbind(), strict=True))
+        return dict(zip(LOSS_NAMES, logs.unbind(), strict=True))
 
 
 class AgentDiscretePPO(AgentPPO):
@@ -297,7 +331,11 @@ class AgentA2C(AgentPPO):
         }
 
     def actor_objective(
-        self, ratio: torch.Tensor, advantage: torch.Tensor, logprob: torch.Tensor
+        self,
+        ratio: torch.Tensor,
+        advantage: torch.Tensor,
+        logprob: torch.Tensor,
+        ratio_clip: float | torch.Tensor | None = None,
     ) -> torch.Tensor:
         return logprob * advantage  # differs from PPO: no ratio, no clipping
 

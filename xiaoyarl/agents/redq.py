@@ -28,10 +28,12 @@ class AgentREDQ(AgentSAC):
     def should_update_actor(self, critic_loss: torch.Tensor) -> bool:
         # differs: the policy takes one step per G critic steps (once per env step, as in the
         # paper's Algorithm 1)
+        assert self.config.repeat_times is not None, "resolve_config sets repeat_times"
         return self.updates % max(1, round(self.config.repeat_times)) == 0
 
     def update_cycle(self) -> int | None:
         # differs: the actor steps once per G critic steps
+        assert self.config.repeat_times is not None, "resolve_config sets repeat_times"
         return math.lcm(self.config.target_update_every, max(1, round(self.config.repeat_times)))
 
     def reduce_actor_q(self, q: torch.Tensor) -> torch.Tensor:

@@ -9,14 +9,14 @@ Action Settings", 2019.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import cast
 
 import torch
 from torch import nn
 
 from xiaoyarl.agents.ddpg import AgentDDPG
 from xiaoyarl.config import Config
-from xiaoyarl.core.buffer import Batch
+from xiaoyarl.core.buffer import Batch, Transitions
 from xiaoyarl.core.nets import ActorDiscreteSAC, ActorSAC, QEnsemble, RunningNorm
 from xiaoyarl.envs.base import EnvSpec
 
@@ -37,7 +37,7 @@ class AgentSAC(AgentDDPG):
     actor, the soft (entropy-regularised) target and a temperature tuned so the policy's
     entropy stays near -action_dim."""
 
-    actor_class = ActorSAC  # differs: stochastic actor
+    actor_class: type[nn.Module] = ActorSAC  # differs: stochastic actor
     uses_target_actor = False  # differs: the target uses the current actor
     default_num_critics = 2  # differs: clipped double Q
     config_fields = (AgentDDPG.config_fields - {"explore_noise_std"}) | {"alpha_init"}
@@ -54,13 +54,18 @@ class AgentSAC(AgentDDPG):
     def default_target_entropy(self) -> float:
         return -float(self.spec.action_dim)
 
+    def gaussian_actor(self) -> ActorSAC:
+        """The actor, which `actor_class` built as an `ActorSAC` (`nn.Module` to the base)."""
+        return cast(ActorSAC, self.actor)
+
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
-        return self.actor.get_action_logprob(state)[0]  # differs: sample the policy, no noise
+        # differs: sample the policy, no noise
+        return self.gaussian_actor().get_action_logprob(state)[0]
 
     def td_target(self, batch: Batch) -> torch.Tensor:
         # differs: the soft target r + gamma * (min Q'(s', a') - alpha * log pi(a'|s')),
         # a' ~ pi(.|s') from the current actor
-        action, logprob = self.actor.get_action_logprob(batch.next_states)
+        action, logprob = self.gaussian_actor().get_action_logprob(batch.next_states)
         q = self.reduce_target_q(self.critic_target(batch.next_states, action))
         not_terminal = (~batch.terminals).float()
         return batch.rewards + self.config.gamma * not_terminal * (q - self.temperature() * logprob)
@@ -71,7 +76,7 @@ class AgentSAC(AgentDDPG):
 
     def update_actor(self, states: torch.Tensor) -> dict[str, torch.Tensor]:
         # differs: maximise Q - alpha * log pi, then tune alpha towards the target entropy
-        action, logprob = self.actor.get_action_logprob(states)
+        action, logprob = self.gaussian_actor().get_action_logprob(states)
         alpha = self.temperature().detach()
         q = self.reduce_actor_q(self.critic_q_for_actor(states, action))
         actor_loss = (alpha * logprob - q).mean()
@@ -81,7 +86,7 @@ class AgentSAC(AgentDDPG):
                 **self.update_temperature(logprob.detach())}  # fmt: skip
 
     def explore_logprob(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        return self.actor.logprob(states, actions)
+        return self.gaussian_actor().logprob(states, actions)
 
     def update_temperature(self, logprob: torch.Tensor) -> dict[str, torch.Tensor]:
         """Gradient step on J(alpha) = E[-log(alpha) * (log pi + target_entropy)]."""
@@ -109,7 +114,7 @@ class AgentModSAC(AgentSAC):
         self.actor_updates = 0
         self.critic_updates = 0
 
-    def update_net(self, rollout: NamedTuple) -> dict[str, torch.Tensor]:
+    def update_net(self, rollout: Transitions) -> dict[str, torch.Tensor]:
         # differs: the actor schedule's counts restart with every update call
         self.actor_updates = self.critic_updates = 0
         return super().update_net(rollout)
@@ -153,17 +158,22 @@ class AgentSACDiscrete(AgentSAC):
 
     def make_critic(self, norm: RunningNorm) -> nn.Module:
         spec, cfg = self.spec, self.config
+        assert cfg.net_dims is not None and cfg.num_critics is not None, "set by resolve_config"
         return QEnsemble(spec.state_dim, spec.action_dim, cfg.net_dims, norm, cfg.num_critics)
 
     def default_target_entropy(self) -> float:
         return 0.89 * math.log(self.spec.action_dim)
 
+    def categorical_actor(self) -> ActorDiscreteSAC:
+        """The actor, which `actor_class` built as an `ActorDiscreteSAC`."""
+        return cast(ActorDiscreteSAC, self.actor)
+
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
-        return self.actor.sample(state)
+        return self.categorical_actor().sample(state)
 
     def td_target(self, batch: Batch) -> torch.Tensor:
         # differs: the exact soft value V(s') = sum_a pi(a|s') (min Q'(s', a) - alpha log pi(a|s'))
-        probs, logprobs = self.actor.probs_logprobs(batch.next_states)
+        probs, logprobs = self.categorical_actor().probs_logprobs(batch.next_states)
         q = self.reduce_target_q(self.critic_target(batch.next_states))  # (B, A)
         next_value = (probs * (q - self.temperature() * logprobs)).sum(-1)
         not_terminal = (~batch.terminals).float()
@@ -175,7 +185,7 @@ class AgentSACDiscrete(AgentSAC):
         return q.gather(-1, index).squeeze(-1)
 
     def update_actor(self, states: torch.Tensor) -> dict[str, torch.Tensor]:
-        probs, logprobs = self.actor.probs_logprobs(states)
+        probs, logprobs = self.categorical_actor().probs_logprobs(states)
         with torch.no_grad():
             q = self.reduce_actor_q(self.critic(states))  # (B, A)
         alpha = self.temperature().detach()

@@ -32,7 +32,9 @@ def agent_of(config: Config) -> type[AgentBase]:
             f"{', '.join(sorted(ALGORITHMS))}."
         )
     continuous, discrete = ALGORITHMS[config.algo]
-    return continuous or discrete
+    agent = continuous or discrete
+    assert agent is not None, "every algorithm has an agent for one kind of action at least"
+    return agent
 
 
 def check_config(config: Config) -> Config:
@@ -63,9 +65,8 @@ def check_config(config: Config) -> Config:
             f"invalid config: reward_norm=True does not apply to {config.algo}: reward "
             f"normalisation is part of the on-policy agents (ppo, a2c). Remove the setting."
         )
-    if not agent.if_off_policy and None not in (
-        config.num_envs, config.horizon_len, config.batch_size
-    ):  # fmt: skip
+    if (not agent.if_off_policy and config.num_envs is not None
+            and config.horizon_len is not None and config.batch_size is not None):  # fmt: skip
         rollout = config.num_envs * config.horizon_len
         if config.batch_size > rollout:
             raise ConfigError(

@@ -22,6 +22,7 @@ class AgentTD3(AgentDDPG):
     def target_action(self, next_states: torch.Tensor) -> torch.Tensor:
         # differs: clipped Gaussian noise smooths the target policy
         cfg = self.config
+        assert self.actor_target is not None, "TD3 keeps a target actor (uses_target_actor)"
         action = self.actor_target(next_states)
         noise = (batch_randn_like(action) * cfg.policy_noise_std).clamp(
             -cfg.policy_noise_clip, cfg.policy_noise_clip
@@ -36,4 +37,6 @@ class AgentTD3(AgentDDPG):
 
     def update_cycle(self) -> int | None:
         # differs: the actor is updated on one step of every policy_delay
-        return math.lcm(super().update_cycle(), self.config.policy_delay)
+        cycle = super().update_cycle()
+        assert cycle is not None, "DDPG's updates repeat with the target schedule"
+        return math.lcm(cycle, self.config.policy_delay)

@@ -44,7 +44,7 @@ class GraphedStep:
         if self.calls <= self.warmup:
             return self._on_side_stream(inputs)
         if self.static_inputs is None:
-            self.static_inputs = type(inputs)(*(t if t is None else t.clone() for t in inputs))
+            self.static_inputs = inputs._make(t if t is None else t.clone() for t in inputs)
         else:
             for static, new in zip(self.static_inputs, inputs, strict=True):
                 if static is not None:
@@ -65,6 +65,7 @@ class GraphedStep:
 
     def _capture(self) -> tuple[torch.cuda.CUDAGraph, Any]:
         """Record one update on the static inputs (capture runs nothing; replay does)."""
+        assert self.static_inputs is not None, "__call__ copies the inputs before a capture"
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):  # synchronizes the device first
             outputs = self.update(self.static_inputs)

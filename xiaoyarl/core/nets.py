@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import cast
 
 import torch
 from torch import nn
@@ -82,6 +83,11 @@ class RunningNorm(nn.Module):
     In data-parallel training `moments` is set to a function that returns the mean, variance
     and size of the batches of all ranks together, so every rank merges the same statistics."""
 
+    # buffers (registered in __init__), declared so that they read as tensors, not modules
+    mean: torch.Tensor  # (dim,)
+    var: torch.Tensor  # (dim,)
+    count: torch.Tensor  # () float64
+
     def __init__(self, dim: int, enabled: bool = True, clip: float | None = 10.0) -> None:
         super().__init__()
         self.enabled = enabled
@@ -122,6 +128,8 @@ class RewardScaler(nn.Module):
     """Divides rewards by the running std of the discounted return (as in PPO implementations that
     "normalize rewards"), which keeps value targets near unit scale whatever the reward units.
     Tracks one discounted return per sub-env; the statistics are part of the checkpoint."""
+
+    returns: torch.Tensor  # (num_envs,) a buffer, registered in __init__
 
     def __init__(self, num_envs: int, gamma: float, enabled: bool = True) -> None:
         super().__init__()
@@ -285,7 +293,8 @@ class RecurrentQNet(nn.Module):
         self.head = build_mlp([self.hidden_dim, action_dim])
 
     def initial_hidden(self, batch: int) -> torch.Tensor:
-        return torch.zeros(batch, self.hidden_dim, device=self.head[0].weight.device)
+        first = cast(nn.Linear, self.head[0])  # build_mlp's first layer is a Linear
+        return torch.zeros(batch, self.hidden_dim, device=first.weight.device)
 
     def features(self, state: torch.Tensor) -> torch.Tensor:
         return self.relu(self.encoder(self.norm(state)))

@@ -8,11 +8,16 @@ call into any `torch.optim` optimizer imports `torch._dynamo` (~2 s, at every pr
 fused kernel, with the same state) and reads and writes the same `state_dict`, so checkpoints
 move between the two; tests check both bit for bit. On a GPU the agents keep
 `torch.optim.Adam`, whose capturable mode the CUDA-graph replay relies on.
+
+`adam_step` and `clip_scale` are that arithmetic as functions of tensors: `Adam` and
+`clip_grad_norm` call them, and so does a vmapped population (`population/vmap.py`) for each
+member's slice of its stacked weights, so every member steps as its own optimizer would.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -36,8 +41,8 @@ class Adam:
     ) -> None:
         self.params = list(params)
         group = {"lr": lr, "betas": betas, "eps": eps, **_FIXED}
-        self.param_groups = [{"params": self.params, **group}]
-        self.state: dict[nn.Parameter, dict[str, torch.Tensor]] = {}
+        self.param_groups: list[dict[str, Any]] = [{"params": self.params, **group}]
+        self.state: dict[torch.Tensor, dict[str, torch.Tensor]] = {}
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for p in self.params:
@@ -50,7 +55,7 @@ class Adam:
     def step(self) -> None:
         """One Adam step for the parameters that have a gradient."""
         group = self.param_groups[0]
-        params = [p for p in self.params if p.grad is not None]
+        params: list[torch.Tensor] = [p for p in self.params if p.grad is not None]
         if not params:
             return
         for p in params:
@@ -62,18 +67,15 @@ class Adam:
                 }
         states = [self.state[p] for p in params]
         steps = [s["step"] for s in states]
-        beta1, beta2 = group["betas"]
         torch._foreach_add_(steps, 1)
-        torch._fused_adam_(
-            params, [p.grad for p in params], [s["exp_avg"] for s in states],
-            [s["exp_avg_sq"] for s in states], [], steps, amsgrad=False, lr=group["lr"],
-            beta1=beta1, beta2=beta2, weight_decay=0.0, eps=group["eps"], maximize=False,
-            grad_scale=None, found_inf=None,
-        )  # fmt: skip
+        grads = [cast(torch.Tensor, p.grad) for p in params]  # each has one (above)
+        adam_step(params, grads, [s["exp_avg"] for s in states],
+                  [s["exp_avg_sq"] for s in states], steps, group["lr"], group["betas"],
+                  group["eps"])  # fmt: skip
 
     def state_dict(self) -> dict:
         """`torch.optim.Adam.state_dict()`'s format: state by parameter index, and the group."""
-        index = {p: i for i, p in enumerate(self.params)}
+        index: dict[torch.Tensor, int] = {p: i for i, p in enumerate(self.params)}
         group = {k: v for k, v in self.param_groups[0].items() if k != "params"}
         return {
             "state": {index[p]: dict(s) for p, s in self.state.items()},
@@ -102,14 +104,41 @@ class Adam:
             }
 
 
+def adam_step(
+    params: list[torch.Tensor],
+    grads: list[torch.Tensor],
+    exp_avgs: list[torch.Tensor],
+    exp_avg_sqs: list[torch.Tensor],
+    steps: list[torch.Tensor],
+    lr: float,
+    betas: tuple[float, float],
+    eps: float,
+) -> None:
+    """One Adam step of `params` in place, and of their moments `exp_avgs` and `exp_avg_sqs`:
+    torch's fused kernel, as `torch.optim.Adam(fused=True)` runs it. `steps`: each parameter's
+    step count (float32, `()`), already counted up for this step."""
+    beta1, beta2 = betas
+    torch._fused_adam_(
+        params, grads, exp_avgs, exp_avg_sqs, [], steps, amsgrad=False, lr=lr, beta1=beta1,
+        beta2=beta2, weight_decay=0.0, eps=eps, maximize=False, grad_scale=None, found_inf=None,
+    )  # fmt: skip
+
+
+def clip_scale(norms: torch.Tensor, max_norm: float | torch.Tensor) -> torch.Tensor:
+    """What `clip_grad_norm` scales gradients by, from their norms `(..., P)`: min(1, max_norm /
+    (global norm + 1e-6)), the global norm the 2-norm of the last axis. A reciprocal times
+    `max_norm`, as torch evaluates `float / tensor`: a tensor of max norms gives the same bits
+    as the floats."""
+    total = torch.linalg.vector_norm(norms, dim=-1)
+    return ((total + 1e-6).reciprocal() * max_norm).clamp(max=1.0)
+
+
 def clip_grad_norm(params: list[nn.Parameter], max_norm: float) -> None:
-    """`nn.utils.clip_grad_norm_(params, max_norm)`, the same arithmetic (the global 2-norm of
-    the per-tensor norms; gradients scaled by min(1, max_norm / (norm + 1e-6))), without its
-    per-call grouping of tensors by device: four kernels. Parameters without a gradient, or
-    on several devices, go through torch's own function."""
-    grads = [p.grad for p in params]
-    if any(g is None for g in grads) or len({g.device for g in grads}) > 1:
+    """`nn.utils.clip_grad_norm_(params, max_norm)`, the same arithmetic (`clip_scale` of the
+    per-tensor norms), without its per-call grouping of tensors by device: four kernels.
+    Parameters without a gradient, or on several devices, go through torch's own function."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if len(grads) < len(params) or len({g.device for g in grads}) > 1:
         nn.utils.clip_grad_norm_(params, max_norm)
         return
-    total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
-    torch._foreach_mul_(grads, (max_norm / (total + 1e-6)).clamp(max=1.0))
+    torch._foreach_mul_(grads, clip_scale(torch.stack(torch._foreach_norm(grads)), max_norm))

@@ -7,6 +7,8 @@ Algorithms", 2017.
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import torch
 
 
@@ -41,5 +43,7 @@ def clipped_surrogate(
 ) -> torch.Tensor:
     """PPO's clipped surrogate objective per sample (to be maximized); `ratio_clip` is epsilon
     (a tensor of one value per member in a vmapped population)."""
-    clipped = torch.clamp(ratio, 1 - ratio_clip, 1 + ratio_clip)
+    # torch.clamp takes number or tensor bounds; its stubs type the two as separate overloads
+    low, high = cast(Any, 1 - ratio_clip), cast(Any, 1 + ratio_clip)
+    clipped = torch.clamp(ratio, low, high)
     return torch.min(ratio * advantage, clipped * advantage)

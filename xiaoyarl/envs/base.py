@@ -119,6 +119,11 @@ class TorchVecEnv(VecEnv):
     target_return: float | None
     action_low: tuple[float, ...] | None = None
     action_high: tuple[float, ...] | None = None
+    # set in __init__; declared here so that subclasses and methods see their types
+    num_envs: int
+    generator: torch.Generator
+    sim_state: torch.Tensor  # (num_envs, sim_dim)
+    elapsed: torch.Tensor  # (num_envs,) int64 steps since the last reset
 
     def __init__(
         self, num_envs: int, device: str | torch.device = "cpu", seed: int | None = None

@@ -3,12 +3,14 @@
 With `--population-backend vmap` a slot claims a batch of the population's tasks (every member
 of a generation, or a batch of tournament pods) and trains them together. The members' agents
 are ordinary `AgentPPO`s; their weights, normaliser statistics and Adam moments are stacked
-along a leading member axis (`torch.func.stack_module_state`), and every call of a network
-method is one `torch.func.vmap` of `functional_call` over the members. Each member acts in its
-own block of sub-envs of one vectorized env (sub-envs `m * N ... (m + 1) * N - 1` are member
-m's). The update is `AgentPPO.ppo_update`'s, per member: its own reward scaling, advantages and
-their normalisation, mini-batch order, gradient clipping and Adam step with its own learning
-rate. So a GPU trains hundreds of small agents in about the time of one.
+along a leading member axis (`torch.func.stack_module_state`), and every call of an agent's
+method is one `torch.func.vmap` of `functional_call` over the members: the agents' own
+`explore_step`, `ppo_batch` (GAE), `ppo_loss` and `update_state_norms`, in
+`AgentBase.explore_env`'s loop and `AgentPPO.ppo_update`'s order. Each member acts in its own
+block of sub-envs of one vectorized env (sub-envs `m * N ... (m + 1) * N - 1` are member m's).
+Per member: its own reward scaling, advantages and their normalisation, mini-batch order,
+gradient clipping and Adam step (`core/optim.py`'s, on its slice of the stacked weights) with
+its own learning rate. So a GPU trains hundreds of small agents in about the time of one.
 
 At the end of a segment every member's state is written back into its agent and saved as an
 ordinary run checkpoint in its member folder, so the schemes (`population.py`) rank, copy and
@@ -28,16 +30,18 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
+from torch.utils._pytree import tree_leaves, tree_map
 
-from xiaoyarl.agents.ppo import AgentPPO, Rollout
+from xiaoyarl.agents.base import AgentBase
+from xiaoyarl.agents.ppo import LOSS_NAMES, AgentPPO, PPOBatch, Rollout
 from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.config import Config
-from xiaoyarl.core.returns import clipped_surrogate, compute_gae
+from xiaoyarl.core.optim import adam_step, clip_scale
 from xiaoyarl.envs import is_torch_native
 from xiaoyarl.envs.base import VecEnv
 from xiaoyarl.errors import ConfigError
@@ -48,9 +52,10 @@ from xiaoyarl.train.checkpoint import load_plain, save_atomic
 from xiaoyarl.train.evaluator import RECORDER_FIELDS, run_episodes
 from xiaoyarl.train.loggers import append_csv_row
 
-LOG_NAMES = ("actor_loss", "critic_loss", "entropy", "approx_kl", "clip_fraction")
 ADAM_BETAS = (0.9, 0.999)
 ADAM_EPS = 1e-5  # as the agents' optimizers (`AgentBase.make_optimizer`)
+# where `AgentPPO.ppo_batch`'s fields have the member axis: PPO's rollouts carry no action masks
+BATCH_DIMS = tuple(None if field == "masks" else 0 for field in PPOBatch._fields)
 
 
 def same_shape(configs: list[Config]) -> None:
@@ -68,16 +73,17 @@ def same_shape(configs: list[Config]) -> None:
             )
 
 
-class _Stack(nn.Module):
-    """One member's networks; `forward(fn, *args)` is `fn(nets, *args)`, so that any method of
-    the networks runs through `functional_call` on the stacked weights."""
+class _Member(nn.Module):
+    """One member's networks; `forward(fn, *args)` is `fn(agent, *args)`, so that any method of
+    the agent runs through `functional_call` on one member's slice of the stacked state."""
 
-    def __init__(self, nets: dict[str, nn.Module]) -> None:
+    def __init__(self, agent: AgentPPO) -> None:
         super().__init__()
-        self.nets = nn.ModuleDict(nets)
+        self.nets = nn.ModuleDict(agent.nets)
+        self.agent = agent  # not a module: its networks are the ones above
 
     def forward(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return fn(self.nets, *args)
+        return fn(self.agent, *args)
 
 
 def _gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
@@ -91,28 +97,9 @@ def _per_member(value: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return value.view(-1, *([1] * (like.dim() - 1)))
 
 
-def _member_losses(
-    nets: nn.ModuleDict,
-    states: torch.Tensor,
-    actions: torch.Tensor,
-    old_logprobs: torch.Tensor,
-    advantages: torch.Tensor,
-    returns: torch.Tensor,
-    ratio_clip: torch.Tensor,
-    lambda_entropy: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """One member's mini-batch loss, as in `AgentPPO.ppo_update`, and its logged values."""
-    logprob, entropy = nets["actor"].get_logprob_entropy(states, actions)
-    log_ratio = logprob - old_logprobs
-    ratio = log_ratio.exp()
-    objective = clipped_surrogate(ratio, advantages, ratio_clip).mean()
-    actor_loss = -(objective + lambda_entropy * entropy.mean())
-    critic_loss = 0.5 * (nets["critic"](states) - returns).square().mean()
-    with torch.no_grad():
-        approx_kl = ((ratio - 1) - log_ratio).mean()
-        clipped = ((ratio - 1).abs() > ratio_clip).float().mean()
-        logs = torch.stack([actor_loss, critic_loss, entropy.mean(), approx_kl, clipped])
-    return actor_loss + critic_loss, logs
+def _update_state_norms(agent: AgentPPO, data: PPOBatch) -> torch.Tensor:
+    agent.update_state_norms(data)
+    return data.advantages.new_zeros(())  # vmap returns tensors
 
 
 class VmapPPO:
@@ -121,6 +108,8 @@ class VmapPPO:
     `agents` keep their own (unstacked) state until `write_back`; `last_state` `(M * N, S)` is
     where exploring resumes, for the env of `M * N` sub-envs."""
 
+    rollout_class = Rollout  # `explore_env`: the rollout `(T, M, N, ...)` of every member
+
     def __init__(self, agents: list[AgentPPO]) -> None:
         self.agents = agents
         self.m = len(agents)
@@ -128,9 +117,8 @@ class VmapPPO:
         self.config = first.config
         self.device = first.device
         self.num_envs = first.spec.num_envs  # per member
-        self.convert_action = first.actor.convert_action_for_env
-        self.template = copy.deepcopy(_Stack(first.nets))
-        params, buffers = stack_module_state([_Stack(a.nets) for a in agents])
+        self.template = _Member(copy.deepcopy(first))
+        params, buffers = stack_module_state([_Member(a) for a in agents])
         # networks share the state normaliser: every name of a shared tensor is given to
         # `functional_call` (untied), which then restores each of them afterwards
         canonical = {id(v): k for k, v in self.template.named_buffers()}
@@ -141,47 +129,58 @@ class VmapPPO:
         self.buffers: dict[str, torch.Tensor] = buffers
         self.groups = {name: [k for k in params if k.startswith(f"nets.{name}.")]
                        for name in ("actor", "critic")}  # fmt: skip
+        # per member `(M,)` (learning rates: the configs' floats, as the optimizers take them)
         self.hparams = {
             name: torch.tensor([float(getattr(a.config, name)) for a in agents],
                                device=self.device)
-            for name in PER_MEMBER
+            for name in ("ratio_clip", "lambda_entropy", "clip_grad_norm")
         }  # fmt: skip
-        self.adam: dict[str, dict[str, torch.Tensor]] = {}
-        self.steps = {name: torch.zeros(self.m, dtype=torch.float32, device=self.device)
-                      for name in self.groups}  # fmt: skip
+        # Adam's state, stacked: moments as the weights, step counts `(M, P)` per network
+        self.adam = {k: {"exp_avg": torch.zeros_like(v), "exp_avg_sq": torch.zeros_like(v)}
+                     for k, v in params.items()}  # fmt: skip
+        self.steps = {name: torch.zeros(self.m, len(keys), dtype=torch.float32,
+                                        device=self.device)
+                      for name, keys in self.groups.items()}  # fmt: skip
         self._load_optimizers()
+        with torch.no_grad():  # each member's slices, per network, as `adam_step` takes them
+            self.member_slices = {
+                name: [([self.params[k][i] for k in keys],
+                        [self.adam[k]["exp_avg"][i] for k in keys],
+                        [self.adam[k]["exp_avg_sq"][i] for k in keys],
+                        list(self.steps[name][i].unbind())) for i in range(self.m)]
+                for name, keys in self.groups.items()
+            }  # fmt: skip
         self.last_state: torch.Tensor | None = None
+        self.explored = 0  # env steps of all members (`AgentBase.explore_env` counts them)
+        self._explore_step = self.vmapped(lambda agent, s: agent.explore_step(s), "different")
 
     # --- stacking ----------------------------------------------------------------------------
     def _load_optimizers(self) -> None:
         """Stack the agents' Adam moments and step counts (zeros where an agent has none yet)."""
         for name, keys in self.groups.items():
-            for k in keys:
-                zeros = torch.zeros_like(self.params[k])
-                self.adam[k] = {"exp_avg": zeros, "exp_avg_sq": zeros.clone()}
             for i, agent in enumerate(self.agents):
-                state = agent.optimizers[name].state_dict()["state"]
+                state = _optimizer(agent, name).state_dict()["state"]
                 for j, k in enumerate(keys):
                     if j in state:
                         self.adam[k]["exp_avg"][i] = state[j]["exp_avg"]
                         self.adam[k]["exp_avg_sq"][i] = state[j]["exp_avg_sq"]
-                        self.steps[name][i] = state[j]["step"]
+                        self.steps[name][i, j] = state[j]["step"]
 
     def write_back(self) -> None:
         """Copy each member's slice of the stacked state into its agent (weights, normaliser
         statistics, Adam moments and steps, where it explores from)."""
         for i, agent in enumerate(self.agents):
-            member = _Stack(agent.nets)
+            member = _Member(agent)
             with torch.no_grad():
                 for k, v in member.named_parameters():
                     v.copy_(self.params[k][i])
                 for k, v in member.named_buffers():
                     v.copy_(self.buffers[k][i])
             for name, keys in self.groups.items():
-                optimizer = agent.optimizers[name]
+                optimizer = _optimizer(agent, name)
                 saved = optimizer.state_dict()
                 saved["state"] = {
-                    j: {"step": self.steps[name][i].clone(),
+                    j: {"step": self.steps[name][i, j].clone(),
                         "exp_avg": self.adam[k]["exp_avg"][i].clone(),
                         "exp_avg_sq": self.adam[k]["exp_avg_sq"][i].clone()}
                     for j, k in enumerate(keys)
@@ -192,135 +191,123 @@ class VmapPPO:
                 n = self.num_envs
                 agent.last_state = self.last_state[i * n : (i + 1) * n].clone()
 
-    def vmapped(self, fn: Callable[..., Any], randomness: str = "error") -> Callable[..., Any]:
-        """`fn(nets, *args)` for every member at once: `(state, *args) -> outputs`, where each
-        of `args` and outputs has the member axis first."""
+    def vmapped(self, fn: Callable[..., Any], randomness: str = "error",
+                out_dims: Any = 0) -> Callable[..., Any]:  # fmt: skip
+        """`fn(agent, *args)` for every member at once: `(state, *args) -> outputs`, where each
+        tensor of `args` and of the outputs has the member axis first (None stays None)."""
 
         def call(state: dict[str, torch.Tensor], *args: Any) -> Any:
             state = {**state, **{k: state[c] for k, c in self.aliases.items()}}
             return functional_call(self.template, state, (fn, *args), tie_weights=False)
 
-        return vmap(call, randomness=randomness)
+        def run(state: dict[str, torch.Tensor], *args: Any) -> Any:
+            in_dims: Any = 0  # every input has the member axis, but where `args` hold None:
+            if any(x is None for x in tree_leaves(args)):
+                in_dims = (0, *tree_map(lambda x: None if x is None else 0, args))
+            return vmap(call, in_dims, out_dims, randomness=randomness)(state, *args)
+
+        return run
 
     @property
     def state(self) -> dict[str, torch.Tensor]:
         return {**self.params, **self.buffers}
 
-    # --- acting ------------------------------------------------------------------------------
+    def _members(self, x: torch.Tensor) -> torch.Tensor:
+        """`(M * N, ...)` of the env's sub-envs as `(M, N, ...)`, member by member."""
+        return x.view(self.m, self.num_envs, *x.shape[1:])
+
+    # --- acting: `AgentBase.explore_env`'s loop, each step every member's own ----------------
     @torch.no_grad()
     def explore_env(self, env: VecEnv, horizon_len: int) -> Rollout:
-        """A rollout `(T, M, N, ...)` of every member in its own sub-envs, as
-        `AgentPPO.explore_env`."""
-        m, n = self.m, self.num_envs
-        get_action = self.vmapped(lambda nets, s: nets["actor"].get_action(s), "different")
-        columns: dict[str, list[torch.Tensor]] = {f: [] for f in Rollout._fields}
-        state = self.last_state
-        for _ in range(horizon_len):
-            action, logprob = get_action(self.state, state.view(m, n, -1))
-            next_state, reward, terminal, truncate, info = env.step(
-                self.convert_action(action.flatten(0, 1))
-            )
-            for name, value in (("states", state), ("actions", action.flatten(0, 1)),
-                                ("logprobs", logprob.flatten()), ("rewards", reward),
-                                ("terminals", terminal), ("truncates", truncate),
-                                ("next_states", info["final_state"])):  # fmt: skip
-                columns[name].append(value.view(m, n, *value.shape[1:]))
-            state = next_state
-        self.last_state = state
-        return Rollout(**{f: torch.stack(c) for f, c in columns.items() if c})
+        """A rollout `(T, M, N, ...)` of every member in its own sub-envs: the loop of
+        `AgentBase.explore_env` (which reads of this object only `last_state`, `explored` and
+        the methods below) on the members' own `explore_step` and `record`."""
+        rollout = AgentBase.explore_env(cast(AgentBase, self), env, horizon_len)
+        for agent in self.agents:
+            agent.explored += horizon_len * self.num_envs
+        return cast(Rollout, rollout)
+
+    def explore_step(self, state: torch.Tensor) -> tuple[torch.Tensor, tuple]:
+        """Every member's `explore_step` on its sub-envs' states of `state` `(M * N, S)`: the
+        env actions `(M * N, ...)` and what each keeps `(M, N, ...)`."""
+        action, kept = self._explore_step(self.state, self._members(state))
+        return action.flatten(0, 1), kept
+
+    def record(self, kept: tuple, reward: torch.Tensor, terminal: torch.Tensor,
+               truncate: torch.Tensor, info: dict) -> tuple[torch.Tensor, ...]:  # fmt: skip
+        """`AgentPPO.record`, with the env's outputs `(M * N, ...)` as `(M, N, ...)`."""
+        final = {"final_state": self._members(info["final_state"])}
+        return self.template.agent.record(kept, self._members(reward), self._members(terminal),
+                                          self._members(truncate), final)  # fmt: skip
+
+    def next_observation(self, state: torch.Tensor, info: dict) -> torch.Tensor:
+        return state
 
     @torch.no_grad()
     def evaluate(self, env: VecEnv, seed: int | None = None) -> torch.Tensor:
         """Returns `(M, K)` of each member's deterministic policy, one episode in each of its
         block of `env`'s sub-envs (`env` has M * K sub-envs)."""
-        act = self.vmapped(lambda nets, s: nets["actor"](s))
+        act = self.vmapped(lambda agent, s: agent.act(s))
 
         def policy(state: torch.Tensor) -> torch.Tensor:
             return act(self.state, state.view(self.m, -1, state.shape[-1])).flatten(0, 1)
 
         return run_episodes(env, policy, seed=seed).view(self.m, -1)
 
-    # --- the update --------------------------------------------------------------------------
+    # --- the update: `AgentPPO.ppo_update`'s, every member at once ---------------------------
     def update(
         self, rollout: Rollout, order: torch.Tensor | None = None
     ) -> dict[str, torch.Tensor]:
         """Every member's `ppo_update` on its part of `rollout` `(T, M, N, ...)`; returns the
-        logged losses `(M,)` each. `order` `(M, L)`: each member's mini-batch order (indices
-        into its `T * N` transitions, time-major); None draws a permutation per member."""
+        logged losses `(M,)` each. `order` `(M, L)`: each member's mini-batches one after the
+        other (indices into its `T * N` transitions, time-major); None draws each member's
+        mini-batches as its `ppo_update` does (`reducer.minibatches`)."""
         cfg = self.config
         t_len, m, n = rollout.rewards.shape
         size = t_len * n
-
-        def per_member(x: torch.Tensor) -> torch.Tensor:  # (T, M, N, ...) -> (M, T * N, ...)
-            return x.transpose(0, 1).reshape(m, size, *x.shape[3:])
-
-        with torch.no_grad():
-            dones = rollout.terminals | rollout.truncates
-            scale = self.vmapped(lambda nets, r, d: nets["reward"](r, d))
-            rewards = scale(self.state, rollout.rewards.transpose(0, 1), dones.transpose(0, 1))
-            value = self.vmapped(lambda nets, s: nets["critic"](s))
-            values = value(self.state, per_member(rollout.states)).view(m, t_len, n)
-            next_values = value(self.state, per_member(rollout.next_states)).view(m, t_len, n)
-            advantages = compute_gae(rewards.transpose(0, 1), values.transpose(0, 1),
-                                     next_values.transpose(0, 1), rollout.terminals,
-                                     rollout.truncates, cfg.gamma, cfg.lambda_gae_adv)  # fmt: skip
-            returns = per_member(advantages) + values.reshape(m, size)
-            advantages = per_member(advantages)
-            mean, std = advantages.mean(1, keepdim=True), advantages.std(1, keepdim=True)
-            advantages = (advantages - mean) / (std + 1e-8)
-        states, actions = per_member(rollout.states), per_member(rollout.actions)
-        old_logprobs = per_member(rollout.logprobs)
-
-        batch_size = min(cfg.batch_size, size)
-        num_updates = max(1, int(cfg.repeat_times * size / batch_size))
+        members = Rollout(*(None if x is None else x.transpose(0, 1) for x in rollout))
+        ppo_batch = self.vmapped(lambda agent, r: tuple(agent.ppo_batch(r)), out_dims=BATCH_DIMS)
+        data = PPOBatch(*ppo_batch(self.state, members))  # (M, T * N, ...) each
+        # each member's mini-batches, drawn as its `ppo_update` draws them
+        reducer = self.template.agent.reducer
+        draws = [reducer.minibatches(size, n, cfg.batch_size, cfg.repeat_times, self.device)
+                 for _ in range(m)]  # fmt: skip
         if order is None:
-            num_perms = -(-num_updates * batch_size // size)
-            order = torch.cat([torch.rand(m, size, device=self.device).argsort(1)
-                               for _ in range(num_perms)], dim=1)  # fmt: skip
-        losses = self.vmapped(_member_losses)
-        logs = torch.zeros(m, len(LOG_NAMES), device=self.device)
+            order = torch.stack([torch.cat(draw.indices) for draw in draws])
+        num_updates, batch_size = len(draws[0].indices), draws[0].indices[0].numel()
+        mean = draws[0].mean
+        losses = self.vmapped(lambda agent, b, eps, entropy: agent.ppo_loss(b, mean, eps, entropy))
+        logs = torch.zeros(m, len(LOSS_NAMES), device=self.device)
         for i in range(num_updates):
             idx = order[:, i * batch_size : (i + 1) * batch_size]
-            loss, step_logs = losses(
-                self.state, _gather(states, idx), _gather(actions, idx),
-                _gather(old_logprobs, idx), _gather(advantages, idx), _gather(returns, idx),
-                self.hparams["ratio_clip"], self.hparams["lambda_entropy"],
-            )  # fmt: skip
+            minibatch = PPOBatch(*(None if x is None else _gather(x, idx) for x in data))
+            loss, step_logs = losses(self.state, minibatch, self.hparams["ratio_clip"],
+                                     self.hparams["lambda_entropy"])  # fmt: skip
             grads = torch.autograd.grad(loss.sum(), list(self.params.values()))
-            self._adam_steps(dict(zip(self.params, grads, strict=True)))
+            # contiguous, as parameters' own gradients are (the fused Adam kernel reads them so)
+            self._optimizer_steps({k: g.contiguous()
+                                   for k, g in zip(self.params, grads, strict=True)})  # fmt: skip
             logs += step_logs
-
-        def merge(nets: nn.ModuleDict, s: torch.Tensor) -> torch.Tensor:
-            nets["actor"].norm.update(s)  # updates the (stacked) statistics in place
-            return s.new_zeros(())
-
-        norm_update = self.vmapped(merge)
-        norm_update(self.state, states)  # after the update, as `AgentPPO.update_state_norms`
-        for agent in self.agents:
-            agent.explored += size
-        return dict(zip(LOG_NAMES, (logs / num_updates).unbind(1), strict=True))
+        self.vmapped(_update_state_norms)(self.state, data)
+        return dict(zip(LOSS_NAMES, (logs / num_updates).unbind(1), strict=True))
 
     @torch.no_grad()
-    def _adam_steps(self, grads: dict[str, torch.Tensor]) -> None:
-        """Per network and member: clip the global gradient norm to the member's
-        `clip_grad_norm` (`optim.clip_grad_norm`), then Adam with its learning rate."""
-        beta1, beta2 = ADAM_BETAS
-        lr = self.hparams["learning_rate"]
+    def _optimizer_steps(self, grads: dict[str, torch.Tensor]) -> None:
+        """Each member's steps of `AgentBase.optimizer_steps` after its backward pass: per
+        network, clip the gradients to the member's `clip_grad_norm`, then its Adam step with
+        its learning rate (`core/optim.py`'s `clip_scale` and `adam_step`)."""
         for name, keys in self.groups.items():
-            norms = torch.stack([grads[k].flatten(1).norm(dim=1) for k in keys])  # (P, M)
-            total = torch.linalg.vector_norm(norms, dim=0)
-            scale = (self.hparams["clip_grad_norm"] / (total + 1e-6)).clamp(max=1.0)
-            self.steps[name] += 1
-            step = self.steps[name].double()  # bias corrections in double, as torch's kernel
-            step_size = (lr.double() / (1 - beta1**step)).to(lr.dtype)
-            root_correction = (1 - beta2**step).sqrt().to(lr.dtype)
+            member_grads = [[grads[k][i] for k in keys] for i in range(self.m)]
+            norms = torch._foreach_norm([g for member in member_grads for g in member])
+            scale = clip_scale(torch.stack(norms).view(self.m, len(keys)),
+                               self.hparams["clip_grad_norm"])  # fmt: skip
             for k in keys:
-                grad = grads[k] * _per_member(scale, grads[k])
-                exp_avg, exp_avg_sq = self.adam[k]["exp_avg"], self.adam[k]["exp_avg_sq"]
-                exp_avg.lerp_(grad, 1 - beta1)
-                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-                denom = exp_avg_sq.sqrt() / _per_member(root_correction, grad) + ADAM_EPS
-                self.params[k].sub_(_per_member(step_size, grad) * exp_avg / denom)
+                grads[k].mul_(_per_member(scale, grads[k]))
+            self.steps[name] += 1
+            for i, agent in enumerate(self.agents):
+                params, exp_avgs, exp_avg_sqs, steps = self.member_slices[name][i]
+                adam_step(params, member_grads[i], exp_avgs, exp_avg_sqs, steps,
+                          agent.config.learning_rate, ADAM_BETAS, ADAM_EPS)  # fmt: skip
 
     # --- exploring and learning for a number of rollouts ---------------------------------------
     def train(
@@ -340,6 +327,12 @@ class VmapPPO:
             self.update(self.explore_env(env, self.config.horizon_len))
             done += 1
         return done
+
+
+def _optimizer(agent: AgentPPO, name: str):  # noqa: ANN202 - the agent's optimizer
+    optimizer = agent.optimizers[name]
+    assert optimizer is not None, "vmapped members are learners"
+    return optimizer
 
 
 def member_spec(env: VecEnv, members: int):  # noqa: ANN201 - an EnvSpec

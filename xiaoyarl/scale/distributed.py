@@ -41,7 +41,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -52,6 +52,9 @@ from xiaoyarl.core.reduce import MiniBatches
 from xiaoyarl.errors import XiaoyaError
 from xiaoyarl.train.checkpoint import load_plain, save_atomic
 from xiaoyarl.train.loop import TrainLoop
+
+if TYPE_CHECKING:
+    from xiaoyarl.agents.base import Steps
 
 # Stop reasons in the order of precedence when ranks disagree (the largest code wins).
 STOP_REASONS = ("max_steps", "target", "callback", "stop_file", "SIGTERM", "SIGINT")
@@ -240,7 +243,7 @@ def start(device: torch.device, rank: int, world: int, seed: int) -> DataParalle
     backend = "nccl" if device.type == "cuda" else "gloo"
     if not dist.is_initialized():
         agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
-        store = dist.TCPStore(
+        store: dist.Store = dist.TCPStore(
             os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world,
             is_master=rank == 0 and not agent_store, timeout=COLLECTIVE_TIMEOUT,
         )  # fmt: skip
@@ -262,16 +265,17 @@ class DistributedLoop(TrainLoop):
     """`TrainLoop` for one rank: env steps counted over all ranks, stops agreed by all,
     evaluation and the run folder on rank 0, each rank's own state in its checkpoint shard."""
 
-    def __init__(self, *args: object, data_parallel: DataParallel, **kwargs: object) -> None:
+    def __init__(self, *args: Any, data_parallel: DataParallel, **kwargs: Any) -> None:
+        # `args`, `kwargs`: TrainLoop's own
         super().__init__(*args, **kwargs)
         self.dp = data_parallel
         self.main = data_parallel.rank == 0
         self.shard_path = self.ckpt_path.parent / f"rank{data_parallel.rank}.pt"
 
-    def count_steps(self, rollout: NamedTuple) -> int:
+    def count_steps(self, rollout: Steps) -> int:
         return rollout.rewards.numel() * self.dp.world_size
 
-    def collect(self) -> NamedTuple:
+    def collect(self) -> Steps:
         rollout = super().collect()
         # schedules (learning_starts, epsilon) count the env steps of all ranks
         self.agent.explored += rollout.rewards.numel() * (self.dp.world_size - 1)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, cast
 
 import torch
 
@@ -46,13 +47,15 @@ def average(tensors: Sequence[torch.Tensor], weights: Sequence[float]) -> torch.
     first = tensors[0]
     if not (first.is_floating_point() or first.is_complex()):
         return first.clone()
-    total = sum(w * t.double() for w, t in zip(weights, tensors, strict=True))
+    # a tensor (`sum` starts from 0, but there is a tensor at least)
+    total = cast(torch.Tensor, sum(w * t.double() for w, t in zip(weights, tensors, strict=True)))
     return (total / sum(weights)).to(first.dtype)
 
 
-def fuse_trees(trees: Sequence[object], weights: Sequence[float], path: str = "state") -> object:
+def fuse_trees(trees: Sequence[Any], weights: Sequence[float], path: str = "state") -> Any:
     """Average K nested structures of tensors (state dicts, optimizer states) leaf by leaf;
-    numbers are averaged too, except ints and bools, which come from the first tree."""
+    numbers are averaged too, except ints and bools, which come from the first tree. (Any:
+    whatever a checkpoint holds; the checks below say what the trees are.)"""
     first = trees[0]
     if isinstance(first, torch.Tensor):
         shapes = {tuple(t.shape) for t in trees}
@@ -106,7 +109,7 @@ def pool_statistics(
     means = [m.double() for m, _, _ in stats]
     variances = [v.double() for _, v, _ in stats]
     counts = [w * n.double() for w, (_, _, n) in zip(weights, stats, strict=True)]
-    total = sum(counts)
+    total = cast(torch.Tensor, sum(counts))  # a tensor, as there is a normaliser at least
     mean = sum(c * m for c, m in zip(counts, means, strict=True)) / total
     spread = sum(counts[i] * counts[j] * (means[i] - means[j]).square()
                  for i in range(len(stats)) for j in range(i + 1, len(stats)))  # fmt: skip
@@ -150,28 +153,28 @@ def fuse_runs(
     from xiaoyarl.envs import make_env
     from xiaoyarl.train.loop import CHECKPOINT_FORMAT
 
-    run_dirs = [Path(d) for d in run_dirs]
+    dirs = [Path(d) for d in run_dirs]
     out = Path(out)
     if (out / "checkpoint" / "state.pt").exists():
         raise CheckpointError(f"{out} already holds a run; choose a new folder for the fusion.")
     checkpoints = []
-    for run in run_dirs:
+    for run in dirs:
         state = load_plain(run / "checkpoint" / "state.pt")
         if state.get("format") != CHECKPOINT_FORMAT:
             raise CheckpointError(f"{run}/checkpoint/state.pt is not a xiaoyarl checkpoint.")
         checkpoints.append(state)
     first = checkpoints[0]["config"]
-    for run, state in zip(run_dirs[1:], checkpoints[1:], strict=True):
+    for run, state in zip(dirs[1:], checkpoints[1:], strict=True):
         differ = [f"{k}: {first.get(k)!r} vs {state['config'].get(k)!r}" for k in ARCHITECTURE
                   if state["config"].get(k) != first.get(k)]  # fmt: skip
         if differ:
             raise CheckpointError(
-                f"cannot fuse {run_dirs[0]} and {run}: their agents differ ({'; '.join(differ)})."
+                f"cannot fuse {dirs[0]} and {run}: their agents differ ({'; '.join(differ)})."
             )
     fused = dict(checkpoints[0])
     fused["agent"] = fuse_agent_states([c["agent"] for c in checkpoints], weights)
     fused["evaluator"] = None  # a new run: its first evaluation scores the fused policy
-    config = Config.from_saved({**first, "cwd": str(out)}, source=str(run_dirs[0]))
+    config = Config.from_saved({**first, "cwd": str(out)}, source=str(dirs[0]))
     fused["config"] = config.to_dict()
 
     # the fused policy, for `load_policy` and `xiaoyarl eval`, through the agent itself

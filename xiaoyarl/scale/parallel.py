@@ -36,11 +36,12 @@ import queue
 import signal
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as wait_for
+from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, cast
 
 import torch
 import torch.multiprocessing as mp
@@ -48,12 +49,15 @@ import torch.multiprocessing as mp
 from xiaoyarl.agents import AgentBase, make_agent
 from xiaoyarl.config import Config
 from xiaoyarl.envs import make_env
-from xiaoyarl.envs.base import EnvSpec
+from xiaoyarl.envs.base import EnvSpec, VecEnv
 from xiaoyarl.errors import XiaoyaError
 from xiaoyarl.train.evaluator import EvalResult, Evaluator, evaluation_seed
 from xiaoyarl.train.loggers import Loggers
 from xiaoyarl.train.loop import Callback, TrainLoop
 from xiaoyarl.train.progress import Console
+
+if TYPE_CHECKING:
+    from xiaoyarl.agents.base import Steps
 
 POLL = 0.1  # seconds between liveness checks while waiting
 OFF_POLICY_SLOTS = 2  # rollouts a pipelined worker may have in flight
@@ -94,13 +98,16 @@ def _worker_main(
     stop = comm["stop"]
     try:
         config = Config.from_dict(config_dict)
+        assert config.num_envs is not None and config.horizon_len is not None, (
+            "the learner sends its resolved config"
+        )
         torch.manual_seed(seed)
         env = make_env(config.env_id, config.num_envs, device, comm["backend"], seed,
                        config.vector_mode, config.env_kwargs)  # fmt: skip
         agent = make_agent(config.algo, env.spec, config, torch.device(device), learner=False)
         agent.last_state, _ = env.reset(seed=seed)
         owned = list(range(comm["num_slots"]))  # slot indices this worker may write
-        slots: list[tuple[torch.Tensor, ...]] | None = None
+        slots: list[tuple[torch.Tensor | None, ...]] | None = None
         version = -1
         while not stop.is_set() and _parent_alive(parent):
             if not owned:
@@ -117,6 +124,7 @@ def _worker_main(
             index = owned.pop()
             for dst, src in zip(slots[index], rollout, strict=True):
                 if dst is not None:  # (a field the agent's rollouts leave out is None)
+                    assert src is not None, "the slots were made from this agent's rollouts"
                     dst.copy_(src)
             messages.send(("rollout", wid, index))
         env.close()
@@ -258,8 +266,8 @@ class ParallelRunner:
             "requests": ctx.Queue(),
             "results": ctx.Queue(),
         }
-        self.workers: list[mp.Process | None] = [None] * config.num_workers
-        self.slots: list[list[tuple[torch.Tensor, ...]] | None] = [None] * config.num_workers
+        self.workers: list[BaseProcess | None] = [None] * config.num_workers
+        self.slots: list[list[tuple[torch.Tensor | None, ...]] | None] = [None] * config.num_workers
         self.pending: list[list[int]] = [[] for _ in range(config.num_workers)]
         self.free: list[mp.Queue | None] = [None] * config.num_workers  # slot indices back
         # each worker's own pipe to the learner: a worker killed mid-message breaks only its own
@@ -270,7 +278,7 @@ class ParallelRunner:
         self.rollout_type: type = tuple  # Rollout or Transitions, told by the first worker
         self.restarts = 0
         self.starts = 0  # worker processes started so far: each gets its own seed
-        self.evaluator: mp.Process | None = None
+        self.evaluator: BaseProcess | None = None
         self.eval_results: list[tuple] = []
         self.closed = False
 
@@ -292,12 +300,13 @@ class ParallelRunner:
         self.starts += 1
         self.slots[wid] = None
         self.pending[wid] = []
-        if self.free[wid] is not None:
-            self.retired.append(self.free[wid])
+        old_free, old_inbox = self.free[wid], self.inbox[wid]
+        if old_free is not None:
+            self.retired.append(old_free)
         self.free[wid] = self.ctx.Queue()
         self.held.pop(wid, None)
-        if self.inbox[wid] is not None:
-            self.inbox[wid].close()
+        if old_inbox is not None:
+            old_inbox.close()
         self.inbox[wid], outbox = self.ctx.Pipe(duplex=False)
         proc = self.ctx.Process(
             target=_worker_main, name=f"xiaoyarl-worker-{wid}", daemon=True,
@@ -346,19 +355,21 @@ class ParallelRunner:
         version.value += 1
 
     # --- rollouts ---
-    def gather(self) -> tuple:
+    def gather(self) -> Steps:
         """One rollout from every worker, joined along the env axis (on the learner's device)."""
-        parts: list[tuple[torch.Tensor, ...] | None] = [None] * self.config.num_workers
+        parts: list[tuple[torch.Tensor | None, ...] | None] = [None] * self.config.num_workers
         while any(p is None for p in parts):
             for wid in range(self.config.num_workers):
                 if parts[wid] is None and self.pending[wid]:
                     index = self.pending[wid].pop(0)
+                    slots = self.slots[wid]
+                    assert slots is not None, "a worker sends its slots before its rollouts"
                     parts[wid] = tuple(None if t is None else t.clone()
-                                       for t in self.slots[wid][index])  # fmt: skip
+                                       for t in slots[index])  # fmt: skip
                     if self.sync:
                         self.held[wid] = index  # freed by `release` once weights are new
                     else:
-                        self.free[wid].put(index)  # pipelined: explore on at once
+                        self._free(wid).put(index)  # pipelined: explore on at once
             if any(p is None for p in parts):
                 self._receive()
         columns = zip(*parts, strict=True)  # time-major: sub-envs are axis 1
@@ -370,8 +381,14 @@ class ParallelRunner:
         """Synchronous agents: let the workers start their next rollout (weights published)."""
         if self.sync:
             for wid, index in self.held.items():
-                self.free[wid].put(index)
+                self._free(wid).put(index)
             self.held = {}
+
+    def _free(self, wid: int) -> mp.Queue:
+        """Worker `wid`'s queue of slots given back to it (made when it was started)."""
+        free = self.free[wid]
+        assert free is not None, "a worker has its queue from its start"
+        return free
 
     def _receive(self) -> None:
         """Handle the messages of the workers that sent any within POLL seconds (or check that
@@ -386,8 +403,9 @@ class ParallelRunner:
     def _read_messages(self, timeout: float) -> list[tuple]:
         """Every message waiting in the workers' pipes (waiting up to `timeout` for one)."""
         open_ = [c for c in self.inbox if c is not None]
-        got = []
-        for conn in wait_for(open_, timeout=timeout):
+        got: list[tuple] = []
+        # `wait` returns those of the objects given that are ready: here, connections
+        for conn in cast(list[Connection], wait_for(open_, timeout=timeout)):
             try:
                 while conn.poll():
                     got.append(conn.recv())
@@ -422,6 +440,7 @@ class ParallelRunner:
             elif now - self.last_seen[wid] > self.config.worker_timeout and not self.pending[wid]:
                 if wid in self.held:
                     continue  # waiting on the learner, not on its env
+                assert proc is not None, "a failed worker is restarted, or the run stops"
                 proc.kill()
                 proc.join()
                 self._worker_failed(
@@ -494,6 +513,7 @@ class ParallelRunner:
     def wait_eval(self, step: int) -> list[tuple]:
         """Block until the evaluation of `step` is back; return it and any that came before."""
         got: list[tuple] = []
+        assert self.evaluator is not None, "the evaluator process runs from `start` on"
         while not any(result.step == step for result, _ in got):
             time.sleep(POLL / 2)
             got += self.take_eval_results()
@@ -524,10 +544,13 @@ class ParallelLoop(TrainLoop):
         title: str,
         console: Console,
         loggers: Loggers,
-        callbacks: list[Callback] | tuple = (),
+        callbacks: Sequence[Callback] = (),
     ) -> None:
-        super().__init__(config, agent, _WorkerEnvs(agent.spec), None, target, run_dir, backend,
-                         console, loggers, callbacks)  # fmt: skip
+        # the workers' stand-in gives the loop what it asks of an env (spec, state, reset)
+        envs = cast(VecEnv, _WorkerEnvs(agent.spec))
+        super().__init__(config, agent, envs, None, target, run_dir, backend, console, loggers,
+                         callbacks)  # fmt: skip
+        assert config.num_envs is not None, "resolve_config sets num_envs"
         one_worker = dataclasses.replace(agent.spec, num_envs=config.num_envs)
         setup = {"device": str(agent.device) if backend == "torch" else "cpu",
                  "eval_seed": evaluation_seed(config.seed), "run_dir": str(run_dir),
@@ -545,7 +568,7 @@ class ParallelLoop(TrainLoop):
     def stop_workers(self) -> None:
         self.runner.close()
 
-    def collect(self) -> NamedTuple:
+    def collect(self) -> Steps:
         rollout = self.runner.gather()
         self.agent.explored += rollout.rewards.numel()
         return rollout

@@ -20,9 +20,10 @@ import math
 import signal
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -34,7 +35,13 @@ from xiaoyarl.train.evaluator import EvalResult, Evaluator
 from xiaoyarl.train.loggers import EpisodeStats, Loggers
 from xiaoyarl.train.progress import Console, TrainingSpeed, process_seconds, progress_text
 
+if TYPE_CHECKING:
+    from xiaoyarl.agents.base import Steps
+
 CHECKPOINT_FORMAT = "xiaoyarl-checkpoint-1"
+
+# what `signal.signal` takes and returns
+SignalHandler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 
 class StopSignals:
@@ -43,7 +50,7 @@ class StopSignals:
 
     def __init__(self) -> None:
         self.received: str | None = None
-        self.previous: dict[int, object] = {}
+        self.previous: dict[int, SignalHandler] = {}
 
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
@@ -66,7 +73,7 @@ class Callback:
     `loop.updates`, `loop.agent`, `loop.config`, `loop.last_eval`, `loop.run_dir`); a hook that
     returns False stops training cleanly, with a checkpoint (stop reason "callback")."""
 
-    def on_rollout(self, loop: TrainLoop, rollout: NamedTuple) -> bool | None:
+    def on_rollout(self, loop: TrainLoop, rollout: Steps) -> bool | None:
         """After each rollout is collected, before the update on it."""
 
     def on_update(self, loop: TrainLoop, logs: dict[str, torch.Tensor]) -> bool | None:
@@ -109,6 +116,7 @@ class TrainLoop:
         self.updates = 0
         self.train_seconds = 0.0  # wall-clock of the whole loop, evaluation included
         self.eval_seconds = 0.0
+        assert config.eval_every is not None, "resolve_config sets eval_every"
         self.next_eval = config.eval_every
         self.next_checkpoint = config.checkpoint_every
         self.steps_to_target: int | None = None
@@ -191,6 +199,7 @@ class TrainLoop:
             self.agent.last_state = self.agent.observe(state, info)
             self.episodes.reset()
         # A restored schedule may lie behind a smaller eval_every / checkpoint_every given now.
+        assert self.config.eval_every is not None, "resolve_config sets eval_every"
         self.next_eval = min(self.next_eval, self.total_steps + self.config.eval_every)
         self.next_checkpoint = min(
             self.next_checkpoint, self.total_steps + self.config.checkpoint_every
@@ -230,11 +239,12 @@ class TrainLoop:
     def stop_workers(self) -> None:
         """Stop it again; called however the loop ends."""
 
-    def collect(self) -> NamedTuple:
+    def collect(self) -> Steps:
         """One rollout (time-major) of `horizon_len` steps of every sub-env."""
+        assert self.config.horizon_len is not None, "resolve_config sets horizon_len"
         return self.agent.explore_env(self.env, self.config.horizon_len)
 
-    def count_steps(self, rollout: NamedTuple) -> int:
+    def count_steps(self, rollout: Steps) -> int:
         """The env steps a rollout adds to the run's total (several learners: all ranks')."""
         return rollout.rewards.numel()
 
@@ -249,7 +259,7 @@ class TrainLoop:
         """Evaluate the current policy (here, now); results come back from `evaluations`."""
         t0 = time.perf_counter()
         logs = {k: v.item() for k, v in self.logs.items()}
-        result = self.evaluator.evaluate(
+        result = self.own_evaluator().evaluate(
             self.agent.evaluation_policy(), self.agent.policy_state, self.total_steps,
             t0 - self.start, logs,
         )  # fmt: skip
@@ -261,24 +271,32 @@ class TrainLoop:
         results, self._results = self._results, []
         return results
 
+    def own_evaluator(self) -> Evaluator:
+        """The evaluator of this process (runners that evaluate elsewhere, or on one rank
+        only, override every method that uses it)."""
+        assert self.evaluator is not None, "this loop evaluates in its own process"
+        return self.evaluator
+
     def evaluator_state(self) -> dict | None:
-        return self.evaluator.state_dict()
+        return self.own_evaluator().state_dict()
 
     def load_evaluator_state(self, state: dict | None) -> None:
         if state is not None:  # None: a run that starts its evaluations anew (a fusion)
-            self.evaluator.load_state_dict(state)
-            self.best_return = self.evaluator.best_return
+            evaluator = self.own_evaluator()
+            evaluator.load_state_dict(state)
+            self.best_return = evaluator.best_return
 
     def truncate_records(self, step: int) -> None:
-        self.evaluator.truncate_after(step)
+        self.own_evaluator().truncate_after(step)
         self.loggers.truncate_after(step)
 
     def close_evaluator(self) -> None:
-        self.evaluator.close()
+        self.own_evaluator().close()
 
     # --- the loop ------------------------------------------------------------------------------
     def run(self) -> dict:
         cfg = self.config
+        assert cfg.eval_every is not None, "resolve_config sets eval_every"
         stop_reason = "max_steps"
         self.start = time.perf_counter() - self.train_seconds
         self.startup_seconds = process_seconds()
@@ -377,6 +395,7 @@ class TrainLoop:
         scalars = {"eval/return_mean": result.mean, "eval/return_std": result.std,
                    **{f"loss/{k}": v.item() for k, v in self.logs.items()}}  # fmt: skip
         if result.confirmed is not None:
+            assert result.confirm_mean is not None, "a confirmation gives its mean"
             scalars["eval/confirm_mean"] = result.confirm_mean
         self.loggers.scalars(result.step, scalars)
         stop = None

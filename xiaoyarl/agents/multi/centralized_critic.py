@@ -20,6 +20,8 @@ Shapes: B = batch, A = agents, O = observation, S = global state, U = action siz
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -28,23 +30,26 @@ from xiaoyarl.agents.ddpg import AgentDDPG
 from xiaoyarl.agents.multi.common import Joint, MultiAgentOffPolicy, with_agent_ids
 from xiaoyarl.agents.multi.value_decomposition import masked
 from xiaoyarl.agents.td3 import AgentTD3
-from xiaoyarl.core.buffer import Batch
+from xiaoyarl.core.buffer import Batch, Transitions
 from xiaoyarl.core.nets import ActorGumbel, CriticEnsemble, RunningNorm, sample_categorical
 
 
-class CentralizedCritic(MultiAgentOffPolicy):
-    """Mix-in that turns DDPG (or TD3) into its multi-agent version (see the module)."""
+class CentralizedCritic(MultiAgentOffPolicy, AgentDDPG):
+    """Mix-in that turns DDPG (or TD3) into its multi-agent version (see the module). It comes
+    first in the bases, before DDPG or TD3; it names DDPG among its own so that the hooks it
+    calls are known (the agents' method resolution order is the same either way)."""
 
     def make_critic(self, norm: RunningNorm) -> nn.Module:
         # differs: the critic sees the global state, the agent's id and every agent's action
         spec, cfg = self.multi_spec, self.config
+        assert cfg.net_dims is not None and cfg.num_critics is not None, "set by resolve_config"
         state_in = spec.state_dim + spec.num_agents
-        self.critic_norm = RunningNorm(state_in, cfg.state_norm, cfg.state_norm_clip)
+        self.critic_norm = RunningNorm(state_in, bool(cfg.state_norm), cfg.state_norm_clip)
         self.critic_norm.to(self.device)
         return CriticEnsemble(state_in, spec.num_agents * spec.action_dim, cfg.net_dims,
                               self.critic_norm, cfg.num_critics)  # fmt: skip
 
-    def update_normalizers(self, rollout) -> None:
+    def update_normalizers(self, rollout: Transitions) -> None:
         super().update_normalizers(rollout)
         state = self.layout.unpack(rollout.states.flatten(0, 1)).state
         self.critic_norm.update(self.critic_states(state))
@@ -60,6 +65,12 @@ class CentralizedCritic(MultiAgentOffPolicy):
             return F.one_hot(actions, self.multi_spec.action_dim).float()
         return actions
 
+    def gumbel(self, actor: nn.Module | None) -> ActorGumbel:
+        """The actor or the target actor of discrete actions, which `actor_class` built as an
+        `ActorGumbel`."""
+        assert actor is not None, "DDPG and TD3 keep a target actor (uses_target_actor)"
+        return cast(ActorGumbel, actor)
+
     def for_every_agent(self, joint: torch.Tensor) -> torch.Tensor:
         """The joint action once per agent (each agent's critic sees all): `(B, A, U) ->
         (B * A, A * U)`."""
@@ -69,13 +80,13 @@ class CentralizedCritic(MultiAgentOffPolicy):
     # --- acting ---
     def greedy_joint_action(self, obs: torch.Tensor, avail: torch.Tensor | None) -> torch.Tensor:
         if self.multi_spec.if_discrete:
-            return masked(self.actor.logits(with_agent_ids(obs)), avail).argmax(-1)
+            return masked(self.gumbel(self.actor).logits(with_agent_ids(obs)), avail).argmax(-1)
         return self.actor(with_agent_ids(obs))
 
     def explore_joint_action(self, joint: Joint) -> torch.Tensor:
         obs = with_agent_ids(joint.obs)
         if self.multi_spec.if_discrete:  # a sample of the policy's distribution
-            logits = masked(self.actor.logits(obs), joint.avail)
+            logits = masked(self.gumbel(self.actor).logits(obs), joint.avail)
             return sample_categorical(logits.log_softmax(-1))
         shape = obs.shape[:2]  # DDPG's (or TD3's) own exploration noise
         return self.explore_action(obs.flatten(0, 1)).view(*shape, -1)
@@ -84,7 +95,7 @@ class CentralizedCritic(MultiAgentOffPolicy):
         """Every agent's target action a'_j `(B, A, U)` in the next states."""
         obs = with_agent_ids(joint.obs)
         if self.multi_spec.if_discrete:
-            logits = masked(self.actor_target.logits(obs), joint.avail)
+            logits = masked(self.gumbel(self.actor_target).logits(obs), joint.avail)
             return F.one_hot(logits.argmax(-1), self.multi_spec.action_dim).float()
         b, a = obs.shape[:2]  # DDPG's target action (TD3: with clipped smoothing noise)
         return self.target_action(obs.flatten(0, 1)).view(b, a, -1)
@@ -95,7 +106,7 @@ class CentralizedCritic(MultiAgentOffPolicy):
         among the available actions."""
         obs = with_agent_ids(obs)
         if self.multi_spec.if_discrete:
-            return self.actor.relaxed(obs, avail)
+            return self.gumbel(self.actor).relaxed(obs, avail)
         return self.actor(obs)
 
     # --- learning ---
@@ -123,6 +134,7 @@ class CentralizedCritic(MultiAgentOffPolicy):
         actor_updated = self.should_update_actor(critic_loss.detach())
         if actor_updated:
             logs.update(self.update_joint_actor(joint, taken, states))
+            assert self.actor_target is not None, "DDPG and TD3 keep a target actor"
             self.update_targets((self.actor_target, self.actor))
         if self.critic_target_due(actor_updated):
             self.update_targets((self.critic_target, self.critic))

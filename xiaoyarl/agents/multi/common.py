@@ -23,6 +23,7 @@ from typing import NamedTuple
 import torch
 
 from xiaoyarl.agents.off_policy import AgentOffPolicy
+from xiaoyarl.core.buffer import Transitions
 from xiaoyarl.envs.base import EnvSpec
 from xiaoyarl.envs.multi.base import MultiAgentEnvSpec, team_reward
 
@@ -136,7 +137,7 @@ class MultiAgentOffPolicy(AgentOffPolicy):
     def next_observation(self, obs: torch.Tensor, info: dict) -> torch.Tensor:
         return self.layout.pack(obs, info["state"], info.get("avail_actions"))
 
-    def update_normalizers(self, rollout: NamedTuple) -> None:
+    def update_normalizers(self, rollout: Transitions) -> None:
         """The shared networks normalise observations with their agent ids."""
         obs = self.layout.unpack(rollout.states.flatten(0, 1)).obs
         self.state_norm.update(with_agent_ids(obs).flatten(0, 1))

@@ -74,8 +74,9 @@ class AgentMAPPO(AgentPPO):
     def make_critic(self) -> torch.nn.Module:
         # differs: V_i(s) on the global state with the agent's id, its own normaliser
         spec, cfg = self.multi_spec, self.config
+        assert cfg.net_dims is not None, "resolve_config sets net_dims"
         width = spec.state_dim + spec.num_agents
-        self.critic_norm = RunningNorm(width, cfg.state_norm, cfg.state_norm_clip)
+        self.critic_norm = RunningNorm(width, bool(cfg.state_norm), cfg.state_norm_clip)
         return CriticV(width, cfg.net_dims, self.critic_norm.to(self.device))
 
     def next_observation(self, obs: torch.Tensor, info: dict) -> torch.Tensor:

@@ -16,15 +16,17 @@ Shapes: B = batch, A = agents, O = observation, S = global state, U = actions.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
+from xiaoyarl.agents.base import Optimizer
 from xiaoyarl.agents.dqn import AgentDQN
 from xiaoyarl.agents.multi.common import Joint, MultiAgentOffPolicy, with_agent_ids
-from xiaoyarl.core.buffer import Batch, Episodes
-from xiaoyarl.core.nets import RecurrentQNet, RunningNorm, build_mlp
+from xiaoyarl.core.buffer import Batch, Episodes, Transitions
+from xiaoyarl.core.nets import QNet, RecurrentQNet, RunningNorm, build_mlp
 
 
 class VDNMixer(nn.Module):
@@ -109,7 +111,10 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
     def __init__(self, spec, config, device, learner: bool = True) -> None:
         self.recurrent = bool(config.agent_rnn)
         if self.recurrent:
-            self.qnet_class = RecurrentQNet  # differs: DRQN agents
+            # differs: DRQN agents. A RecurrentQNet is no QNet (it has no `q_values`), but what
+            # of DQN needs one is overridden here, and the methods here that use the recurrent
+            # network get it from `drqn`
+            self.qnet_class = cast("type[QNet]", RecurrentQNet)
         super().__init__(spec, config, device, learner)
         self.mixer = self.make_mixer().to(device)
         self.mixer_target = self.make_target(self.mixer)
@@ -125,12 +130,18 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
     def make_mixer(self) -> nn.Module:
         return self.mixer_class()
 
+    @staticmethod
+    def drqn(net: QNet) -> RecurrentQNet:
+        """`qnet` or `qnet_target` of recurrent agents, which `qnet_class` built as a
+        `RecurrentQNet` (DQN's attributes type them as its QNet)."""
+        return cast(RecurrentQNet, net)
+
     def update_cycle(self) -> int | None:
         # episode replay draws a data-dependent number of episode starts: choices vary
         return None if self.recurrent else super().update_cycle()
 
     # --- acting ---
-    def agent_q(self, net: nn.Module, obs: torch.Tensor) -> torch.Tensor:
+    def agent_q(self, net: QNet, obs: torch.Tensor) -> torch.Tensor:
         """Every agent's Q(o_i, .) `(B, A, U)` from observations `(B, A, O)`."""
         return net.q_values(with_agent_ids(obs))
 
@@ -144,7 +155,9 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
 
     def evaluation_policy(self) -> Callable[..., torch.Tensor]:
         # differs: recurrent agents evaluate with hidden states of their own
-        return RecurrentGreedy(self.qnet) if self.recurrent else super().evaluation_policy()
+        if self.recurrent:
+            return RecurrentGreedy(self.drqn(self.qnet))
+        return super().evaluation_policy()
 
     def observe(self, obs: torch.Tensor, info: dict) -> torch.Tensor:
         self.hidden = None  # the envs were reset: new episodes
@@ -153,25 +166,31 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
     def read_observation(self, joint: Joint) -> None:
         if self.recurrent:  # differs: the hidden state takes in every step
             x = with_agent_ids(joint.obs).flatten(0, 1)
+            qnet = self.drqn(self.qnet)
             if self.hidden is None:
-                self.hidden = self.qnet.initial_hidden(x.shape[0])
-            q, self.hidden = self.qnet.step(x, self.hidden)
+                self.hidden = qnet.initial_hidden(x.shape[0])
+            q, self.hidden = qnet.step(x, self.hidden)
             self.step_q = q.view(*joint.obs.shape[:2], -1)
 
     def episodes_ended(self, done: torch.Tensor) -> None:
         if self.recurrent:  # a finished sub-env's agents start their next episode afresh
+            assert self.hidden is not None, "read_observation started it before this step"
             keep = (~done).repeat_interleave(self.multi_spec.num_agents).unsqueeze(1)
             self.hidden = self.hidden * keep
 
     def explore_joint_action(self, joint: Joint) -> torch.Tensor:
         # differs from DQN: per agent, a random available action with probability epsilon
-        q = self.step_q if self.recurrent else self.agent_q(self.qnet, joint.obs)
+        if self.recurrent:
+            q = self.step_q
+            assert q is not None, "read_observation took this step's Q-values"
+        else:
+            q = self.agent_q(self.qnet, joint.obs)
         greedy = masked(q, joint.avail).argmax(-1)
         random = self.random_joint_action(joint)
         explore = torch.rand(greedy.shape, device=self.device) < self.epsilon()
         return torch.where(explore, random, greedy)
 
-    def update_normalizers(self, rollout) -> None:
+    def update_normalizers(self, rollout: Transitions) -> None:
         super().update_normalizers(rollout)
         self.reward_stats.update(rollout.rewards.reshape(-1, 1))
 
@@ -179,6 +198,8 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
     def sample_batch(self) -> Batch | Episodes:
         if not self.recurrent:
             return super().sample_batch()
+        assert self.buffer is not None, "an acting-only copy (learner=False) never updates"
+        assert self.config.batch_size is not None, "resolve_config sets batch_size"
         episodes = max(1, self.config.batch_size // self.multi_spec.max_step)
         return self.buffer.sample_episodes(episodes, self.multi_spec.max_step)
 
@@ -191,7 +212,9 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
 
     def update_step(self, batch: Batch | Episodes) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         if self.recurrent:
+            assert isinstance(batch, Episodes), "recurrent agents replay whole episodes"
             return self.episode_update(batch)
+        assert isinstance(batch, Batch), "other agents replay transitions"
         joint = self.layout.unpack(batch.states)
         actions, _ = self.layout.unpack_step(batch.actions)  # (B, A)
         with torch.no_grad():
@@ -223,9 +246,9 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
             q_next, _ = net.step(x_next.flatten(0, 1), hidden.flatten(0, 1))
             return q.view(t_len, b, a, -1), q_next.view(t_len, b, a, -1)
 
-        q, q_next = q_values(self.qnet)
+        q, q_next = q_values(self.drqn(self.qnet))
         with torch.no_grad():
-            _, q_next_target = q_values(self.qnet_target)
+            _, q_next_target = q_values(self.drqn(self.qnet_target))
             best = masked(q_next.detach(), after.avail).argmax(-1, keepdim=True)  # double Q
             next_q = q_next_target.gather(-1, best).squeeze(-1)  # (T, B, A)
             next_value = self.mixer_target(next_q.flatten(0, 1), after.state.flatten(0, 1))
@@ -241,7 +264,7 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
     def step_networks(self, loss: torch.Tensor, q_tot: torch.Tensor,
                       mask: torch.Tensor | None = None) -> dict[str, torch.Tensor]:  # fmt: skip
         """One optimizer step of the agent network and the mixer, then the target update."""
-        pairs = [(self.optimizers["qnet"], self.qnet)]
+        pairs: list[tuple[Optimizer | None, nn.Module]] = [(self.optimizers["qnet"], self.qnet)]
         if "mixer" in self.optimizers:
             pairs.append((self.optimizers["mixer"], self.mixer))
         self.optimizer_steps(loss, *pairs)
@@ -272,10 +295,11 @@ class AgentQMIX(AgentVDN):
         # differs: hypernetworks of the global state (with their own normaliser)
         spec = self.multi_spec
         cfg = self.config
-        norm = RunningNorm(spec.state_dim, cfg.state_norm, cfg.state_norm_clip)
+        norm = RunningNorm(spec.state_dim, bool(cfg.state_norm), cfg.state_norm_clip)
         return QMixer(spec.num_agents, spec.state_dim, norm.to(self.device), cfg.mixer_embed_dim,
                       cfg.hypernet_layers, cfg.hypernet_dim, cfg.hypernet_init_gain)  # fmt: skip
 
-    def update_normalizers(self, rollout) -> None:
+    def update_normalizers(self, rollout: Transitions) -> None:
         super().update_normalizers(rollout)
-        self.mixer.norm.update(self.layout.unpack(rollout.states.flatten(0, 1)).state)
+        mixer = cast(QMixer, self.mixer)  # what `make_mixer` built
+        mixer.norm.update(self.layout.unpack(rollout.states.flatten(0, 1)).state)

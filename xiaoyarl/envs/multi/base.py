@@ -102,6 +102,7 @@ class MultiAgentVecEnv(VecEnv):
                 f"{spec.name}: step() expects a torch.Tensor of actions, got "
                 f"{type(actions).__name__}."
             )
+        expected: tuple[int, ...]
         if spec.if_discrete:
             expected, kind = (spec.num_envs, spec.num_agents), "int64 action indices"
             dtype_ok = actions.dtype == torch.int64
