@@ -250,9 +250,7 @@ class AgentBase:
         for optimizer in optimizers:
             optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        self.reducer.average_gradients(
-            [p for optimizer in optimizers for p in optimizer.param_groups[0]["params"]]
-        )
+        self.reducer.average_gradients([o.param_groups[0]["params"] for o in optimizers])
         for optimizer in optimizers:
             clip_grad_norm(optimizer.param_groups[0]["params"], self.config.clip_grad_norm)
             optimizer.step()

@@ -33,8 +33,8 @@ class Reducer(Protocol):
         """A block (an update) run on the random state every part of the batch shares."""
         ...
 
-    def average_gradients(self, params: Sequence[torch.nn.Parameter]) -> None:
-        """Every gradient replaced by the whole batch's."""
+    def average_gradients(self, groups: Sequence[Sequence[torch.nn.Parameter]]) -> None:
+        """Every gradient of these groups of parameters replaced by the whole batch's."""
         ...
 
     def average(self, x: torch.Tensor) -> torch.Tensor:
@@ -79,7 +79,7 @@ class Local:
     def shared_random(self) -> AbstractContextManager[None]:
         return contextlib.nullcontext()
 
-    def average_gradients(self, params: Sequence[torch.nn.Parameter]) -> None:
+    def average_gradients(self, groups: Sequence[Sequence[torch.nn.Parameter]]) -> None:
         pass
 
     def average(self, x: torch.Tensor) -> torch.Tensor:

@@ -114,9 +114,10 @@ class DataParallel:
                 torch.cuda.set_rng_state(own_cuda, self.device)
 
     # --- collectives of an update ---
-    def average_gradients(self, params: Sequence[torch.nn.Parameter]) -> None:
+    def average_gradients(self, groups: Sequence[Sequence[torch.nn.Parameter]]) -> None:
         """Replace every gradient by its mean over the ranks: one all-reduce of all of them,
         flattened (a missing gradient counts as zeros, so every rank sends the same layout)."""
+        params = [p for group in groups for p in group]
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
         flat = torch.cat([g.reshape(-1) for g in grads])
         dist.all_reduce(flat)
