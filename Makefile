@@ -10,7 +10,7 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
 PIP := $(PY) -m pip install --disable-pip-version-check -q
 
-.PHONY: demo test test-slow lint format bench clean venv
+.PHONY: demo hello test test-slow lint format bench clean venv
 
 $(VENV)/.torch:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,10 @@ demo: $(VENV)/.core
 	rm -rf runs/demo_ppo_cartpole
 	$(VENV)/bin/xiaoyarl train ppo CartPole-v1 --seed 0 --cwd runs/demo_ppo_cartpole
 	@echo "run folder: runs/demo_ppo_cartpole (learning_curve.png, recorder.csv, actor.pt)"
+
+# the hello world: PPO learns CartPole-v1 on the library's core path (README, "Hello world")
+hello: $(VENV)/.core
+	$(PY) examples/hello_world.py
 
 test: $(VENV)/.test
 	$(PY) -m pytest -q

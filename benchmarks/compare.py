@@ -166,6 +166,7 @@ SB3_CLASSES = {"ppo": "PPO", "a2c": "A2C", "dqn": "DQN", "sac": "SAC", "td3": "T
 # --- one training run, inside its own process ---------------------------------------------------
 def run_xiaoyarl(task: Task, seed: int, threads: int | None, root: Path) -> dict:
     from xiaoyarl import Config, train_agent
+    from xiaoyarl.config_io import apply_overrides
 
     config = Config(
         algo=task.algo, env_id=task.env_id, backend=task.backend, seed=seed, threads=threads,
@@ -174,7 +175,7 @@ def run_xiaoyarl(task: Task, seed: int, threads: int | None, root: Path) -> dict
         eval_episodes=10, confirm_episodes=CONFIRM_EPISODES, checkpoint_every=10**12,
         cwd=str(root / "xiaoyarl"),
     )  # fmt: skip
-    config.apply_overrides(list(task.xiaoyarl_set))
+    apply_overrides(config, list(task.xiaoyarl_set))
     summary = train_agent(config, log=None)
     with open(root / "xiaoyarl" / "recorder.csv") as f:  # every evaluation: (env steps, mean)
         curve = [[int(r["step"]), float(r["eval_mean"])] for r in csv.DictReader(f)]

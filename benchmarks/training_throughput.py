@@ -25,6 +25,7 @@ from machine import machine
 
 from xiaoyarl import Config, train_agent
 from xiaoyarl.agents.settings import resolve_config
+from xiaoyarl.config_io import apply_overrides
 from xiaoyarl.envs.classic import TORCH_ENVS
 
 DEFAULT_ROWS = [
@@ -58,7 +59,7 @@ def train(
         threads=threads, target_return=1e12, eval_episodes=1, checkpoint_every=10**15,
         eval_every=10**15, cwd=str(root / f"{algo}_{env_id}_{num_envs}_{time.time_ns()}"),
     )  # fmt: skip
-    config.apply_overrides(overrides)
+    apply_overrides(config, overrides)
     resolved = resolve_config(config, batched=True, device_type=torch.device(device).type)
     config.max_steps = rollouts * resolved.num_envs * resolved.horizon_len
     return train_agent(config, log=None)

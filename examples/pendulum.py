@@ -13,6 +13,7 @@ import argparse
 import gymnasium as gym
 
 from xiaoyarl import Config, load_policy, train_agent
+from xiaoyarl.config_io import set_field
 
 
 def main() -> None:
@@ -22,7 +23,7 @@ def main() -> None:
     args = parser.parse_args()
 
     config = Config(algo="ppo", env_id="Pendulum-v1", max_steps=args.max_steps, cwd=args.cwd)
-    config.set("net_dims", "[64, 64]")  # the same syntax as `--set net_dims=[64,64]`
+    set_field(config, "net_dims", "[64, 64]")  # the same syntax as `--set net_dims=[64,64]`
     summary = train_agent(config)
     print(f"solved={summary['solved']} in {summary['train_seconds']:.1f} s")
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from xiaoyarl.config import Config
+from xiaoyarl.config_io import save_config
 from xiaoyarl.core.nets import ActorPPO, RunningNorm
 from xiaoyarl.errors import CheckpointError, ConfigError, MarketDataError
 from xiaoyarl.finance import metrics
@@ -96,19 +97,8 @@ def make_run(tmp_path, monkeypatch, env_kwargs: dict, action: float, env_id: str
         "algo": "ppo", "actor": actor.state_dict(),
     }  # fmt: skip
     save_atomic(meta, run / "actor.pt")
-    try:  # once Config has the env_kwargs field
-        config = Config(algo="ppo", env_id=env_id, seed=0, env_kwargs=env_kwargs)
-    except TypeError:  # until then: hand them to backtest through the loaded config
-        config = Config(algo="ppo", env_id=env_id, seed=0)
-        load = Config.load.__func__
-
-        def load_with_kwargs(cls, path):
-            loaded = load(cls, path)
-            loaded.env_kwargs = env_kwargs
-            return loaded
-
-        monkeypatch.setattr(Config, "load", classmethod(load_with_kwargs))
-    config.save(run / "config.yaml")
+    config = Config(algo="ppo", env_id=env_id, seed=0, env_kwargs=env_kwargs)
+    save_config(config, run / "config.yaml")
     return run
 
 
@@ -170,7 +160,7 @@ def test_backtest_errors_name_the_problem(tmp_path, monkeypatch):
 
     other = tmp_path / "cartpole"
     other.mkdir()
-    Config(algo="ppo", env_id="CartPole-v1").save(other / "config.yaml")
+    save_config(Config(algo="ppo", env_id="CartPole-v1"), other / "config.yaml")
     with pytest.raises(CheckpointError, match="trained on CartPole-v1"):
         backtest(other)
     with pytest.raises(CheckpointError, match="no config.yaml"):

@@ -9,7 +9,7 @@ from helpers import TINY, cli, popen
 
 from xiaoyarl import CheckpointError, load_policy
 from xiaoyarl.agents.settings import resolve_config
-from xiaoyarl.train.checkpoint import load_plain, save_atomic
+from xiaoyarl.train.checkpoint import load_plain, policy_state, save_atomic
 
 
 def assert_same(a, b, path="state"):
@@ -302,7 +302,7 @@ def test_load_policy_acts_exactly_as_the_agent_and_the_env_adapter(tmp_path, mon
     with torch.no_grad():
         for p in agent.actor.parameters():
             p.add_(torch.randn_like(p))  # actions spread over the whole range
-    save_atomic(agent.policy_state(), tmp_path / "actor.pt")
+    save_atomic(policy_state(agent), tmp_path / "actor.pt")
     policy = load_policy(tmp_path)
     sent = env._to_env_actions(agent.act(states))  # what GymVecEnv hands to the env
     got = policy(states.numpy())

@@ -16,8 +16,9 @@ import pytest
 import torch
 from gymnasium.wrappers import TimeLimit
 
-from xiaoyarl.envs.base import DEFAULT_TARGET_RETURNS, TorchVecEnv
+from xiaoyarl.envs.base import TorchVecEnv
 from xiaoyarl.envs.classic import TORCH_ENVS
+from xiaoyarl.envs.targets import DEFAULT_TARGET_RETURNS
 
 ENV_IDS = list(TORCH_ENVS)
 NUM_TRANSITIONS = 600

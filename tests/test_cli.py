@@ -7,6 +7,7 @@ import pytest
 from helpers import TINY, cli
 
 from xiaoyarl.agents.settings import resolve_config
+from xiaoyarl.config_io import field_choices, field_docs
 
 BAD_ENV_MODULE = textwrap.dedent(
     """
@@ -306,9 +307,7 @@ def test_train_and_population_take_the_run_flags_alike(capsys):
 
 
 def test_train_options_of_config_fields_take_the_fields_help_and_choices():
-    from xiaoyarl import Config
-
-    train, docs, choices = _options("train"), Config.field_docs(), Config.field_choices()
+    train, docs, choices = _options("train"), field_docs(), field_choices()
     for name in ("vector_mode", "runner", "num_workers", "restart_workers"):
         action = train[f"--{name.replace('_', '-')}"]
         assert action.help == docs[name] and action.choices == choices.get(name), name

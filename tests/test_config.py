@@ -8,6 +8,17 @@ from helpers import cli
 from xiaoyarl import Config, ConfigError
 from xiaoyarl.agents.settings import check_config, resolve_config
 from xiaoyarl.config import option
+from xiaoyarl.config_io import (
+    apply_overrides,
+    config_from_saved,
+    field_choices,
+    field_docs,
+    load_config,
+    load_saved_config,
+    save_config,
+    set_field,
+    validate_config,
+)
 
 
 @pytest.mark.parametrize(
@@ -58,14 +69,15 @@ def test_resolve_fills_automatic_defaults_per_backend_and_algo():
 
 def test_set_parses_and_converts_types():
     config = Config()
-    config.apply_overrides(
+    apply_overrides(
+        config,
         ["gamma=0.98", "num_envs=16", "net_dims=[32, 32]", "state_norm=false",
          "max_steps=1e5", "target_return=null", "env_id=Pendulum-v1"]
     )  # fmt: skip
     assert config.gamma == 0.98 and config.num_envs == 16 and config.net_dims == [32, 32]
     assert config.state_norm is False and config.max_steps == 100_000
     assert config.target_return is None and config.env_id == "Pendulum-v1"
-    config.set("net_dims", "128,64")
+    set_field(config, "net_dims", "128,64")
     assert config.net_dims == [128, 64]
 
 
@@ -84,26 +96,26 @@ def test_set_parses_and_converts_types():
 )
 def test_malformed_set_is_rejected_clearly(pair, words):
     with pytest.raises(ConfigError) as err:
-        Config().apply_overrides([pair])
+        apply_overrides(Config(), [pair])
     for word in words:
         assert word in str(err.value)
 
 
 def test_yaml_round_trip(tmp_path):
     config = Config(algo="a2c", env_id="Pendulum-v1", net_dims=[8, 8], gamma=0.9, num_envs=3)
-    config.save(tmp_path / "c.yaml")
-    assert Config.load(tmp_path / "c.yaml") == config
+    save_config(config, tmp_path / "c.yaml")
+    assert load_config(tmp_path / "c.yaml") == config
 
 
 def test_bad_yaml_files(tmp_path):
     (tmp_path / "bad.yaml").write_text("gamma: [unclosed\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
-        Config.load(tmp_path / "bad.yaml")
+        load_config(tmp_path / "bad.yaml")
     (tmp_path / "unknown.yaml").write_text("gamma: 0.9\nlearnig_rate: 0.1\n")
     with pytest.raises(ConfigError, match="unknown config field 'learnig_rate'.*learning_rate"):
-        Config.load(tmp_path / "unknown.yaml")
+        load_config(tmp_path / "unknown.yaml")
     with pytest.raises(ConfigError, match="cannot read config file"):
-        Config.load(tmp_path / "missing.yaml")
+        load_config(tmp_path / "missing.yaml")
 
 
 @pytest.mark.parametrize("algo", ["ddpg", "td3"])
@@ -139,16 +151,21 @@ def test_python_config_refuses_an_unknown_keyword_naming_the_closest_field():
         ("net_dims", [64, "wide"], ["net_dims", "list of integers"]),
     ],
 )
-def test_python_config_refuses_a_wrong_type_naming_field_value_and_type(field, value, words):
+def test_python_config_of_a_wrong_type_is_refused_when_validated_naming_field_value_and_type(
+    field, value, words
+):
+    config = Config(**{field: value})  # plain data: checked by validate_config (train_agent's)
     with pytest.raises(ConfigError) as err:
-        Config(**{field: value})
+        validate_config(config)
     for word in words:
         assert word in str(err.value)
 
 
-def test_python_config_converts_values_as_the_command_line_does():
-    """A number given as text, an integer given as a whole float, a tuple for a list."""
+def test_python_config_values_are_converted_as_the_command_line_does_when_checked():
+    """A number given as text, an integer given as a whole float, a tuple for a list: converted
+    by the checks train_agent runs first (`check_config`, which calls `validate_config`)."""
     config = Config(gamma="0.9", batch_size=256.0, net_dims=(32, 32), cwd="yes")
+    assert check_config(config) is config
     assert config.gamma == 0.9 and isinstance(config.gamma, float)
     assert config.batch_size == 256 and isinstance(config.batch_size, int)
     assert config.net_dims == [32, 32] and config.cwd == "yes"  # a folder name stays as given
@@ -187,9 +204,9 @@ def test_a_mappo_run_saved_before_its_value_loss_fields_resumes_with_the_loss_it
         del values[name]
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(values))
-    saved = Config.load_saved(path)
+    saved = load_saved_config(path)
     assert saved.value_clip is False and saved.value_loss == "mse" and saved.value_norm is True
-    assert Config.load(path).value_clip is None  # a config file: automatic (on for MAPPO)
+    assert load_config(path).value_clip is None  # a config file: automatic (on for MAPPO)
     checkpoint = {"format": CHECKPOINT_FORMAT, "config": values}
     _check_resumable(checkpoint, saved, tmp_path)  # the same settings: resumable
     with pytest.raises(CheckpointError, match="value_clip: checkpoint False, now True"):
@@ -203,11 +220,11 @@ def test_runs_saved_when_the_value_loss_fields_were_mappos_own_keep_their_critic
     values mean nothing (automatic)."""
     old = {k: v for k, v in Config(algo="ppo").to_dict().items() if k != "value_norm"}
     old.update(value_clip=True, value_loss="huber")  # what those configs hold
-    saved = Config.from_saved(old)
+    saved = config_from_saved(old)
     assert (saved.value_norm, saved.value_clip, saved.value_loss) == (False, False, "mse")
-    dqn = Config.from_saved({**old, "algo": "dqn"})
+    dqn = config_from_saved({**old, "algo": "dqn"})
     assert (dqn.value_clip, dqn.value_loss) == (None, None)
-    mappo = Config.from_saved({**old, "algo": "mappo"})  # saved after MAPPO's loss fields came
+    mappo = config_from_saved({**old, "algo": "mappo"})  # saved after MAPPO's loss fields came
     assert (mappo.value_norm, mappo.value_clip, mappo.value_loss) == (True, True, "huber")
 
 
@@ -215,24 +232,26 @@ def test_numpy_scalars_are_taken_as_python_values():
     import numpy as np
 
     config = Config(state_norm=np.bool_(True), batch_size=np.int64(64), gamma=np.float32(0.5))
+    validate_config(config)
     assert config.state_norm is True and config.batch_size == 64 and config.gamma == 0.5
     assert type(config.batch_size) is int and type(config.gamma) is float
 
 
 def test_every_field_has_help_and_validate_allows_only_its_choices():
-    """Each field's help and allowed values are its metadata (`option`); `validate` refuses any
-    value outside a field's choices, naming the field, the value and every allowed value."""
+    """Each field's help and allowed values are its metadata (`option`); `validate_config`
+    refuses any value outside a field's choices, naming the field, the value and every allowed
+    value."""
     for field in dataclasses.fields(Config):
         assert isinstance(field.metadata["help"], str) and field.metadata["help"].strip(), field
-    choices = Config.field_choices()
+    choices = field_choices()
     assert {"backend", "vector_mode", "runner", "value_loss", "target_q_reduce",
             "hypernet_layers"} <= set(choices)  # fmt: skip
     for name, allowed in choices.items():
         for value in allowed:
-            Config(**{name: value}).validate()
+            validate_config(Config(**{name: value}))
         wrong = "nonsense" if isinstance(allowed[0], str) else 7
         with pytest.raises(ConfigError) as err:
-            Config(**{name: wrong}).validate()
+            validate_config(Config(**{name: wrong}))
         for word in (f"{name}={wrong!r}", f"one of {', '.join(map(str, allowed))}"):
             assert word in str(err.value)
 
@@ -242,7 +261,7 @@ def test_choices_declared_on_a_field_are_checked_without_code_of_their_own():
     class WithMode(Config):
         mode: str = option("a", "a field added for this test", ("a", "b"))
 
-    assert WithMode.field_docs()["mode"] == "a field added for this test"
-    WithMode(mode="b").validate()
+    assert field_docs(WithMode)["mode"] == "a field added for this test"
+    validate_config(WithMode(mode="b"))
     with pytest.raises(ConfigError, match=r"mode='c'; mode must be one of a, b\."):
-        WithMode(mode="c").validate()
+        validate_config(WithMode(mode="c"))

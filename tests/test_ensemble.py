@@ -12,8 +12,9 @@ import pytest
 import torch
 from tiny_runs import tiny_run
 
-from xiaoyarl import Config, ConfigError, PolicyEnsemble, evaluate, load_ensemble, load_policy
+from xiaoyarl import ConfigError, PolicyEnsemble, evaluate, load_ensemble, load_policy
 from xiaoyarl.cli import main
+from xiaoyarl.config_io import load_config, save_config
 
 
 @pytest.fixture(scope="module")
@@ -108,8 +109,8 @@ def test_ensembles_refuse_what_they_cannot_average(runs, tmp_path):
         load_ensemble(runs["td3-Pendulum"])
     heavier = tmp_path / "heavier"  # the same policy, its config on another gravity
     shutil.copytree(runs["td3-Pendulum"], heavier)
-    config = Config.load(heavier / "config.yaml")
+    config = load_config(heavier / "config.yaml")
     config.env_kwargs = {"g": 12.0}
-    config.save(heavier / "config.yaml")
+    save_config(config, heavier / "config.yaml")
     with pytest.raises(ConfigError, match="an ensemble is evaluated on one env"):
         evaluate([runs["td3-Pendulum"], heavier])

@@ -9,6 +9,8 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from xiaoyarl.envs.classic import TORCH_ENVS
+from xiaoyarl.envs.gym_registration import TORCH_ENV_LIMITS
+from xiaoyarl.envs.gym_vector import TORCH_ENVS as GYM_VECTOR_ENVS
 from xiaoyarl.envs.gym_vector import TorchGymVectorEnv
 from xiaoyarl.errors import EnvError
 
@@ -16,6 +18,16 @@ from xiaoyarl.errors import EnvError
 def assert_batch_in_space(batch: np.ndarray, space: gymnasium.Space) -> None:
     for row in batch:
         assert space.contains(row), (row, space)
+
+
+def test_registration_lists_every_env_with_its_own_limits():
+    """`import xiaoyarl` registers the envs from a table, without loading them: it must name
+    every env `TorchGymVectorEnv` makes, with the time limit and target its class sets."""
+    own = {env_id: (cls.max_step, cls.target_return) for env_id, cls in GYM_VECTOR_ENVS.items()}
+    assert TORCH_ENV_LIMITS == own
+    for env_id, (max_step, target_return) in own.items():
+        spec = gymnasium.spec(f"xiaoyarl/{env_id}")
+        assert (spec.max_episode_steps, spec.reward_threshold) == (max_step, target_return)
 
 
 # --- spaces, dtypes, shapes ---------------------------------------------------------------------

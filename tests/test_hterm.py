@@ -130,7 +130,7 @@ def test_inactive_until_enough_kept_states():
         h.add(*rollout)
     assert not h.active
     agent = SimpleNamespace(explore_logprob=lambda s, a: a.sum(-1))
-    loss, log = h.loss(agent)
+    loss, log = h.loss(agent.explore_logprob)
     assert loss == 0.0 and log["h_term"].isnan()
 
 

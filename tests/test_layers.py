@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "xiaoyarl"
 LAYERS = [
     ("xiaoyarl.errors", "xiaoyarl.lazy"),
     ("xiaoyarl.core",),
-    ("xiaoyarl.config", "xiaoyarl.presets"),
+    ("xiaoyarl.config", "xiaoyarl.config_io", "xiaoyarl.presets"),
     ("xiaoyarl.envs",),
     ("xiaoyarl.agents",),
     ("xiaoyarl.train",),

@@ -12,7 +12,8 @@ from xiaoyarl import Config, load_policy, train_agent
 from xiaoyarl.agents import agent_class
 from xiaoyarl.agents.multi import QMixer, with_agent_ids
 from xiaoyarl.agents.settings import check_config, resolve_config
-from xiaoyarl.core.nets import RecurrentQNet, RunningNorm
+from xiaoyarl.core.nets import RunningNorm
+from xiaoyarl.core.off_policy_nets import RecurrentQNet
 from xiaoyarl.envs.multi import make_multi_agent_env
 from xiaoyarl.errors import ConfigError
 from xiaoyarl.train.checkpoint import load_plain
@@ -209,10 +210,11 @@ def test_the_command_line_trains_and_refuses_a_mismatch(tmp_path):
 def test_train_starts_from_the_task_preset_unless_told_otherwise(tmp_path):
     """`xiaoyarl train qmix SpreadDiscrete-v0` takes the pair's preset (said on the console
     and written into config.yaml); --set still overrides it; --no-preset and --config don't
-    take it; `Config.from_preset` is the same from Python, and every preset is valid."""
+    take it; `config_from_preset` is the same from Python, and every preset is valid."""
     import yaml
     from helpers import cli
 
+    from xiaoyarl.config_io import config_from_preset
     from xiaoyarl.presets import PRESETS, preset_path
 
     def run(name, *extra):
@@ -231,10 +233,10 @@ def test_train_starts_from_the_task_preset_unless_told_otherwise(tmp_path):
     own.write_text("gamma: 0.97\n")
     out, saved = run("own", "--config", str(own))
     assert "task preset" not in out and saved["gamma"] == 0.97 and saved["batch_size"] == 64
-    assert Config.from_preset("QMIX", "SpreadDiscrete-v0").gamma == 0.9
-    assert Config.from_preset("ppo", "CartPole-v1") == Config(algo="ppo", env_id="CartPole-v1")
+    assert config_from_preset("QMIX", "SpreadDiscrete-v0").gamma == 0.9
+    assert config_from_preset("ppo", "CartPole-v1") == Config(algo="ppo", env_id="CartPole-v1")
     for algo, env_id in PRESETS:
-        config = Config.from_preset(algo, env_id)
+        config = config_from_preset(algo, env_id)
         assert preset_path(algo, env_id).is_file()
         assert (config.algo, config.env_id) == (algo, env_id)
         check_config(config)

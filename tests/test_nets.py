@@ -1,4 +1,5 @@
-"""The hand-written sampling and log-probabilities in `nets.py` against torch.distributions."""
+"""The hand-written sampling and log-probabilities in `nets.py` and `off_policy_nets.py` against
+torch.distributions."""
 
 import math
 
@@ -6,7 +7,8 @@ import torch
 from torch.distributions import Categorical, Normal
 from torch.nn import functional as F
 
-from xiaoyarl.core.nets import ActorDiscretePPO, ActorPPO, ActorSAC, RunningNorm, sample_categorical
+from xiaoyarl.core.nets import ActorDiscretePPO, ActorPPO, RunningNorm, sample_categorical
+from xiaoyarl.core.off_policy_nets import ActorSAC
 
 
 def test_sample_categorical_follows_the_probabilities():

@@ -20,7 +20,8 @@ from xiaoyarl.agents import (
 )
 from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.core.buffer import Batch
-from xiaoyarl.core.nets import CriticEnsemble, RunningNorm
+from xiaoyarl.core.nets import RunningNorm
+from xiaoyarl.core.off_policy_nets import CriticEnsemble
 from xiaoyarl.run import agent_class
 
 ALGO_OF = {AgentDQN: "dqn", AgentDoubleDQN: "double_dqn", AgentD3QN: "d3qn", AgentDDPG: "ddpg",

@@ -20,6 +20,7 @@ from xiaoyarl.agents import (
     AgentSACDiscrete,
     AgentTD3,
 )
+from xiaoyarl.train.checkpoint import policy_state
 
 Q_LEARNERS = (AgentDQN, AgentDoubleDQN, AgentD3QN)
 
@@ -220,7 +221,7 @@ def test_off_policy_state_norm_is_updated_shared_with_targets_and_checkpointed(c
     fresh, _ = make_agent(cls, state_norm=True)
     fresh.load_state_dict(state)
     torch.testing.assert_close(fresh.state_norm.mean, agent.state_norm.mean)
-    assert agent.policy_state()["actor"]["norm.mean"].abs().sum() > 0  # actor.pt carries it
+    assert policy_state(agent)["actor"]["norm.mean"].abs().sum() > 0  # actor.pt carries it
 
 
 def test_state_norm_clamp_is_an_option():
@@ -267,3 +268,40 @@ def test_lean_adam_and_gradient_clipping_equal_torchs_own():
     for key, state in torchs["state"].items():
         for name in ("step", "exp_avg", "exp_avg_sq"):
             assert torch.equal(mine["state"][key][name], state[name])
+
+
+@pytest.mark.parametrize("algo", ["ppo", "sac"])
+def test_torch_kit_and_lean_kit_update_an_agent_alike(algo):
+    """An agent built directly steps torch's Adam and clipping (`TorchKit`); the trainer's
+    (`make_agent`) steps the lean ones (`LeanKit`): the same weights after the same updates."""
+    from xiaoyarl.agents import agent_class
+    from xiaoyarl.agents import make_agent as build_agent
+    from xiaoyarl.agents.base import TorchKit
+    from xiaoyarl.agents.settings import resolve_config
+    from xiaoyarl.config import Config
+    from xiaoyarl.core.optim import Adam
+    from xiaoyarl.envs import make_env
+
+    env_id = "CartPole-v1" if algo == "ppo" else "Pendulum-v1"
+    config = Config(algo=algo, env_id=env_id, seed=0, num_envs=4, learning_starts=64,
+                    batch_size=64)  # fmt: skip
+    env = make_env(env_id, num_envs=4, seed=0)
+    config = resolve_config(config, batched=True)
+    agents = []
+    for kit in ("torch", "lean"):
+        torch.manual_seed(0)
+        if kit == "torch":
+            agent = agent_class(algo, env.spec)(env.spec, config, torch.device("cpu"))
+            assert isinstance(agent.kit, TorchKit)
+        else:
+            agent = build_agent(algo, env.spec, config, torch.device("cpu"))
+            assert all(isinstance(o, Adam) for o in agent.optimizers.values())
+        env = make_env(env_id, num_envs=4, seed=0)
+        agent.last_state = env.reset(seed=0)[0]
+        for _ in range(3):
+            agent.update_net(agent.explore_env(env, 32))
+        agents.append(agent)
+    for name, net in agents[0].nets.items():
+        for a, b in zip(net.state_dict().values(), agents[1].nets[name].state_dict().values(),
+                        strict=True):  # fmt: skip
+            assert torch.equal(a, b), name

@@ -10,6 +10,7 @@ import pytest
 from tiny_runs import tiny_run
 
 from xiaoyarl import CheckpointError, Config, ConfigError, EnvError, XiaoyaError, load_policy
+from xiaoyarl.config_io import save_config
 from xiaoyarl.record import record_video
 
 Image = pytest.importorskip("PIL.Image")
@@ -133,7 +134,7 @@ def test_an_env_that_cannot_render_frames_is_named(runs, tmp_path, env_class):
     run = tmp_path / "run"
     run.mkdir()
     (run / "actor.pt").write_bytes((runs["ppo-CartPole"] / "actor.pt").read_bytes())
-    Config(env_id=env_id).save(run / "config.yaml")
+    save_config(Config(env_id=env_id), run / "config.yaml")
     with pytest.raises(EnvError, match=f"'{env_id}' cannot render rgb_array frames"):
         record_video(run)
     assert sorted(p.name for p in run.iterdir()) == ["actor.pt", "config.yaml"]

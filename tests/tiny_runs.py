@@ -11,7 +11,8 @@ from pathlib import Path
 
 import torch
 
-from xiaoyarl import Config, train_agent
+from xiaoyarl import train_agent
+from xiaoyarl.config_io import config_from_dict
 
 _COMMON = {"threads": 1, "eval_episodes": 2, "seed": 0}
 
@@ -31,7 +32,7 @@ RUNS = {
 def tiny_run(name: str, root: Path) -> Path:
     """The run folder of `RUNS[name]` under `root`, trained on first use."""
     run_dir = root / name
-    config = Config.from_dict({**_COMMON, **RUNS[name], "cwd": str(run_dir)})
+    config = config_from_dict({**_COMMON, **RUNS[name], "cwd": str(run_dir)})
     threads = torch.get_num_threads()
     train_agent(config, log=None)
     torch.set_num_threads(threads)

@@ -12,6 +12,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from xiaoyarl.config import Config
+from xiaoyarl.config_io import (
+    apply_overrides,
+    field_choices,
+    field_docs,
+    load_config,
+    load_saved_config,
+    set_field,
+)
 from xiaoyarl.errors import ConfigError, XiaoyaError
 from xiaoyarl.presets import CONFIG_DIR, PRESETS, preset_path
 
@@ -83,7 +91,7 @@ def _parser() -> argparse.ArgumentParser:
 
     chk = sub.add_parser("check-env", help="check an env against xiaoyarl's env contract")
     chk.add_argument("env_id", help="built-in torch env, gymnasium id, or module:Env-v0")
-    chk.add_argument("--backend", choices=Config.field_choices()["backend"], default="auto")
+    chk.add_argument("--backend", choices=field_choices()["backend"], default="auto")
     chk.add_argument("--num-envs", type=int, default=4, metavar="N")
     chk.add_argument("--seed", type=int, default=0)
     chk.add_argument("--steps", type=int, metavar="N", help="steps to run (default max_step + 5)")
@@ -214,7 +222,7 @@ def _add_run_flags(parser: argparse.ArgumentParser, population: bool = False) ->
                         help=says("set any Config field, e.g. --set gamma=0.98 (repeatable)",
                                   "set a Config field of every member, e.g. --set gamma=0.98 "
                                   "(repeatable)"))  # fmt: skip
-    parser.add_argument("--backend", choices=Config.field_choices()["backend"],
+    parser.add_argument("--backend", choices=field_choices()["backend"],
                         help=says("env backend (default auto: torch-native where one exists)",
                                   "every member's env backend (default auto: torch-native "
                                   "where one exists)"))  # fmt: skip
@@ -250,8 +258,8 @@ def _add_run_flags(parser: argparse.ArgumentParser, population: bool = False) ->
 def _add_field_flag(parser: argparse.ArgumentParser, name: str, **kwargs: Any) -> None:
     """`--name` (dashed) for the Config field `name`, with the field's help and allowed values;
     `kwargs`: `add_argument`'s other keywords (each of its own type)."""
-    parser.add_argument(f"--{name.replace('_', '-')}", help=Config.field_docs()[name],
-                        choices=Config.field_choices().get(name), **kwargs)  # fmt: skip
+    parser.add_argument(f"--{name.replace('_', '-')}", help=field_docs()[name],
+                        choices=field_choices().get(name), **kwargs)  # fmt: skip
 
 
 def _old_dest(option: str) -> str:
@@ -306,7 +314,7 @@ def _train(args: argparse.Namespace) -> int:
     if not (args.config or args.no_preset or args.resume):
         preset = preset_path(args.algo, args.env)
     source = args.config or preset
-    config = Config.load(source) if source else Config()
+    config = load_config(source) if source else Config()
     _apply_run_args(config, args)
     if preset is not None and not args.quiet:
         print(f"settings: the task preset {preset} for {config.algo} on {config.env_id}, "
@@ -315,7 +323,7 @@ def _train(args: argparse.Namespace) -> int:
         # Resume from the run's own config; options given now still override it.
         saved_path = Path(config.cwd or default_run_dir(config)) / "config.yaml"
         if saved_path.is_file():
-            saved = Config.load_saved(saved_path)
+            saved = load_saved_config(saved_path)
             _apply_run_args(saved, args)
             config = saved
     summary = train_agent(config, resume=bool(args.resume), log=None if args.quiet else print)
@@ -355,14 +363,14 @@ def _apply_run_args(config: Config, args: argparse.Namespace, skip: tuple[str, .
     for name in Config.field_names():
         value = getattr(args, name, None)
         if value is not None and name not in ("algo", "target_return", *skip):
-            config.set(name, value, source=f"--{name.replace('_', '-')}")
+            set_field(config, name, value, source=f"--{name.replace('_', '-')}")
     if args.target_return == "none":
         config.target_return = None
         config.stop_at_target = False
     elif args.target_return is not None:  # a number: stop there (what --set may still change)
-        config.set("target_return", args.target_return, source="--target-return")
+        set_field(config, "target_return", args.target_return, source="--target-return")
         config.stop_at_target = True
-    config.apply_overrides(args.set)
+    apply_overrides(config, args.set)
 
 
 def _eval(args: argparse.Namespace) -> int:
@@ -395,7 +403,7 @@ def _plot(args: argparse.Namespace) -> int:
     run_dir = runs[0]
     title = target = None
     if not (run_dir / "plot.json").is_file() and (run_dir / "config.yaml").is_file():
-        title, target = _plot_info_of_old_run(Config.load(run_dir / "config.yaml"))
+        title, target = _plot_info_of_old_run(load_config(run_dir / "config.yaml"))
     print(plot_learning_curve(run_dir, title, target, out=args.out))
     return 0
 
@@ -504,7 +512,7 @@ def _population_settings(args: argparse.Namespace) -> tuple[Config, PopulationCo
         if args.workers is not None:
             saved.pop.workers = args.workers
         return saved.config, saved.pop, folder
-    config = Config.load(args.config) if args.config else Config()
+    config = load_config(args.config) if args.config else Config()
     _apply_run_args(config, args, skip=("cwd",))  # the folder is the population's, not config.cwd
     pop = PopulationConfig()
     for name in POPULATION_FIELDS:
@@ -575,7 +583,7 @@ def _list_fields() -> None:
     for algo in ALGORITHMS:
         for field in fields_read(algo):
             readers.setdefault(field, []).append(algo)
-    docs, choices = Config.field_docs(), Config.field_choices()
+    docs, choices = field_docs(), field_choices()
     automatic = _automatic_values(readers)
     print("config fields (--set name=value; default, {allowed values}, then what it does):")
     print("  (null: chosen per algorithm, backend and device, as listed under the field, with the")

@@ -9,14 +9,41 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from torch import nn
 
 from xiaoyarl.config import Config
-from xiaoyarl.core.nets import ACTORS, ActorDiscretePPO, QNet, RecurrentQNet, RunningNorm
+from xiaoyarl.config_io import load_config
+from xiaoyarl.core.nets import ActorDiscretePPO, ActorPPO, RunningNorm
+from xiaoyarl.core.off_policy_nets import (
+    Actor,
+    ActorDiscreteSAC,
+    ActorGumbel,
+    ActorSAC,
+    QNet,
+    QNetDuel,
+    RecurrentQNet,
+)
 from xiaoyarl.errors import CheckpointError, ConfigError
 from xiaoyarl.train.checkpoint import load_plain
 
 if TYPE_CHECKING:
     from xiaoyarl.agents.multi.value_decomposition import RecurrentGreedy
+
+# Actor classes by name, so a saved policy (`actor.pt`) can be rebuilt without pickling modules.
+ACTORS: dict[str, type[nn.Module]] = {
+    cls.__name__: cls
+    for cls in (
+        ActorPPO,
+        ActorDiscretePPO,
+        QNet,
+        QNetDuel,
+        Actor,
+        ActorSAC,
+        ActorDiscreteSAC,
+        ActorGumbel,
+        RecurrentQNet,
+    )  # fmt: skip
+}
 
 
 class Policy:
@@ -292,7 +319,7 @@ def evaluate(
         config_path = folder / "config.yaml"
         if not config_path.is_file():
             raise CheckpointError(f"{folder} has no config.yaml: it is not a xiaoyarl run folder.")
-        configs.append(Config.load(config_path))
+        configs.append(load_config(config_path))
     config = configs[0]
     for folder, other in zip(run_dirs[1:], configs[1:], strict=True):
         if (other.env_id, other.env_kwargs) != (config.env_id, config.env_kwargs):

@@ -7,7 +7,8 @@ values in its comments, and `--config` takes it like any other file); this table
 (algorithm, env) pairs it was measured on (BENCHMARKS.md). `xiaoyarl train` starts from the
 preset of its pair when there is one and no `--config` is given, says so, and writes the
 resolved values into the run's `config.yaml`; `--no-preset` keeps the library's defaults.
-From Python, `Config.from_preset(algo, env_id)` does the same; `Config()` never applies one.
+From Python, `config_from_preset(algo, env_id)` (`xiaoyarl/config_io.py`) does the same;
+`Config()` never applies one.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from xiaoyarl.config import Config
+from xiaoyarl.config_io import load_config
 from xiaoyarl.errors import CheckpointError, ConfigError, EnvError, XiaoyaError
 from xiaoyarl.policy import Policy, load_policy
 from xiaoyarl.train.checkpoint import atomic_output
@@ -59,7 +59,7 @@ def record_video(
     config_path = run_dir / "config.yaml"
     if not config_path.is_file():
         raise CheckpointError(f"{run_dir} has no config.yaml: it is not a xiaoyarl run folder.")
-    env_id = Config.load(config_path).env_id
+    env_id = load_config(config_path).env_id
 
     env = _make_render_env(env_id)
     try:

@@ -13,7 +13,8 @@ import torch
 
 from xiaoyarl.agents import agent_class, make_agent
 from xiaoyarl.agents.settings import check_config, ignored_fields, resolve_config
-from xiaoyarl.config import Config, saved_run_values
+from xiaoyarl.config import Config
+from xiaoyarl.config_io import save_config, saved_run_values
 from xiaoyarl.core.graphs import capture_updates
 from xiaoyarl.envs import is_batched, is_torch_native, make_env
 from xiaoyarl.envs.base import EnvSpec, VecEnv
@@ -235,7 +236,7 @@ def _run(
         run_dir.mkdir(parents=True, exist_ok=True)
         title = run_title(config, backend)
         if main:
-            config.save(run_dir / "config.yaml")
+            save_config(config, run_dir / "config.yaml")
             console.line(_startup_line(config, spec, backend, device, threads, run_dir, target,
                                        data_parallel))  # fmt: skip
         loggers = Loggers(run_dir, config, title, enabled=main)

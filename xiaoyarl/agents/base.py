@@ -3,26 +3,37 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import nn
 
-from xiaoyarl.config import Config
 from xiaoyarl.core.nets import RunningNorm
-from xiaoyarl.core.optim import Adam, clip_grad_norm
-from xiaoyarl.core.reduce import Local, Reducer
-from xiaoyarl.envs.base import EnvSpec, VecEnv
+from xiaoyarl.core.reduce import Local
+
+if TYPE_CHECKING:
+    from xiaoyarl.agents.protocols import (
+        AuxiliaryLoss,
+        Optimizer,
+        OptimizerKit,
+        Reducer,
+        Steps,
+        UpdateRunner,
+    )
+    from xiaoyarl.config import Config
+    from xiaoyarl.envs.base import EnvSpec, VecEnv
 
 
-class UpdateRunner(Protocol):
-    """How an agent's update is run: as it is (`Eager`), or as the layers above supply it."""
+class TorchKit:
+    """Adam (its fused kernel) and gradient clipping as torch gives them: what an agent steps
+    with unless the layer that builds it supplies another kit; the trainer gives
+    `core.optim.LeanKit` (the same arithmetic, less Python around it)."""
 
-    def __call__(self, update: Callable[[Any], Any], inputs: Any) -> Any: ...
+    def adam(self, params: Iterable[nn.Parameter], lr: float) -> Optimizer:
+        return torch.optim.Adam(params, lr=lr, eps=1e-5, fused=True)
 
-    def reset(self) -> None:
-        """Forget what was kept of earlier updates (the agent's state was replaced)."""
-        ...
+    def clip_grad_norm(self, params: list[nn.Parameter], max_norm: float) -> None:
+        nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
 
 
 class Eager:
@@ -33,54 +44,6 @@ class Eager:
 
     def reset(self) -> None:
         pass
-
-
-class Steps(Iterable[torch.Tensor | None], Protocol):
-    """What every agent's rollout (its `rollout_class`, a NamedTuple of tensors, None for a
-    field an agent leaves out) has: time-major fields, `(horizon_len, num_envs, ...)`; the
-    team's reward and flags for multi-agent ones."""
-
-    @property
-    def states(self) -> torch.Tensor: ...
-    @property
-    def actions(self) -> torch.Tensor: ...
-    @property
-    def rewards(self) -> torch.Tensor: ...
-    @property
-    def terminals(self) -> torch.Tensor: ...
-    @property
-    def truncates(self) -> torch.Tensor: ...
-
-
-class Optimizer(Protocol):
-    """What an agent asks of its optimizers: `torch.optim.Optimizer` and xiaoyarl's lean `Adam`
-    (`core/optim.py`), which share no base class, both give it."""
-
-    param_groups: list[dict[str, Any]]
-
-    def zero_grad(self, set_to_none: bool = True) -> None: ...
-
-    def step(self) -> Any: ...
-
-    def state_dict(self) -> dict[str, Any]: ...
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None: ...
-
-
-class AuxiliaryLoss(Protocol):
-    """An extra term of an actor's loss, plugged into an agent from above (`agents/hterm.py`)."""
-
-    name: str  # its key in the agent's checkpoint state
-
-    def observe(self, rollout: Steps, reducer: Reducer) -> None: ...
-
-    def loss(self, agent: AgentBase) -> tuple[torch.Tensor | float, dict[str, torch.Tensor]]: ...
-
-    def join(self, seed: int, part: int) -> None: ...
-
-    def state_dict(self) -> dict: ...
-
-    def load_state_dict(self, state: dict) -> None: ...
 
 
 class AgentBase:
@@ -103,9 +66,8 @@ class AgentBase:
     # setting them gets a warning); general fields (gamma, net_dims, ...) are not listed.
     config_fields: ClassVar[frozenset[str]] = frozenset()
 
-    def __init__(
-        self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True
-    ) -> None:
+    def __init__(self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True,
+                 kit: OptimizerKit | None = None) -> None:  # fmt: skip
         if spec.if_discrete != self.if_discrete:
             kind = "discrete" if spec.if_discrete else "continuous"
             raise ValueError(f"{type(self).__name__} cannot act in the {kind} env {spec.name}")
@@ -127,6 +89,7 @@ class AgentBase:
         # learner=False: an acting-only copy (the parallel runner's workers and evaluator), with
         # no replay buffer and no optimizers
         self.learner = learner
+        self.kit = kit or TorchKit()  # how optimizers are built and gradients clipped
         self.reducer: Reducer = Local()
         self.update_runner: UpdateRunner = Eager()
         self.auxiliary: AuxiliaryLoss | None = None
@@ -157,14 +120,8 @@ class AgentBase:
         this step (the state, the action as learnt from, its log-probability, ...)."""
         raise NotImplementedError
 
-    def record(
-        self,
-        kept: tuple,
-        reward: torch.Tensor,
-        terminal: torch.Tensor,
-        truncate: torch.Tensor,
-        info: dict,
-    ) -> tuple[torch.Tensor, ...]:
+    def record(self, kept: tuple, reward: torch.Tensor, terminal: torch.Tensor,
+               truncate: torch.Tensor, info: dict) -> tuple[torch.Tensor, ...]:  # fmt: skip
         """One step's fields of `rollout_class`, from what `explore_step` kept and what the
         env returned (`info["final_state"]`: the state the step reached, before any reset)."""
         raise NotImplementedError
@@ -212,7 +169,7 @@ class AgentBase:
         """The auxiliary term of the actor's loss and its log (0 and nothing without one)."""
         if self.auxiliary is None:
             return 0.0, {}
-        return self.auxiliary.loss(self)
+        return self.auxiliary.loss(self.explore_logprob)
 
     # --- shared mechanics ---
     def run_update(self, update: Callable[[Any], Any], inputs: Any) -> Any:
@@ -220,17 +177,13 @@ class AgentBase:
         return self.update_runner(update, inputs)
 
     def make_optimizer(self, net: nn.Module) -> Optimizer | None:
-        """Adam with the fused kernel (one pass over all parameters): on a CPU xiaoyarl's lean
-        `Adam` (`xiaoyarl/core/optim.py`: the same arithmetic and state), elsewhere
-        `torch.optim.Adam`; None for an acting-only copy."""
+        """Adam over the net's parameters, as the agent's `kit` builds it; None for an
+        acting-only copy."""
         if not self.learner:
             return None
         lr = self.config.learning_rate
         assert lr is not None, "resolve_config sets learning_rate"
-        if self.device.type == "cpu" and _FUSED_ADAM:
-            return Adam(net.parameters(), lr=lr, eps=1e-5)
-        return torch.optim.Adam(net.parameters(), lr=lr, eps=1e-5,
-                                fused=_FUSED_ADAM or None)  # fmt: skip
+        return self.kit.adam(net.parameters(), lr)
 
     def optimizer_step(
         self, optimizer: Optimizer | None, net: nn.Module, loss: torch.Tensor
@@ -252,7 +205,7 @@ class AgentBase:
         loss.backward()
         self.reducer.average_gradients([o.param_groups[0]["params"] for o in optimizers])
         for optimizer in optimizers:
-            clip_grad_norm(optimizer.param_groups[0]["params"], self.config.clip_grad_norm)
+            self.kit.clip_grad_norm(optimizer.param_groups[0]["params"], self.config.clip_grad_norm)
             optimizer.step()
 
     @torch.no_grad()
@@ -317,31 +270,6 @@ class AgentBase:
         if self.auxiliary is not None and state.get(self.auxiliary.name) is not None:
             self.auxiliary.load_state_dict(state[self.auxiliary.name])
 
-    def policy_state(self) -> dict:
-        """What `load_policy` needs to rebuild the actor: its class, sizes and weights."""
-        net_dims = self.config.net_dims
-        assert net_dims is not None, "resolve_config sets net_dims"
-        return {
-            "actor_class": type(self.actor).__name__,
-            "state_dim": self.spec.state_dim,
-            "action_dim": self.spec.action_dim,
-            "net_dims": list(net_dims),
-            "state_norm": self.config.state_norm,
-            "state_norm_clip": self.config.state_norm_clip,
-            "if_discrete": self.spec.if_discrete,
-            "action_low": self.spec.action_low,
-            "action_high": self.spec.action_high,
-            "env_id": self.spec.name,
-            "algo": self.config.algo,
-            "explore_rate": self.config.explore_rate,  # for Policy.predict(deterministic=False)
-            "explore_noise_std": self.config.explore_noise_std,
-            "actor": {k: v.detach().cpu() for k, v in self.actor.state_dict().items()},
-        }
-
 
 # optimizer settings that belong to the process that steps, not to the saved run
 _PROCESS_SETTINGS = ("capturable",)
-
-# Fused Adam runs on CPU from torch 2.4 and on CUDA; older torch falls back to the default
-# torch.optim.Adam.
-_FUSED_ADAM = tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 4)

@@ -7,6 +7,7 @@ The root of the off-policy actor-critic line: TD3 (`td3.py`), SAC (`sac.py`) and
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -14,8 +15,12 @@ from torch import nn
 from xiaoyarl.agents.off_policy import OFF_POLICY_FIELDS, AgentOffPolicy
 from xiaoyarl.config import Config
 from xiaoyarl.core.buffer import Batch
-from xiaoyarl.core.nets import Actor, CriticEnsemble, RunningNorm, gaussian_logprob
+from xiaoyarl.core.nets import RunningNorm, gaussian_logprob
+from xiaoyarl.core.off_policy_nets import Actor, CriticEnsemble
 from xiaoyarl.envs.base import EnvSpec
+
+if TYPE_CHECKING:
+    from xiaoyarl.agents.protocols import OptimizerKit
 
 
 class AgentDDPG(AgentOffPolicy):
@@ -46,10 +51,9 @@ class AgentDDPG(AgentOffPolicy):
             "eval_every": 2_000,
         }
 
-    def __init__(
-        self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True
-    ) -> None:
-        super().__init__(spec, config, device, learner)
+    def __init__(self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True,
+                 kit: OptimizerKit | None = None) -> None:  # fmt: skip
+        super().__init__(spec, config, device, learner, kit)
         assert config.net_dims is not None, "resolve_config sets net_dims"
         norm = self.state_norm
         self.actor = self.actor_class(spec.state_dim, spec.action_dim, config.net_dims, norm)

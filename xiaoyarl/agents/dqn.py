@@ -7,14 +7,19 @@ Dueling: Wang et al., "Dueling Network Architectures for Deep Reinforcement Lear
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch.nn import functional as F
 
 from xiaoyarl.agents.off_policy import OFF_POLICY_FIELDS, AgentOffPolicy
 from xiaoyarl.config import Config
 from xiaoyarl.core.buffer import Batch
-from xiaoyarl.core.nets import QNet, QNetDuel
+from xiaoyarl.core.off_policy_nets import QNet, QNetDuel
 from xiaoyarl.envs.base import EnvSpec
+
+if TYPE_CHECKING:
+    from xiaoyarl.agents.protocols import OptimizerKit
 
 
 class AgentDQN(AgentOffPolicy):
@@ -46,10 +51,9 @@ class AgentDQN(AgentOffPolicy):
             "eval_every": 2_000,
         }
 
-    def __init__(
-        self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True
-    ) -> None:
-        super().__init__(spec, config, device, learner)
+    def __init__(self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True,
+                 kit: OptimizerKit | None = None) -> None:  # fmt: skip
+        super().__init__(spec, config, device, learner, kit)
         assert config.net_dims is not None, "resolve_config sets net_dims"
         self.qnet = self.qnet_class(spec.state_dim, spec.action_dim, config.net_dims,
                                     self.state_norm)  # fmt: skip

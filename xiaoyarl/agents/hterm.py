@@ -43,10 +43,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from xiaoyarl.core.reduce import Reducer
-
 if TYPE_CHECKING:
-    from xiaoyarl.agents.base import AgentBase, Steps
+    from xiaoyarl.agents.protocols import Reducer, Steps
 
 LOGPROB_CLAMP = (-16.0, 2.0)  # ElegantRL's bounds on a window's cumulative log-probability
 SEED_OFFSET = 50_000  # the windows' generator: run seed + this (+ rank), apart from the others
@@ -209,12 +207,14 @@ class HTerm:
         discount = self.gamma ** torch.arange(1, self.k + 1, device=logp.device)
         return (cumulative * self.r_norm[index] * discount).sum(1).mean()
 
-    def loss(self, agent: AgentBase) -> tuple[torch.Tensor | float, dict[str, torch.Tensor]]:
-        """-lambda_h * H on freshly drawn windows of `agent`'s `explore_logprob`, and H's log;
-        0 and NaN while the buffer fills (so the log column exists from the first row on)."""
+    def loss(self, logprob: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+             ) -> tuple[torch.Tensor | float, dict[str, torch.Tensor]]:  # fmt: skip
+        """-lambda_h * H on freshly drawn windows, under `logprob` (the agent's
+        `explore_logprob`), and H's log; 0 and NaN while the buffer fills (so the log column
+        exists from the first row on)."""
         if not self.active:
             return 0.0, {self.name: torch.tensor(float("nan"), device=self.device)}
-        h = self.objective(agent.explore_logprob, self.sample(self.windows))
+        h = self.objective(logprob, self.sample(self.windows))
         return -self.lam * h, {self.name: h.detach()}
 
     # --- checkpoint ---

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import torch
 from torch import nn
@@ -15,6 +15,9 @@ from xiaoyarl.config import Config
 from xiaoyarl.core.buffer import Batch, Episodes, PrioritizedReplayBuffer, ReplayBuffer, Transitions
 from xiaoyarl.envs.base import EnvSpec
 from xiaoyarl.errors import ConfigError
+
+if TYPE_CHECKING:
+    from xiaoyarl.agents.protocols import OptimizerKit
 
 # The Config fields every off-policy agent reads (replay, targets, prioritized replay).
 OFF_POLICY_FIELDS = frozenset({
@@ -33,10 +36,9 @@ class AgentOffPolicy(AgentBase):
 
     if_off_policy = True
 
-    def __init__(
-        self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True
-    ) -> None:
-        super().__init__(spec, config, device, learner)
+    def __init__(self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True,
+                 kit: OptimizerKit | None = None) -> None:  # fmt: skip
+        super().__init__(spec, config, device, learner, kit)
         self.buffer: ReplayBuffer | None = self._make_buffer() if learner else None
         self._target_params: dict[tuple[int, int], tuple[list, list]] = {}  # update_targets
 

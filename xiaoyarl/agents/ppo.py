@@ -1,15 +1,14 @@
-"""PPO and A2C with generalized advantage estimation.
+"""PPO with generalized advantage estimation (A2C, `agents/a2c.py`, and MAPPO extend it).
 
 PPO: Schulman et al., "Proximal Policy Optimization Algorithms", 2017 (clipped surrogate).
 GAE: Schulman et al., "High-Dimensional Continuous Control Using Generalized Advantage
-Estimation", 2016. A2C: Mnih et al., "Asynchronous Methods for Deep Reinforcement Learning",
-2016, in its synchronous form.
+Estimation", 2016.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
@@ -18,6 +17,9 @@ from xiaoyarl.config import Config
 from xiaoyarl.core.nets import ActorDiscretePPO, ActorPPO, CriticV, RewardScaler, RunningNorm
 from xiaoyarl.core.returns import clipped_surrogate, compute_gae
 from xiaoyarl.envs.base import EnvSpec
+
+if TYPE_CHECKING:
+    from xiaoyarl.agents.protocols import OptimizerKit
 
 
 class Rollout(NamedTuple):
@@ -55,7 +57,7 @@ class PPOBatch(NamedTuple):
 LOSS_NAMES = ("actor_loss", "critic_loss", "entropy", "approx_kl", "clip_fraction")
 
 
-def squared_or_huber(error: torch.Tensor, kind: str, huber_delta: float) -> torch.Tensor:
+def squared_or_huber(error: torch.Tensor, kind: str | None, huber_delta: float) -> torch.Tensor:
     """Per-sample loss of an error `(B,)`: its square ("mse"), or ("huber") its square within
     +-huber_delta and linear beyond. Twice the usual Huber loss: PPO's update halves it."""
     if kind == "mse":
@@ -91,7 +93,8 @@ class AgentPPO(AgentBase):
     config_fields = frozenset({"ratio_clip", "lambda_gae_adv", "lambda_entropy", "reward_norm",
                                "value_norm", "value_clip", "value_loss",
                                "huber_delta"})  # fmt: skip
-    actor_class: type[torch.nn.Module] = ActorPPO
+    actor_class: type[ActorPPO | ActorDiscretePPO] = ActorPPO
+    actor: ActorPPO | ActorDiscretePPO
 
     @classmethod
     def defaults(cls, config: Config, batched: bool, device_type: str) -> dict:
@@ -112,15 +115,15 @@ class AgentPPO(AgentBase):
             "learning_rate": 3e-4,
         }
 
-    def __init__(
-        self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True
-    ) -> None:
-        super().__init__(spec, config, device, learner)
+    def __init__(self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True,
+                 kit: OptimizerKit | None = None) -> None:  # fmt: skip
+        super().__init__(spec, config, device, learner, kit)
+        assert config.net_dims is not None, "resolve_config sets net_dims"
         self.actor = self.actor_class(
             spec.state_dim, spec.action_dim, config.net_dims, self.state_norm
         ).to(device)
         self.critic = self.make_critic().to(device)
-        self.reward_scaler = RewardScaler(spec.num_envs, config.gamma, config.reward_norm)
+        self.reward_scaler = RewardScaler(spec.num_envs, config.gamma, bool(config.reward_norm))
         self.reward_scaler.to(device)
         self.nets = {"actor": self.actor, "critic": self.critic, "reward": self.reward_scaler}
         # value normalisation: the critic learns returns standardised by their running mean
@@ -145,8 +148,9 @@ class AgentPPO(AgentBase):
         state, action, logprob = kept
         return state, action, logprob, reward, terminal, truncate, info["final_state"]
 
-    def make_critic(self) -> torch.nn.Module:
+    def make_critic(self) -> CriticV:
         """V(s) on the actor's (normalised) states."""
+        assert self.config.net_dims is not None, "resolve_config sets net_dims"
         return CriticV(self.spec.state_dim, self.config.net_dims, self.state_norm)
 
     def sub_env_state(self) -> dict:
@@ -244,7 +248,7 @@ class AgentPPO(AgentBase):
         cfg = self.config
         horizon_len, num_envs = rollout.rewards.shape
         critic_now, critic_next = rollout.critic_states, rollout.next_critic_states
-        if critic_now is None:  # the critic sees the actor's states
+        if critic_now is None or critic_next is None:  # the critic sees the actor's states
             critic_now, critic_next = rollout.states, rollout.next_states
         with torch.no_grad():
             dones = rollout.terminals | rollout.truncates
@@ -252,15 +256,9 @@ class AgentPPO(AgentBase):
             old_outputs = self.critic(critic_now.flatten(0, 1))  # (T * N,) before the update
             values = self.value(old_outputs).view(horizon_len, num_envs)
             next_values = self.value(self.critic(critic_next.flatten(0, 1)))
-            advantages = compute_gae(
-                rewards,
-                values,
-                next_values.view(horizon_len, num_envs),
-                rollout.terminals,
-                rollout.truncates,
-                cfg.gamma,
-                cfg.lambda_gae_adv,
-            )
+            advantages = compute_gae(rewards, values, next_values.view(horizon_len, num_envs),
+                                     rollout.terminals, rollout.truncates, cfg.gamma,
+                                     cfg.lambda_gae_adv)  # fmt: skip
             returns = (advantages + values).flatten()
             advantages = advantages.flatten()
             mean, std = self.reducer.mean_std(advantages)
@@ -286,17 +284,15 @@ class AgentPPO(AgentBase):
         cfg = self.config
         horizon_len, num_envs = rollout.rewards.shape
         data = self.ppo_batch(rollout)
+        assert cfg.batch_size and cfg.repeat_times, "resolve_config sets them"
         batches = self.reducer.minibatches(horizon_len * num_envs, num_envs, cfg.batch_size,
                                            cfg.repeat_times, self.device)  # fmt: skip
         logs = torch.zeros(len(LOSS_NAMES), device=self.device)
         for idx in batches.indices:
-            minibatch = PPOBatch(*(None if x is None else x[idx] for x in data))
+            minibatch = PPOBatch._make(None if x is None else x[idx] for x in data)
             loss, step_logs = self.ppo_loss(minibatch, batches.mean)
-            self.optimizer_steps(
-                loss,
-                (self.optimizers["actor"], self.actor),
-                (self.optimizers["critic"], self.critic),
-            )
+            self.optimizer_steps(loss, (self.optimizers["actor"], self.actor),
+                                 (self.optimizers["critic"], self.critic))  # fmt: skip
             logs += step_logs
         self.update_state_norms(data)
         logs /= len(batches.indices)
@@ -305,43 +301,6 @@ class AgentPPO(AgentBase):
 
 class AgentDiscretePPO(AgentPPO):
     """PPO for discrete actions: only the actor differs (categorical instead of Gaussian)."""
-
-    if_discrete = True
-    actor_class = ActorDiscretePPO
-
-
-class AgentA2C(AgentPPO):
-    """A2C: the plain policy gradient `log pi(a|s) * A` instead of PPO's clipped ratio; by default
-    one gradient step on each short rollout (see `Config` defaults for `a2c`)."""
-
-    config_fields = AgentPPO.config_fields - {"ratio_clip"}  # differs: no clipped ratio
-
-    @classmethod
-    def defaults(cls, config: Config, batched: bool, device_type: str) -> dict:
-        # differs: one gradient step on each short rollout (8 steps), as in its paper, lr 7e-4
-        num_envs = on_policy_num_envs(config, batched, device_type)
-        horizon_len = config.horizon_len or 8
-        return {
-            **on_policy_common(num_envs),
-            "eval_every": on_policy_eval_every(num_envs * horizon_len),
-            "horizon_len": horizon_len,
-            "batch_size": num_envs * horizon_len,
-            "repeat_times": 1.0,
-            "learning_rate": 7e-4,
-        }
-
-    def actor_objective(
-        self,
-        ratio: torch.Tensor,
-        advantage: torch.Tensor,
-        logprob: torch.Tensor,
-        ratio_clip: float | torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        return logprob * advantage  # differs from PPO: no ratio, no clipping
-
-
-class AgentDiscreteA2C(AgentA2C):
-    """A2C for discrete actions: only the actor differs (categorical instead of Gaussian)."""
 
     if_discrete = True
     actor_class = ActorDiscretePPO

@@ -9,7 +9,7 @@ Action Settings", 2019.
 from __future__ import annotations
 
 import math
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import torch
 from torch import nn
@@ -17,8 +17,12 @@ from torch import nn
 from xiaoyarl.agents.ddpg import AgentDDPG
 from xiaoyarl.config import Config
 from xiaoyarl.core.buffer import Batch, Transitions
-from xiaoyarl.core.nets import ActorDiscreteSAC, ActorSAC, QEnsemble, RunningNorm
+from xiaoyarl.core.nets import RunningNorm
+from xiaoyarl.core.off_policy_nets import ActorDiscreteSAC, ActorSAC, QEnsemble
 from xiaoyarl.envs.base import EnvSpec
+
+if TYPE_CHECKING:
+    from xiaoyarl.agents.protocols import OptimizerKit
 
 
 class Temperature(nn.Module):
@@ -42,10 +46,9 @@ class AgentSAC(AgentDDPG):
     default_num_critics = 2  # differs: clipped double Q
     config_fields = (AgentDDPG.config_fields - {"explore_noise_std"}) | {"alpha_init"}
 
-    def __init__(
-        self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True
-    ) -> None:
-        super().__init__(spec, config, device, learner)
+    def __init__(self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True,
+                 kit: OptimizerKit | None = None) -> None:  # fmt: skip
+        super().__init__(spec, config, device, learner, kit)
         self.temperature = Temperature(config.alpha_init).to(device)
         self.target_entropy = self.default_target_entropy()
         self.nets["temperature"] = self.temperature
@@ -106,10 +109,9 @@ class AgentModSAC(AgentSAC):
     stopping it for thousands of steps. (This reads L on the host once per gradient step.)
     L follows the whole batch's critic loss (`reducer`)."""
 
-    def __init__(
-        self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True
-    ) -> None:
-        super().__init__(spec, config, device, learner)
+    def __init__(self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True,
+                 kit: OptimizerKit | None = None) -> None:  # fmt: skip
+        super().__init__(spec, config, device, learner, kit)
         self.critic_loss_avg = 1.0  # pessimistic start: the critic is not yet reliable
         self.actor_updates = 0
         self.critic_updates = 0

@@ -1,5 +1,5 @@
 """The settings a run trains with: each algorithm's checks and automatic defaults on top of the
-field-by-field checks of `Config.validate`. The defaults themselves belong to the agents
+field-by-field checks of `validate_config`. The defaults themselves belong to the agents
 (`AgentPPO.defaults`, `AgentA2C.defaults`, `AgentDQN.defaults`, `AgentDDPG.defaults`); this
 module finds the agent of `config.algo` and applies them, so that the config knows no
 algorithm."""
@@ -13,6 +13,7 @@ from xiaoyarl.agents import ALGORITHMS
 from xiaoyarl.agents.base import AgentBase
 from xiaoyarl.agents.hterm import FIELDS as H_TERM_FIELDS
 from xiaoyarl.config import Config
+from xiaoyarl.config_io import validate_config
 from xiaoyarl.errors import ConfigError
 
 # the agents whose actor the H-term add-on (`h_term`) extends
@@ -38,9 +39,9 @@ def agent_of(config: Config) -> type[AgentBase]:
 
 
 def check_config(config: Config) -> Config:
-    """`config.validate()`, then what depends on the algorithm: a message naming the field, the
-    value and what is allowed. Returns `config`."""
-    config.validate()
+    """`validate_config(config)`, then what depends on the algorithm: a message naming the
+    field, the value and what is allowed. Returns `config`."""
+    validate_config(config)
     agent = agent_of(config)
     if config.h_term and config.algo not in H_TERM_ALGOS:
         raise ConfigError(

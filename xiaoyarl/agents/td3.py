@@ -7,7 +7,7 @@ import math
 import torch
 
 from xiaoyarl.agents.ddpg import AgentDDPG
-from xiaoyarl.core.nets import batch_randn_like
+from xiaoyarl.core.off_policy_nets import batch_randn_like
 
 
 class AgentTD3(AgentDDPG):

@@ -104,6 +104,21 @@ class Adam:
             }
 
 
+class LeanKit:
+    """The optimizers the trainer gives its agents (`AgentBase.kit`, `agents/registry.py`): on
+    a CPU this module's `Adam`, elsewhere `torch.optim.Adam` (the CUDA-graph replay relies on
+    its capturable mode); gradients clipped by `clip_grad_norm` on every device."""
+
+    def adam(self, params: Iterable[nn.Parameter], lr: float) -> Adam | torch.optim.Adam:
+        params = list(params)
+        if params[0].device.type == "cpu":
+            return Adam(params, lr=lr, eps=1e-5)
+        return torch.optim.Adam(params, lr=lr, eps=1e-5, fused=True)
+
+    def clip_grad_norm(self, params: list[nn.Parameter], max_norm: float) -> None:
+        clip_grad_norm(params, max_norm)
+
+
 def adam_step(
     params: list[torch.Tensor],
     grads: list[torch.Tensor],

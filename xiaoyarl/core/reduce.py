@@ -4,7 +4,8 @@ An agent's update reads a few statistics of its whole batch: the mean and spread
 advantages, the mini-batches it cuts, ModSAC's critic loss, a normaliser's moments. In one
 process those are the batch's own (`Local`). When several processes share one update on the
 union of their data, the layer above (`scale/distributed.py`) hands the agent a reducer that
-takes them over the union, so the agent's code reads the same either way.
+takes them over the union, so the agent's code reads the same either way. The contract is
+`Reducer` (`agents/protocols.py`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 import torch
 
@@ -24,41 +25,6 @@ class MiniBatches(NamedTuple):
 
     indices: list[torch.Tensor]
     mean: Callable[[torch.Tensor], torch.Tensor]
-
-
-class Reducer(Protocol):
-    """The whole-batch statistics an update reads (see the module docstring)."""
-
-    def shared_random(self) -> AbstractContextManager[None]:
-        """A block (an update) run on the random state every part of the batch shares."""
-        ...
-
-    def average_gradients(self, groups: Sequence[Sequence[torch.nn.Parameter]]) -> None:
-        """Every gradient of these groups of parameters replaced by the whole batch's."""
-        ...
-
-    def average(self, x: torch.Tensor) -> torch.Tensor:
-        """The whole batch's value of a statistic `x` of this part (such as its loss)."""
-        ...
-
-    def every(self, flag: bool) -> bool:
-        """Whether `flag` holds for every part."""
-        ...
-
-    def moments(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:
-        """Mean, population variance and size of the whole batch of rows `x` `(batch, dim)`."""
-        ...
-
-    def mean_std(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mean and unbiased standard deviation of the whole batch of values `x`."""
-        ...
-
-    def minibatches(
-        self, size: int, num_envs: int, batch_size: int, repeat_times: float, device: torch.device
-    ) -> MiniBatches:
-        """`repeat_times` passes over a time-major rollout of `size` transitions (`num_envs`
-        per step) in shuffled mini-batches of `batch_size`."""
-        ...
 
 
 def shuffled_minibatches(

@@ -25,23 +25,13 @@ auto-reset, seeding, `set_sim_state` and `state_dict` live there once, and the m
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 from dataclasses import dataclass
 
 import torch
 
 from xiaoyarl.errors import EnvError
-
-# Target returns for envs whose gymnasium registration has no reward threshold.
-# Pendulum-v1: -200 is the customary "solved" level (an upright, still pendulum scores ~-150).
-DEFAULT_TARGET_RETURNS: dict[str, float] = {
-    "Pendulum-v1": -200.0,
-    "Hopper-v5": 3000.0,
-    "HalfCheetah-v5": 4800.0,
-    "Walker2d-v5": 3000.0,
-    "Ant-v5": 4000.0,
-    "Humanoid-v5": 5000.0,
-}
 
 
 @dataclass(frozen=True)
@@ -158,18 +148,9 @@ class TorchVecEnv(VecEnv):
 
     # --- what the multi-agent base changes ---
     def _make_spec(self) -> EnvSpec:
-        """The env's spec, from the class attributes and `self.num_envs`."""
-        return EnvSpec(
-            name=self.name,
-            num_envs=self.num_envs,
-            state_dim=self.state_dim,
-            action_dim=self.action_dim,
-            if_discrete=self.if_discrete,
-            max_step=self.max_step,
-            target_return=self.target_return,
-            action_low=self.action_low,
-            action_high=self.action_high,
-        )
+        """The env's spec: each field is the attribute of the same name (class attributes and
+        `self.num_envs`)."""
+        return EnvSpec(**{f.name: getattr(self, f.name) for f in dataclasses.fields(EnvSpec)})
 
     def _check_action(self, action: torch.Tensor) -> None:
         """Raise `EnvError` unless `action` has the contract's shape."""
@@ -231,6 +212,12 @@ class TorchVecEnv(VecEnv):
         sim_state.index_copy_(0, index, self._sample_initial(index.numel()))
         self.elapsed.index_fill_(0, index, 0)
         return True
+
+    def uniform_rows(self, n: int, low: float, high: float, dim: int) -> torch.Tensor:
+        """`(dim, n)` samples uniform in `[low, high)` from the env's own generator (a
+        simulator's initial states, stored variable-major: `.T` gives `(n, dim)`)."""
+        u = torch.rand((dim, n), generator=self.generator, device=self.device)
+        return u.mul_(high - low).add_(low)
 
     def set_sim_state(self, sim_state: torch.Tensor, elapsed: torch.Tensor | None = None) -> None:
         """Put every sub-env into a given simulator state (tests, demonstrations, curricula)."""

@@ -7,7 +7,8 @@ as gymnasium's `env.unwrapped.state`, so a transition can be checked against gym
 putting both into one state. Everything runs as tensor ops over all sub-envs at once; ties
 that gymnasium settles with `if` are settled with `torch.where` / `clamp`.
 
-Layout: every `(n, d)` tensor these envs make (`sim_state` and observations) is the transpose
+CartPole lives in its own module (`envs/cartpole.py`), so that the smallest example loads only
+it. Layout: every `(n, d)` tensor these envs make (`sim_state` and observations) is the transpose
 of a contiguous `(d, n)` one, so each physical variable is one contiguous row. On CPU this makes
 the elementwise math and the auto-reset `torch.where` two to three times faster than row-major
 `(n, d)`, where the innermost dimension has only d = 2..6 elements. Shapes and values are
@@ -20,92 +21,14 @@ import math
 
 import torch
 
-from xiaoyarl.envs.base import DEFAULT_TARGET_RETURNS, TorchVecEnv
+from xiaoyarl.envs.base import TorchVecEnv
+from xiaoyarl.envs.cartpole import CartPoleEnv
+from xiaoyarl.envs.targets import DEFAULT_TARGET_RETURNS
 
 
 def _rows_to_batch(*rows: torch.Tensor) -> torch.Tensor:
     """`d` tensors `(n,)` -> `(n, d)`, stored variable-major (see the module docstring)."""
     return torch.stack(rows).T
-
-
-def _uniform_rows(env: TorchVecEnv, n: int, low: float, high: float, dim: int) -> torch.Tensor:
-    """`(dim, n)` samples uniform in `[low, high)` from the env's own generator."""
-    u = torch.rand((dim, n), generator=env.generator, device=env.device)
-    return u.mul_(high - low).add_(low)
-
-
-class CartPoleEnv(TorchVecEnv):
-    """gymnasium `CartPole-v1`: push a cart left or right to keep a pole upright (Euler steps).
-
-    sim_state `(n, 4)`: x, x_dot, theta, theta_dot; the observation is the same four numbers.
-    Reward 1 every step, the terminating one included; terminates when |x| > 2.4 or
-    |theta| > 12 degrees.
-    """
-
-    name = "CartPole-v1"
-    state_dim = 4
-    sim_dim = 4
-    action_dim = 2
-    if_discrete = True
-    max_step = 500
-    target_return = 475.0
-
-    gravity = 9.8
-    masscart = 1.0
-    masspole = 0.1
-    total_mass = masspole + masscart
-    length = 0.5  # half the pole's length
-    polemass_length = masspole * length
-    force_mag = 10.0
-    tau = 0.02  # seconds per step
-    theta_threshold = 12 * 2 * math.pi / 360
-    x_threshold = 2.4
-
-    def __init__(
-        self, num_envs: int, device: str | torch.device = "cpu", seed: int | None = None
-    ) -> None:
-        # constants as tensors, so each step is a few fused ops with no Python-scalar operands
-        total = self.total_mass
-        self._force_over_mass = (
-            torch.tensor([-self.force_mag, self.force_mag], device=device) / total
-        )
-        self._four_thirds_length = torch.tensor([self.length * 4.0 / 3.0], device=device)
-        self._thresholds = torch.tensor([[self.x_threshold], [self.theta_threshold]], device=device)
-        super().__init__(num_envs, device, seed)
-
-    def _sample_initial(self, n: int) -> torch.Tensor:
-        return _uniform_rows(self, n, -0.05, 0.05, 4).T  # all four uniform in [-0.05, 0.05)
-
-    def _dynamics(
-        self, sim_state: torch.Tensor, action: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        x, x_dot, theta, theta_dot = sim_state.unbind(1)  # each (n,)
-        costheta = torch.cos(theta)
-        sintheta = torch.sin(theta)
-        # gymnasium's formulas, rearranged into fused multiply-adds (fewer passes over the batch):
-        # temp = (force + polemass_length * theta_dot^2 * sin) / total_mass
-        pml_over_mass = self.polemass_length / self.total_mass
-        force_over_mass = self._force_over_mass.index_select(0, action)  # action 1 pushes right
-        temp = torch.addcmul(force_over_mass, theta_dot.square(), sintheta, value=pml_over_mass)
-        # thetaacc = (g sin - cos temp) / (length (4/3 - masspole / total_mass cos^2))
-        numerator = torch.addcmul(sintheta.mul_(self.gravity), costheta, temp, value=-1.0)
-        denominator = torch.addcmul(
-            self._four_thirds_length, costheta, costheta,
-            value=-self.length * self.masspole / self.total_mass,
-        )  # fmt: skip
-        thetaacc = numerator.div_(denominator)
-        # xacc = temp - polemass_length / total_mass * thetaacc * cos
-        xacc = torch.addcmul(temp, thetaacc, costheta, value=-pml_over_mass)
-
-        # Euler: every variable moves by tau times its derivative at the start of the step
-        derivative = torch.stack([x_dot, xacc, theta_dot, thetaacc])  # (4, n)
-        rows = torch.add(sim_state.T, derivative, alpha=self.tau)  # (4, n): x, x_dot, th, th_dot
-        # |x| > 2.4 or |theta| > 12 degrees, both rows at once
-        terminated = (rows[0::2].abs() > self._thresholds).any(0)
-        return rows.T, torch.ones_like(x), terminated
-
-    def _observe(self, sim_state: torch.Tensor) -> torch.Tensor:
-        return sim_state.clone()  # a copy, so a caller writing into it cannot move the cart
 
 
 def _angle_normalize(x: torch.Tensor) -> torch.Tensor:
@@ -139,7 +62,7 @@ class PendulumEnv(TorchVecEnv):
     l = 1.0
 
     def _sample_initial(self, n: int) -> torch.Tensor:
-        th, thdot = _uniform_rows(self, n, -1.0, 1.0, 2)  # th in [-pi, pi), thdot in [-1, 1)
+        th, thdot = self.uniform_rows(n, -1.0, 1.0, 2)  # th in [-pi, pi), thdot in [-1, 1)
         return _rows_to_batch(math.pi * th, thdot)
 
     def _dynamics(
@@ -197,7 +120,7 @@ class AcrobotEnv(TorchVecEnv):
         super().__init__(num_envs, device, seed)
 
     def _sample_initial(self, n: int) -> torch.Tensor:
-        return _uniform_rows(self, n, -0.1, 0.1, 4).T  # all four uniform in [-0.1, 0.1)
+        return self.uniform_rows(n, -0.1, 0.1, 4).T  # all four uniform in [-0.1, 0.1)
 
     def _dsdt(self, s: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
         """Time derivative `(n, 4)` of states `(n, 4)` under joint torques `(n,)` ("book")."""
@@ -280,7 +203,7 @@ class MountainCarContinuousEnv(TorchVecEnv):
     power = 0.0015
 
     def _sample_initial(self, n: int) -> torch.Tensor:
-        position = _uniform_rows(self, n, -0.6, -0.4, 1)[0]  # (n,) in [-0.6, -0.4)
+        position = self.uniform_rows(n, -0.6, -0.4, 1)[0]  # (n,) in [-0.6, -0.4)
         return _rows_to_batch(position, torch.zeros_like(position))  # velocity 0
 
     def _dynamics(

@@ -31,7 +31,8 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from xiaoyarl.envs.base import DEFAULT_TARGET_RETURNS, EnvSpec, VecEnv
+from xiaoyarl.envs.base import EnvSpec, VecEnv
+from xiaoyarl.envs.targets import DEFAULT_TARGET_RETURNS
 from xiaoyarl.errors import EnvError
 
 # Time limit given to envs registered without one, so that every episode ends and

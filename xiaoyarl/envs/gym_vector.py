@@ -2,7 +2,7 @@
 
 `TorchGymVectorEnv` lets anything that speaks gymnasium's vector API (a CleanRL-style loop,
 another library's collector) step the batched torch simulators of `envs/classic.py` with numpy
-arrays. Importing this module registers each of them as `xiaoyarl/<EnvId>`:
+arrays. `import xiaoyarl` registers each of them as `xiaoyarl/<EnvId>` (`envs/gym_registration.py`):
 
     envs = gymnasium.make_vec("xiaoyarl/CartPole-v1", num_envs=8)
 
@@ -34,8 +34,6 @@ from xiaoyarl.errors import EnvError
 
 # the torch-native envs that need no arguments (StockTrading-v0 is made from market data)
 TORCH_ENVS: dict[str, type[TorchVecEnv]] = {**CLASSIC_ENVS, "Chase-v0": ChaseEnv}
-
-NAMESPACE = "xiaoyarl"
 
 
 class TorchGymVectorEnv(gymnasium.vector.VectorEnv):
@@ -190,27 +188,3 @@ def _observation_bounds(env_id: str, state_dim: int) -> tuple[np.ndarray, np.nda
             f"torch-native env's {state_dim} observation values; the two have diverged."
         )
     return box.low.astype(np.float32), box.high.astype(np.float32)
-
-
-def _vector_entry_point(env_id: str, num_envs: int = 1, **kwargs: Any) -> TorchGymVectorEnv:
-    """What `gymnasium.make_vec("xiaoyarl/<env_id>", num_envs, **kwargs)` calls."""
-    return TorchGymVectorEnv(env_id, num_envs=num_envs, **kwargs)
-
-
-def register_torch_envs() -> None:
-    """Register every torch-native env as `xiaoyarl/<EnvId>` in gymnasium (idempotent)."""
-    for env_id, cls in TORCH_ENVS.items():
-        vec_id = f"{NAMESPACE}/{env_id}"
-        if vec_id in gymnasium.registry:
-            continue
-        own = gymnasium.registry.get(env_id)  # gymnasium's single env of the same task
-        gymnasium.register(
-            vec_id,
-            entry_point=None if own is None else own.entry_point,
-            vector_entry_point=functools.partial(_vector_entry_point, env_id),
-            max_episode_steps=cls.max_step,
-            reward_threshold=cls.target_return,
-        )
-
-
-register_torch_envs()

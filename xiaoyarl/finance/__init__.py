@@ -15,42 +15,6 @@ Names load on first use (PEP 562).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from xiaoyarl.lazy import attach
 
-from xiaoyarl.lazy import lazy_attributes
-
-if TYPE_CHECKING:
-    from xiaoyarl.finance.data import Market, frame_to_market, load_market, load_sample
-    from xiaoyarl.finance.indicators import DEFAULT_INDICATORS, compute_indicators, turbulence
-    from xiaoyarl.finance.metrics import performance
-    from xiaoyarl.finance.synthetic import STRUCTURES, synthetic_market
-
-# public name -> the module that defines it
-_MODULES = {
-    "DEFAULT_INDICATORS": "xiaoyarl.finance.indicators",
-    "STRUCTURES": "xiaoyarl.finance.synthetic",
-    "Market": "xiaoyarl.finance.data",
-    "compute_indicators": "xiaoyarl.finance.indicators",
-    "frame_to_market": "xiaoyarl.finance.data",
-    "load_market": "xiaoyarl.finance.data",
-    "load_sample": "xiaoyarl.finance.data",
-    "performance": "xiaoyarl.finance.metrics",
-    "synthetic_market": "xiaoyarl.finance.synthetic",
-    "turbulence": "xiaoyarl.finance.indicators",
-}
-
-__all__ = [
-    "DEFAULT_INDICATORS",
-    "STRUCTURES",
-    "Market",
-    "compute_indicators",
-    "frame_to_market",
-    "load_market",
-    "load_sample",
-    "performance",
-    "synthetic_market",
-    "turbulence",
-]
-
-
-__getattr__, __dir__ = lazy_attributes(globals(), _MODULES)
+__getattr__, __dir__, __all__ = attach(globals())

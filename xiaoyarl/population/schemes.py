@@ -44,6 +44,7 @@ import yaml
 
 from xiaoyarl.agents.settings import check_config
 from xiaoyarl.config import Config
+from xiaoyarl.config_io import config_from_dict, config_from_saved, save_config
 from xiaoyarl.errors import CheckpointError, ConfigError
 from xiaoyarl.population.leaderboard import Leaderboard, locked, read_json, write_json
 from xiaoyarl.population.search_space import SearchSpace
@@ -165,7 +166,7 @@ class Population:
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
         settings = yaml.safe_load((self.folder / "population.yaml").read_text())
-        self.config = Config.from_saved(settings["config"], source=str(self.folder))
+        self.config = config_from_saved(settings["config"], source=str(self.folder))
         self.pop = PopulationConfig.from_dict(settings["population"])
         self.space = SearchSpace(self.pop.search_space)
         self.board = Leaderboard(self.folder / "leaderboard", self.pop.leaderboard_size)
@@ -213,7 +214,7 @@ class Population:
         return self.folder / "members" / name
 
     def member_config(self, name: str, seed: int, hparams: dict, max_steps: int) -> Config:
-        config = Config.from_dict({**self.config.to_dict(), **hparams}, source=name)
+        config = config_from_dict({**self.config.to_dict(), **hparams}, source=name)
         config.seed = seed
         config.cwd = str(self.member_dir(name))
         config.max_steps = max_steps
@@ -396,7 +397,7 @@ class Generational:
         if own is not None and not self.p.pop.exploit_buffer:
             adopted["agent"] = {**adopted["agent"], "buffer": own["agent"].get("buffer")}
         save_atomic(adopted, own_path)
-        config.save(self.p.member_dir(member["name"]) / "config.yaml")
+        save_config(config, self.p.member_dir(member["name"]) / "config.yaml")
         parent = "fusion" if fused is not None else donor["name"]
         member.update(hparams=hparams, steps=checkpoint_step(source), score=donor["score"])
         self.p.log_row("exploit", member["name"], "", member["steps"], None, parent, hparams)
@@ -499,7 +500,7 @@ class Tournament:
         config = self.p.member_config(name, seed, hparams, checkpoint_step(checkpoint))
         save_atomic(self.p.adopt(checkpoint, config, None),
                     self.p.member_dir(name) / "checkpoint" / "state.pt")  # fmt: skip
-        config.save(self.p.member_dir(name) / "config.yaml")
+        save_config(config, self.p.member_dir(name) / "config.yaml")
         pod.update(hparams=hparams, parent=f"entry-{entry['id']}", start_step=entry["step"],
                    steps=entry["step"])  # fmt: skip
         self.p.log_row("from_leaderboard", name, i, entry["step"], entry["score"],

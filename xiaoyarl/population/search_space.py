@@ -26,7 +26,8 @@ from pathlib import Path
 
 import yaml
 
-from xiaoyarl.config import Config, field_types
+from xiaoyarl.config import Config
+from xiaoyarl.config_io import field_types, set_field
 from xiaoyarl.errors import ConfigError
 
 KINDS = ("fixed", "choice", "uniform", "log_uniform")
@@ -125,7 +126,7 @@ class SearchSpace:
             raise ConfigError(f"{where}: the population sets {name} itself; leave it out of "
                               f"the search space (set it on the command line).")  # fmt: skip
         if name not in Config.field_names():
-            Config().set(name, None, source=self.source)  # raises: unknown field, with hints
+            set_field(Config(), name, None, source=self.source)  # raises: unknown field, with hints
         if not isinstance(value, dict):
             param = Param(name, "fixed", (value,))
         elif len(value) != 1 or next(iter(value)) not in KINDS:
@@ -152,7 +153,7 @@ class SearchSpace:
                     )
             param = Param(name, kind, tuple(args))
         for option in param.args if param.kind in ("fixed", "choice") else ():
-            Config().set(name, option, source=where)  # each value must fit the field's type
+            set_field(Config(), name, option, source=where)  # each value must fit the field's type
         return param
 
     def sample(self, rng: random.Random) -> dict:

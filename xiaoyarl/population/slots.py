@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from xiaoyarl.config import Config
+from xiaoyarl.config_io import config_from_dict
 from xiaoyarl.population.leaderboard import locked
 from xiaoyarl.population.schemes import Population
 from xiaoyarl.train.loop import Callback, TrainLoop
@@ -89,7 +89,7 @@ def member_main(config_dict: dict, resume: bool, seconds: float | None, result_p
         os.environ.pop(name, None)
     from xiaoyarl.run import train_agent
 
-    config = Config.from_dict(config_dict, source="member")
+    config = config_from_dict(config_dict, source="member")
     assert config.cwd is not None  # the population gives every member its run folder
     log_path = Path(config.cwd) / "log.txt"
     log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -41,14 +41,15 @@ from xiaoyarl.agents.base import AgentBase
 from xiaoyarl.agents.ppo import LOSS_NAMES, AgentPPO, PPOBatch, Rollout
 from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.config import Config
-from xiaoyarl.core.optim import adam_step, clip_scale
+from xiaoyarl.config_io import save_config
+from xiaoyarl.core.optim import LeanKit, adam_step, clip_scale
 from xiaoyarl.envs import is_torch_native
 from xiaoyarl.envs.base import VecEnv
 from xiaoyarl.errors import ConfigError
 from xiaoyarl.population.leaderboard import locked
 from xiaoyarl.population.schemes import PER_MEMBER
 from xiaoyarl.population.slots import Slot
-from xiaoyarl.train.checkpoint import load_plain, save_atomic
+from xiaoyarl.train.checkpoint import load_plain, policy_state, save_atomic
 from xiaoyarl.train.evaluator import RECORDER_FIELDS, run_episodes
 from xiaoyarl.train.loggers import append_csv_row
 
@@ -174,8 +175,8 @@ class VmapPPO:
             with torch.no_grad():
                 for k, v in member.named_parameters():
                     v.copy_(self.params[k][i])
-                for k, v in member.named_buffers():
-                    v.copy_(self.buffers[k][i])
+                for k, b in member.named_buffers():
+                    b.copy_(self.buffers[k][i])
             for name, keys in self.groups.items():
                 optimizer = _optimizer(agent, name)
                 saved = optimizer.state_dict()
@@ -265,11 +266,12 @@ class VmapPPO:
         cfg = self.config
         t_len, m, n = rollout.rewards.shape
         size = t_len * n
-        members = Rollout(*(None if x is None else x.transpose(0, 1) for x in rollout))
+        members = Rollout._make(None if x is None else x.transpose(0, 1) for x in rollout)
         ppo_batch = self.vmapped(lambda agent, r: tuple(agent.ppo_batch(r)), out_dims=BATCH_DIMS)
         data = PPOBatch(*ppo_batch(self.state, members))  # (M, T * N, ...) each
         # each member's mini-batches, drawn as its `ppo_update` draws them
         reducer = self.template.agent.reducer
+        assert cfg.batch_size and cfg.repeat_times, "resolve_config sets them"
         draws = [reducer.minibatches(size, n, cfg.batch_size, cfg.repeat_times, self.device)
                  for _ in range(m)]  # fmt: skip
         if order is None:
@@ -280,7 +282,7 @@ class VmapPPO:
         logs = torch.zeros(m, len(LOSS_NAMES), device=self.device)
         for i in range(num_updates):
             idx = order[:, i * batch_size : (i + 1) * batch_size]
-            minibatch = PPOBatch(*(None if x is None else _gather(x, idx) for x in data))
+            minibatch = PPOBatch._make(None if x is None else _gather(x, idx) for x in data)
             loss, step_logs = losses(self.state, minibatch, self.hparams["ratio_clip"],
                                      self.hparams["lambda_entropy"])  # fmt: skip
             grads = torch.autograd.grad(loss.sum(), list(self.params.values()))
@@ -306,8 +308,10 @@ class VmapPPO:
             self.steps[name] += 1
             for i, agent in enumerate(self.agents):
                 params, exp_avgs, exp_avg_sqs, steps = self.member_slices[name][i]
-                adam_step(params, member_grads[i], exp_avgs, exp_avg_sqs, steps,
-                          agent.config.learning_rate, ADAM_BETAS, ADAM_EPS)  # fmt: skip
+                lr = agent.config.learning_rate
+                assert lr is not None, "resolve_config sets learning_rate"
+                adam_step(params, member_grads[i], exp_avgs, exp_avg_sqs, steps, lr, ADAM_BETAS,
+                          ADAM_EPS)  # fmt: skip
 
     # --- exploring and learning for a number of rollouts ---------------------------------------
     def train(
@@ -320,11 +324,13 @@ class VmapPPO:
         """Explore and update `rollouts` times (or for `seconds`), while `keep_going()`;
         returns the rollouts done."""
         deadline = math.inf if seconds is None else time.perf_counter() + seconds
+        horizon_len = self.config.horizon_len
+        assert horizon_len is not None, "resolve_config sets horizon_len"
         done = 0
         while done < rollouts if seconds is None else time.perf_counter() < deadline:
             if not keep_going():
                 break
-            self.update(self.explore_env(env, self.config.horizon_len))
+            self.update(self.explore_env(env, horizon_len))
             done += 1
         return done
 
@@ -394,14 +400,16 @@ class VmapSlot(Slot):
         # one process trains every member: all cores unless the population sets its threads
         # (measured in BENCHMARKS.md: 16 CartPole members 1.55x faster on 2 threads than on 1)
         torch.set_num_threads(self.p.config.threads or os.cpu_count() or 1)
-        m, n = len(tasks), first.num_envs
+        m, n, horizon_len = len(tasks), first.num_envs, first.horizon_len
+        assert n is not None and horizon_len is not None, "resolve_config sets them"
         seed = first.seed + sum(c["counters"]["total_steps"] for c in checkpoints if c)
         env = build_env(first, m * n, device, backend, seed)
         spec = member_spec(env, m)
         agents, counters = [], []
         for config, checkpoint in zip(configs, checkpoints, strict=True):
             torch.manual_seed(config.seed)  # a new member's initial weights, as `train_agent`
-            agent = agent_class(config.algo, spec)(spec, config, device)
+            agent = agent_class(config.algo, spec)(spec, config, device, kit=LeanKit())
+            assert isinstance(agent, AgentPPO), "the vmap backend refuses other algorithms"
             if checkpoint is not None:
                 agent.load_state_dict(checkpoint["agent"])
             agents.append(agent)
@@ -412,7 +420,7 @@ class VmapSlot(Slot):
         state, _ = env.reset(seed=seed)
         model.last_state = state
         start = time.perf_counter()
-        rollout = first.horizon_len * n
+        rollout = horizon_len * n
         left = max(t["max_steps"] - c["total_steps"] for t, c in zip(tasks, counters, strict=True))
         beat = [time.monotonic()]
 
@@ -440,13 +448,13 @@ class VmapSlot(Slot):
             c = counters[i]
             folder = self.p.member_dir(task["member"])
             if float(scores[i]) > _best_recorded(folder):  # its best policy, as a run keeps
-                save_atomic(agent.policy_state(), folder / "actor.pt")
+                save_atomic(policy_state(agent), folder / "actor.pt")
             c.update(total_steps=c["total_steps"] + done * rollout,
                      updates=c["updates"] + done * _updates_per_rollout(config, rollout),
                      train_seconds=c["train_seconds"] + train_seconds,
                      best_return=max(c["best_return"], float(scores[i])))  # fmt: skip
             save_atomic(member_checkpoint(c, config, agent), folder / "checkpoint" / "state.pt")
-            config.save(folder / "config.yaml")
+            save_config(config, folder / "config.yaml")
             append_csv_row(folder / "recorder.csv",
                            {"step": c["total_steps"], "time": c["train_seconds"],
                             "eval_mean": float(scores[i]), "eval_std": float(spreads[i])},
@@ -478,6 +486,7 @@ def _best_recorded(folder: Path) -> float:
 
 
 def _updates_per_rollout(config: Config, rollout: int) -> int:
+    assert config.batch_size and config.repeat_times, "resolve_config sets them"
     batch_size = min(config.batch_size, rollout)
     return max(1, int(config.repeat_times * rollout / batch_size))
 

@@ -47,14 +47,14 @@ import torch
 import torch.distributed as dist
 
 from xiaoyarl.agents import AgentBase
-from xiaoyarl.core import nets
+from xiaoyarl.core import nets, off_policy_nets
 from xiaoyarl.core.reduce import MiniBatches
 from xiaoyarl.errors import XiaoyaError
 from xiaoyarl.train.checkpoint import load_plain, save_atomic
 from xiaoyarl.train.loop import TrainLoop
 
 if TYPE_CHECKING:
-    from xiaoyarl.agents.base import Steps
+    from xiaoyarl.agents.protocols import Steps
 
 # Stop reasons in the order of precedence when ranks disagree (the largest code wins).
 STOP_REASONS = ("max_steps", "target", "callback", "stop_file", "SIGTERM", "SIGINT")
@@ -91,7 +91,7 @@ class DataParallel:
         self.shared_cuda = None
         if device.type == "cuda":
             self.shared_cuda = torch.Generator(device=device).manual_seed(seed).get_state()
-        nets.DATA_SHARD[:] = [rank, world_size]
+        off_policy_nets.DATA_SHARD[:] = [rank, world_size]
 
     # --- randomness ---
     @contextmanager
@@ -259,7 +259,7 @@ def stop() -> None:
     """Leave the job (after the last collective)."""
     if dist.is_initialized():
         dist.destroy_process_group()
-    nets.DATA_SHARD[:] = [0, 1]
+    off_policy_nets.DATA_SHARD[:] = [0, 1]
 
 
 class DistributedLoop(TrainLoop):

@@ -28,9 +28,9 @@ from typing import Any, cast
 
 import torch
 
-from xiaoyarl.config import Config
+from xiaoyarl.config_io import config_from_saved, save_config
 from xiaoyarl.errors import CheckpointError, ConfigError
-from xiaoyarl.train.checkpoint import load_plain, save_atomic
+from xiaoyarl.train.checkpoint import load_plain, policy_state, save_atomic
 
 # Config fields that decide the shape of an agent's networks and optimizer state: runs that
 # differ in one of these cannot be fused.
@@ -174,7 +174,7 @@ def fuse_runs(
     fused = dict(checkpoints[0])
     fused["agent"] = fuse_agent_states([c["agent"] for c in checkpoints], weights)
     fused["evaluator"] = None  # a new run: its first evaluation scores the fused policy
-    config = Config.from_saved({**first, "cwd": str(out)}, source=str(dirs[0]))
+    config = config_from_saved({**first, "cwd": str(out)}, source=str(dirs[0]))
     fused["config"] = config.to_dict()
 
     # the fused policy, for `load_policy` and `xiaoyarl eval`, through the agent itself
@@ -184,7 +184,7 @@ def fuse_runs(
     for name, net in agent.nets.items():
         net.load_state_dict(fused["agent"]["nets"][name])
     out.mkdir(parents=True, exist_ok=True)
-    config.save(out / "config.yaml")
-    save_atomic(agent.policy_state(), out / "actor.pt")
+    save_config(config, out / "config.yaml")
+    save_atomic(policy_state(agent), out / "actor.pt")
     save_atomic(fused, out / "checkpoint" / "state.pt")
     return out

@@ -31,6 +31,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import queue
 import signal
@@ -48,16 +49,18 @@ import torch.multiprocessing as mp
 
 from xiaoyarl.agents import AgentBase, make_agent
 from xiaoyarl.config import Config
+from xiaoyarl.config_io import config_from_dict
 from xiaoyarl.envs import make_env
 from xiaoyarl.envs.base import EnvSpec, VecEnv
 from xiaoyarl.errors import XiaoyaError
+from xiaoyarl.train.checkpoint import policy_state
 from xiaoyarl.train.evaluator import EvalResult, Evaluator, evaluation_seed
 from xiaoyarl.train.loggers import Loggers
 from xiaoyarl.train.loop import Callback, TrainLoop
 from xiaoyarl.train.progress import Console
 
 if TYPE_CHECKING:
-    from xiaoyarl.agents.base import Steps
+    from xiaoyarl.agents.protocols import Steps
 
 POLL = 0.1  # seconds between liveness checks while waiting
 OFF_POLICY_SLOTS = 2  # rollouts a pipelined worker may have in flight
@@ -97,7 +100,7 @@ def _worker_main(
     parent = _child_setup(f"xyrl-worker-{wid}", config_dict["threads"])
     stop = comm["stop"]
     try:
-        config = Config.from_dict(config_dict)
+        config = config_from_dict(config_dict)
         assert config.num_envs is not None and config.horizon_len is not None, (
             "the learner sends its resolved config"
         )
@@ -158,7 +161,7 @@ def _evaluator_main(config_dict: dict, spec: EnvSpec, setup: dict, comm: dict) -
     parent = _child_setup("xyrl-evaluator", config_dict["threads"])
     requests, results, stop = comm["requests"], comm["results"], comm["stop"]
     try:
-        config = Config.from_dict(config_dict)
+        config = config_from_dict(config_dict)
         device = torch.device(setup["device"])
         env = make_env(config.env_id, config.eval_episodes, device, comm["backend"],
                        setup["eval_seed"], config.vector_mode, config.env_kwargs)  # fmt: skip
@@ -200,7 +203,8 @@ def _evaluator_main(config_dict: dict, spec: EnvSpec, setup: dict, comm: dict) -
             if request.get("skip"):
                 break
             agent.actor.load_state_dict(request["weights"])
-            result = evaluator.evaluate(agent.act, agent.policy_state, request["step"],
+            saved_policy = functools.partial(policy_state, agent)
+            result = evaluator.evaluate(agent.act, saved_policy, request["step"],
                                         request["elapsed"], request["logs"])  # fmt: skip
             results.put(("eval", tuple(result), evaluator.state_dict()))
         evaluator.close()

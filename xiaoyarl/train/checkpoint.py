@@ -1,4 +1,5 @@
-"""Checkpoint I/O: plain data written atomically, read back with `weights_only=True`."""
+"""Checkpoint I/O: plain data written atomically, read back with `weights_only=True`; and the
+saved policy (`actor.pt`) an agent exports."""
 
 from __future__ import annotations
 
@@ -6,10 +7,44 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from xiaoyarl.errors import CheckpointError
+
+if TYPE_CHECKING:
+    from xiaoyarl.agents.base import AgentBase
+
+
+def policy_state(agent: AgentBase) -> dict:
+    """What `load_policy` needs to rebuild an agent's actor (`actor.pt`): its class, sizes and
+    weights; and for a multi-agent agent, its env's agents and sizes."""
+    config, spec = agent.config, agent.spec
+    assert config.net_dims is not None, "resolve_config sets net_dims"
+    state = {
+        "actor_class": type(agent.actor).__name__,
+        "state_dim": spec.state_dim,
+        "action_dim": spec.action_dim,
+        "net_dims": list(config.net_dims),
+        "state_norm": config.state_norm,
+        "state_norm_clip": config.state_norm_clip,
+        "if_discrete": spec.if_discrete,
+        "action_low": spec.action_low,
+        "action_high": spec.action_high,
+        "env_id": spec.name,
+        "algo": config.algo,
+        "explore_rate": config.explore_rate,  # for Policy.predict(deterministic=False)
+        "explore_noise_std": config.explore_noise_std,
+        "actor": {k: v.detach().cpu() for k, v in agent.actor.state_dict().items()},
+    }
+    multi = getattr(
+        agent, "multi_spec", None
+    )  # a multi-agent agent's env (its `spec` is one agent's view)
+    if multi is not None:
+        state.update(num_agents=multi.num_agents, obs_dim=multi.obs_dim,
+                     action_dim=multi.action_dim, env_id=multi.name)  # fmt: skip
+    return state
 
 
 def save_atomic(obj: dict, path: str | Path) -> None:

@@ -16,6 +16,7 @@ middle of an update keeps the last checkpoint instead.
 
 from __future__ import annotations
 
+import functools
 import math
 import signal
 import threading
@@ -30,13 +31,13 @@ import torch
 from xiaoyarl.agents import AgentBase
 from xiaoyarl.config import Config
 from xiaoyarl.envs.base import VecEnv
-from xiaoyarl.train.checkpoint import save_atomic
+from xiaoyarl.train.checkpoint import policy_state, save_atomic
 from xiaoyarl.train.evaluator import EvalResult, Evaluator
 from xiaoyarl.train.loggers import EpisodeStats, Loggers
 from xiaoyarl.train.progress import Console, TrainingSpeed, process_seconds, progress_text
 
 if TYPE_CHECKING:
-    from xiaoyarl.agents.base import Steps
+    from xiaoyarl.agents.protocols import Steps
 
 CHECKPOINT_FORMAT = "xiaoyarl-checkpoint-1"
 
@@ -260,8 +261,8 @@ class TrainLoop:
         t0 = time.perf_counter()
         logs = {k: v.item() for k, v in self.logs.items()}
         result = self.own_evaluator().evaluate(
-            self.agent.evaluation_policy(), self.agent.policy_state, self.total_steps,
-            t0 - self.start, logs,
+            self.agent.evaluation_policy(), functools.partial(policy_state, self.agent),
+            self.total_steps, t0 - self.start, logs,
         )  # fmt: skip
         self.eval_seconds += time.perf_counter() - t0
         self._results = [result]

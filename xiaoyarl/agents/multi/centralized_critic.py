@@ -31,7 +31,8 @@ from xiaoyarl.agents.multi.common import Joint, MultiAgentOffPolicy, with_agent_
 from xiaoyarl.agents.multi.value_decomposition import masked
 from xiaoyarl.agents.td3 import AgentTD3
 from xiaoyarl.core.buffer import Batch, Transitions
-from xiaoyarl.core.nets import ActorGumbel, CriticEnsemble, RunningNorm, sample_categorical
+from xiaoyarl.core.nets import RunningNorm, sample_categorical
+from xiaoyarl.core.off_policy_nets import ActorGumbel, CriticEnsemble
 
 
 class CentralizedCritic(MultiAgentOffPolicy, AgentDDPG):

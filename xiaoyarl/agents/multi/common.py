@@ -18,7 +18,7 @@ floats). The buffer's scalar reward is the team reward.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
@@ -27,18 +27,15 @@ from xiaoyarl.core.buffer import Transitions
 from xiaoyarl.envs.base import EnvSpec
 from xiaoyarl.envs.multi.base import MultiAgentEnvSpec, team_reward
 
+if TYPE_CHECKING:
+    from xiaoyarl.agents.protocols import OptimizerKit
+
 
 def with_agent_ids(obs: torch.Tensor) -> torch.Tensor:
     """Append each agent's id one-hot to its observation: `(..., A, O) -> (..., A, O + A)`."""
     num_agents = obs.shape[-2]
     ids = torch.eye(num_agents, dtype=obs.dtype, device=obs.device)
     return torch.cat([obs, ids.expand(*obs.shape[:-2], num_agents, num_agents)], dim=-1)
-
-
-def multi_agent_policy_meta(spec: MultiAgentEnvSpec) -> dict:
-    """What a saved multi-agent policy adds to the single-agent one's metadata."""
-    return {"num_agents": spec.num_agents, "obs_dim": spec.obs_dim,
-            "action_dim": spec.action_dim, "env_id": spec.name}  # fmt: skip
 
 
 def agent_view(spec: MultiAgentEnvSpec) -> EnvSpec:
@@ -123,10 +120,11 @@ class MultiAgentOffPolicy(AgentOffPolicy):
 
     if_multi_agent = True
 
-    def __init__(self, spec: MultiAgentEnvSpec, config, device, learner: bool = True) -> None:
+    def __init__(self, spec: MultiAgentEnvSpec, config, device, learner: bool = True,
+                 kit: OptimizerKit | None = None) -> None:  # fmt: skip
         self.multi_spec = spec
         self.layout = JointLayout(spec)
-        super().__init__(agent_view(spec), config, device, learner)
+        super().__init__(agent_view(spec), config, device, learner, kit)
 
     # --- the replay buffer holds joint steps ---
     def buffer_sizes(self) -> tuple:
@@ -187,6 +185,3 @@ class MultiAgentOffPolicy(AgentOffPolicy):
 
     def greedy_joint_action(self, obs: torch.Tensor, avail: torch.Tensor | None) -> torch.Tensor:
         raise NotImplementedError
-
-    def policy_state(self) -> dict:
-        return {**super().policy_state(), **multi_agent_policy_meta(self.multi_spec)}

@@ -18,20 +18,22 @@ Shapes: T = horizon, E = sub-envs, A = agents, O = observation, S = global state
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
 from xiaoyarl.agents.multi.common import (
     JointLayout,
     agent_view,
-    multi_agent_policy_meta,
     with_agent_ids,
 )
 from xiaoyarl.agents.ppo import AgentPPO, Rollout
 from xiaoyarl.config import Config
 from xiaoyarl.core.nets import ActorDiscretePPO, CriticV, RunningNorm
 from xiaoyarl.envs.multi.base import MultiAgentEnvSpec, team_reward
+
+if TYPE_CHECKING:
+    from xiaoyarl.agents.protocols import OptimizerKit
 
 
 class MultiRollout(NamedTuple):
@@ -64,14 +66,13 @@ class AgentMAPPO(AgentPPO):
         return {**super().defaults(config, batched, device_type), "value_norm": True,
                 "value_clip": True, "value_loss": "huber"}  # fmt: skip
 
-    def __init__(
-        self, spec: MultiAgentEnvSpec, config: Config, device: torch.device, learner: bool = True
-    ) -> None:
+    def __init__(self, spec: MultiAgentEnvSpec, config: Config, device: torch.device,
+                 learner: bool = True, kit: OptimizerKit | None = None) -> None:  # fmt: skip
         self.multi_spec = spec
         self.layout = JointLayout(spec)
-        super().__init__(agent_view(spec), config, device, learner)
+        super().__init__(agent_view(spec), config, device, learner, kit)
 
-    def make_critic(self) -> torch.nn.Module:
+    def make_critic(self) -> CriticV:
         # differs: V_i(s) on the global state with the agent's id, its own normaliser
         spec, cfg = self.multi_spec, self.config
         assert cfg.net_dims is not None, "resolve_config sets net_dims"
@@ -107,7 +108,8 @@ class AgentMAPPO(AgentPPO):
         return self.policy(obs, avail, sample=False)[0]
 
     # --- exploring ---
-    rollout_class = MultiRollout
+    # each agent explores into its own rollout class and learns from it (`update_net`)
+    rollout_class = MultiRollout  # type: ignore[assignment]
 
     def explore_step(self, packed: torch.Tensor) -> tuple[torch.Tensor, tuple]:
         # differs: joint steps; the actor acts for every agent, its log-probability per agent
@@ -135,7 +137,7 @@ class AgentMAPPO(AgentPPO):
         )  # fmt: skip
 
     # --- learning: PPO's update on the flattened rollout ---
-    def update_net(self, rollout: MultiRollout) -> dict[str, torch.Tensor]:
+    def update_net(self, rollout: MultiRollout) -> dict[str, torch.Tensor]:  # type: ignore[override]
         # differs: each (sub-env, agent) pair is one of PPO's sub-envs, the critic centralized
         masks = rollout.avail if self.if_discrete else None
         view = Rollout(
@@ -144,9 +146,6 @@ class AgentMAPPO(AgentPPO):
             rollout.critic_states, rollout.next_critic_states, masks,
         )  # fmt: skip
         return self.run_update(self.ppo_update, view)
-
-    def policy_state(self) -> dict:
-        return {**super().policy_state(), **multi_agent_policy_meta(self.multi_spec)}
 
 
 class AgentDiscreteMAPPO(AgentMAPPO):

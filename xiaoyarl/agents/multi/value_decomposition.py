@@ -16,17 +16,20 @@ Shapes: B = batch, A = agents, O = observation, S = global state, U = actions.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from xiaoyarl.agents.base import Optimizer
 from xiaoyarl.agents.dqn import AgentDQN
 from xiaoyarl.agents.multi.common import Joint, MultiAgentOffPolicy, with_agent_ids
 from xiaoyarl.core.buffer import Batch, Episodes, Transitions
-from xiaoyarl.core.nets import QNet, RecurrentQNet, RunningNorm, build_mlp
+from xiaoyarl.core.nets import RunningNorm, build_mlp
+from xiaoyarl.core.off_policy_nets import QNet, RecurrentQNet
+
+if TYPE_CHECKING:
+    from xiaoyarl.agents.protocols import Optimizer, OptimizerKit
 
 
 class VDNMixer(nn.Module):
@@ -108,14 +111,15 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
     mixer_class: type[nn.Module] = VDNMixer
     config_fields = AgentDQN.config_fields | {"reward_norm", "agent_rnn"}
 
-    def __init__(self, spec, config, device, learner: bool = True) -> None:
+    def __init__(self, spec, config, device, learner: bool = True,
+                 kit: OptimizerKit | None = None) -> None:  # fmt: skip
         self.recurrent = bool(config.agent_rnn)
         if self.recurrent:
             # differs: DRQN agents. A RecurrentQNet is no QNet (it has no `q_values`), but what
             # of DQN needs one is overridden here, and the methods here that use the recurrent
             # network get it from `drqn`
             self.qnet_class = cast("type[QNet]", RecurrentQNet)
-        super().__init__(spec, config, device, learner)
+        super().__init__(spec, config, device, learner, kit)
         self.mixer = self.make_mixer().to(device)
         self.mixer_target = self.make_target(self.mixer)
         # team rewards standardised by their running mean and std (`reward_norm`, as EPyMARL)

@@ -1,0 +1,50 @@
+"""The public names of `xiaoyarl.agents` (its `__init__.py` loads them on first use,
+`xiaoyarl/lazy.py`); what type checkers read."""
+
+from xiaoyarl.agents.a2c import AgentA2C, AgentDiscreteA2C
+from xiaoyarl.agents.base import AgentBase
+from xiaoyarl.agents.ddpg import AgentDDPG
+from xiaoyarl.agents.dqn import AgentD3QN, AgentDoubleDQN, AgentDQN
+from xiaoyarl.agents.multi import (
+    AgentDiscreteMAPPO,
+    AgentMADDPG,
+    AgentMADDPGDiscrete,
+    AgentMAPPO,
+    AgentMATD3,
+    AgentMATD3Discrete,
+    AgentQMIX,
+    AgentVDN,
+)
+from xiaoyarl.agents.ppo import AgentDiscretePPO, AgentPPO
+from xiaoyarl.agents.redq import AgentREDQ
+from xiaoyarl.agents.registry import ALGORITHMS, agent_class, make_agent
+from xiaoyarl.agents.sac import AgentModSAC, AgentSAC, AgentSACDiscrete
+from xiaoyarl.agents.td3 import AgentTD3
+
+__all__ = [
+    "ALGORITHMS",
+    "AgentA2C",
+    "AgentBase",
+    "AgentD3QN",
+    "AgentDDPG",
+    "AgentDQN",
+    "AgentDiscreteA2C",
+    "AgentDiscreteMAPPO",
+    "AgentDiscretePPO",
+    "AgentDoubleDQN",
+    "AgentMADDPG",
+    "AgentMADDPGDiscrete",
+    "AgentMAPPO",
+    "AgentMATD3",
+    "AgentMATD3Discrete",
+    "AgentModSAC",
+    "AgentPPO",
+    "AgentQMIX",
+    "AgentREDQ",
+    "AgentSAC",
+    "AgentSACDiscrete",
+    "AgentTD3",
+    "AgentVDN",
+    "agent_class",
+    "make_agent",
+]

@@ -1,0 +1,308 @@
+"""Reading, writing, converting and checking a `Config` (`xiaoyarl/config.py`, plain data).
+
+Config files and `--set` values are YAML: `load_config` reads a file, `set_field` and
+`apply_overrides` set fields from strings, each value converted to its field's type or refused
+with a message naming the field, the value and the type. `validate_config` converts every field
+the same way, then checks each field on its own (what depends on the algorithm is
+`agents/settings.py`'s `check_config`). `config_from_saved` reads what a run saved, keeping the
+meaning of fields that changed since (`saved_run_values`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import numbers
+import re
+import types
+import typing
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from xiaoyarl.config import Config, unknown_field_error
+from xiaoyarl.errors import ConfigError
+from xiaoyarl.presets import preset_path
+
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Config)}
+
+
+def config_from_dict(values: dict, source: str = "config") -> Config:
+    """Build a Config from a mapping, converting and checking every value's type."""
+    if not isinstance(values, dict):
+        raise ConfigError(f"{source}: expected a mapping of field: value, got {values!r}.")
+    config = Config()
+    for name, value in values.items():
+        set_field(config, name, value, source=source)
+    return config
+
+
+def config_from_saved(values: dict, source: str = "config") -> Config:
+    """The config a run was trained with, from what it saved (its config.yaml or its
+    checkpoint's config): fields whose meaning changed since it was written take the values
+    that reproduce that run (`saved_run_values`), not today's defaults."""
+    if not isinstance(values, dict):
+        raise ConfigError(f"{source}: expected a mapping of field: value, got {values!r}.")
+    return config_from_dict({**values, **saved_run_values(values)}, source=source)
+
+
+def load_saved_config(path: str | Path) -> Config:
+    """`config_from_saved` of a run's config.yaml."""
+    return config_from_saved(_read_yaml(Path(path)), source=str(path))
+
+
+def config_from_preset(algo: str, env_id: str) -> Config:
+    """A Config for `algo` on `env_id` that starts from the pair's task preset
+    (`xiaoyarl/presets.py`), or from the defaults when the pair has none."""
+    path = preset_path(algo, env_id)
+    config = load_config(path) if path is not None else Config()
+    config.algo, config.env_id = algo.lower(), env_id
+    return config
+
+
+def load_config(path: str | Path) -> Config:
+    """A config file (a preset, a user's file): the fields it names, defaults for the rest."""
+    return config_from_dict(_read_yaml(Path(path)), source=str(path))
+
+
+def save_config(config: Config, path: str | Path) -> None:
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+    tmp.replace(path)
+
+
+def set_field(config: Config, name: str, value: object, source: str = "--set") -> None:
+    """Set field `name` from a Python value or a string (parsed as YAML), checking its type."""
+    if name not in config.field_names():
+        raise unknown_field_error(name, config.field_names(), source)
+    setattr(config, name, _convert(name, value, field_types()[name], source))
+
+
+def apply_overrides(config: Config, pairs: list[str]) -> None:
+    """Apply `name=value` strings (from `--set`)."""
+    for pair in pairs:
+        if "=" not in pair or not pair.split("=", 1)[0].strip():
+            raise ConfigError(
+                f"--set expects name=value (for example --set gamma=0.98), got '{pair}'."
+            )
+        name, value = pair.split("=", 1)
+        set_field(config, name.strip(), value.strip())
+
+
+def validate_config(config: Config) -> Config:
+    """Reject bad values with a message naming the field, the value and what is allowed.
+    Every value is first converted to its field's type (or refused) as `--set` and YAML files
+    do: an integer given as a whole float, a number given as text, a tuple for a list. Returns
+    `config`."""
+    _convert_fields(config, "invalid config")
+
+    def bad(name: str, allowed: str) -> None:
+        raise ConfigError(
+            f"invalid config: {name}={getattr(config, name)!r}; {name} must be {allowed}."
+        )
+
+    if not config.algo or not isinstance(config.algo, str):
+        bad("algo", "an algorithm name such as 'ppo' (see `xiaoyarl list`)")
+    if not config.env_id or not isinstance(config.env_id, str):
+        bad("env_id", "a built-in env name or a gymnasium id such as 'CartPole-v1'")
+    for name, allowed in field_choices(type(config)).items():
+        automatic = getattr(config, name) is None and _DEFAULTS[name] is None
+        if getattr(config, name) not in allowed and not automatic:
+            bad(name, f"one of {', '.join(map(str, allowed))}")
+    if config.num_workers < 1:
+        bad("num_workers", "a positive integer")
+    if config.restart_workers < 0:
+        bad("restart_workers", "a non-negative integer")
+    if not (math.isfinite(config.worker_timeout) and config.worker_timeout > 0):
+        bad("worker_timeout", "a positive number of seconds")
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?|mps", str(config.device)):
+        bad("device", "auto, cpu, cuda or cuda:N")
+    for name in ("num_envs", "threads", "horizon_len", "batch_size", "num_critics"):
+        value = getattr(config, name)
+        if value is not None and value < 1:
+            bad(name, "a positive integer (or null for the automatic choice)")
+    if config.eval_every is not None and config.eval_every < 1:
+        bad("eval_every", "a positive integer (or null for the automatic choice)")
+    for name in ("max_steps", "eval_episodes", "checkpoint_every",
+                 "buffer_size", "target_update_every", "policy_delay", "redq_subset",
+                 "explore_decay_steps", "per_beta_steps", "h_term_k", "h_term_start",
+                 "h_term_capacity", "mixer_embed_dim", "hypernet_dim"):  # fmt: skip
+        if getattr(config, name) < 1:
+            bad(name, "a positive integer")
+    if config.seed < 0:
+        bad("seed", "a non-negative integer")
+    if config.learning_starts < 0:
+        bad("learning_starts", "a non-negative integer")
+    for name in ("soft_update_tau", "per_beta"):
+        if not 0 < getattr(config, name) <= 1:
+            bad(name, "in (0, 1]")
+    for name in ("per_alpha", "explore_rate"):
+        if not 0 <= getattr(config, name) <= 1:
+            bad(name, "in [0, 1]")
+    for name in ("explore_noise_std", "policy_noise_std", "policy_noise_clip", "alpha_init"):
+        if not (math.isfinite(getattr(config, name)) and getattr(config, name) >= 0):
+            bad(name, "a finite number >= 0")
+    if config.alpha_init <= 0:
+        bad("alpha_init", "a number > 0")
+    if config.agent_rnn and config.per:
+        bad("per", "false with agent_rnn (recurrent agents replay whole episodes, uniformly)")
+    if not (math.isfinite(config.hypernet_init_gain) and config.hypernet_init_gain > 0):
+        bad("hypernet_init_gain", "a finite number > 0, e.g. 0.001")
+    if not (math.isfinite(config.huber_delta) and config.huber_delta > 0):
+        bad("huber_delta", "a finite number > 0, e.g. 10.0")
+    for name in ("h_term_gamma", "h_term_lambda"):
+        if not (math.isfinite(getattr(config, name)) and getattr(config, name) >= 0):
+            bad(name, "a finite number >= 0")
+    if not 0 <= config.h_term_drop < 1:
+        bad("h_term_drop", "in [0, 1)")
+    if config.net_dims is not None and (not config.net_dims or any(d < 1 for d in config.net_dims)):
+        bad("net_dims", "a non-empty list of positive layer widths, e.g. [64, 64]")
+    lr = config.learning_rate
+    if lr is not None and not (math.isfinite(lr) and 0 < lr < 1):
+        bad("learning_rate", "a number in (0, 1), e.g. 3e-4")
+    if not 0 < config.gamma <= 1:
+        bad("gamma", "in (0, 1]")
+    if not 0 <= config.lambda_gae_adv <= 1:
+        bad("lambda_gae_adv", "in [0, 1]")
+    if not 0 < config.ratio_clip < 1:
+        bad("ratio_clip", "in (0, 1)")
+    for name in ("lambda_entropy",):
+        if not (math.isfinite(getattr(config, name)) and getattr(config, name) >= 0):
+            bad(name, "a finite number >= 0")
+    if not (math.isfinite(config.clip_grad_norm) and config.clip_grad_norm > 0):
+        bad("clip_grad_norm", "a finite number > 0")
+    if config.repeat_times is not None and not (0 < config.repeat_times <= 1000):
+        bad("repeat_times", "a number in (0, 1000]")
+    if config.confirm_episodes < 0:
+        bad("confirm_episodes", "a non-negative integer (0: no confirming evaluation)")
+    if config.state_norm_clip is not None and not config.state_norm_clip > 0:
+        bad("state_norm_clip", "a number > 0 (or null for no clamp)")
+    if config.target_return is not None and not math.isfinite(config.target_return):
+        bad("target_return", "a finite number (or null for the env's own target)")
+    return config
+
+
+def saved_run_values(saved: dict) -> dict:
+    """The values that reproduce what a run computed, for fields of its saved config that mean
+    something else today: fields added later with new behaviour as their default (MAPPO's
+    clipped Huber value loss came on 2026-11-25; earlier runs used the squared error), and
+    `value_clip` and `value_loss`, which until 2026-11-26 were MAPPO's own (on and huber by
+    default, read by no other algorithm) and since then are automatic per algorithm (with
+    `value_norm`). They replace the saved values."""
+    if "value_norm" in saved:  # written after that change
+        return {}
+    algo = saved.get("algo")
+    if algo == "mappo":
+        if "value_clip" not in saved:
+            return {"value_norm": True, "value_clip": False, "value_loss": "mse"}
+        return {"value_norm": True}
+    if algo in ("ppo", "a2c"):
+        return {"value_norm": False, "value_clip": False, "value_loss": "mse"}
+    return {"value_clip": None, "value_loss": None}
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {path}: {e.strerror}.") from None
+    try:
+        return yaml.safe_load(text) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"config file {path} is not valid YAML: {e}") from None
+
+
+# --- value conversion for --set, YAML, config_from_dict and validate_config --------------------
+# Help and choices are plain field metadata (`option`), not tyro or simple-parsing: either would
+# take over the CLI and --set parsing.
+def field_docs(cls: type[Config] = Config) -> dict[str, str]:
+    """Each field's help text, as its `option` gives it."""
+    return {f.name: f.metadata["help"] for f in dataclasses.fields(cls)}
+
+
+def field_choices(cls: type[Config] = Config) -> dict[str, tuple]:
+    """The values allowed, for each field that takes one of a fixed set."""
+    return {f.name: f.metadata["choices"] for f in dataclasses.fields(cls)
+            if f.metadata["choices"]}  # fmt: skip
+
+
+@functools.cache
+def field_types() -> dict[str, object]:
+    return typing.get_type_hints(Config)
+
+
+def _convert_fields(config: Config, source: str) -> None:
+    """Convert every value to its field's type as `--set` and YAML files do (an integer given as
+    a whole float, a number given as text, a tuple for a list); a value that does not fit raises
+    a ConfigError naming the field, the value and the type."""
+    for name, kind in field_types().items():
+        setattr(config, name, _convert(name, getattr(config, name), kind, source))
+
+
+def _convert(name: str, value: typing.Any, kind: object, source: str) -> object:
+    """Convert `value` (a Python value, or a string parsed as YAML unless the field holds text)
+    to the type of field `name`. `value` may be anything: where it does not convert, `int`,
+    `float` or iterating it raise the TypeError or ValueError caught below."""
+    is_union = typing.get_origin(kind) in (typing.Union, types.UnionType)
+    args = typing.get_args(kind) if is_union else ()
+    optional = type(None) in args
+    base = next(a for a in args if a is not type(None)) if args else kind
+    if isinstance(value, str) and base is not str:  # a folder named "yes" stays "yes"
+        try:
+            value = yaml.safe_load(value) if value.strip() else None
+        except yaml.YAMLError:
+            pass
+    if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
+        if optional:
+            return None
+        raise ConfigError(f"{source}: {name} cannot be empty; it needs a {_describe(base)}.")
+    try:
+        if base is bool:
+            if isinstance(value, bool | np.bool_):
+                return bool(value)
+            raise ValueError
+        if base in (int, float) and isinstance(value, str):
+            value = float(value.replace("_", ""))  # YAML 1.1 reads 1e5 as a string
+        if base is int:
+            if isinstance(value, bool):
+                raise ValueError
+            if isinstance(value, numbers.Integral):
+                return int(value)
+            if isinstance(value, numbers.Real) and float(value).is_integer():
+                return int(typing.cast(typing.SupportsInt, value))  # int() takes any Real
+            raise ValueError
+        if base is float:
+            if isinstance(value, bool):
+                raise ValueError
+            return float(value)
+        if base is str:
+            return str(value)
+        if base is dict:
+            if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+                return value
+            raise ValueError
+        if typing.get_origin(base) is list:
+            if isinstance(value, str):
+                value = [v for v in re.split(r"[,\s]+", value.strip("[]() ")) if v]
+            if isinstance(value, int | float):
+                value = [value]
+            items = [int(v) if float(v).is_integer() else None for v in value]
+            if None in items:
+                raise ValueError
+            return items
+    except (TypeError, ValueError):
+        pass
+    raise ConfigError(f"{source}: {name}={value!r} is not a valid {_describe(base)}.")
+
+
+def _describe(kind: object) -> str:
+    if typing.get_origin(kind) is list:
+        return "list of integers such as [64, 64]"
+    if kind is dict:
+        return "mapping of names to values such as {market: synthetic, seed: 3}"
+    names: dict[object, str] = {bool: "boolean (true/false)", int: "integer", float: "number",
+                                str: "string"}  # fmt: skip
+    return names.get(kind, str(kind))

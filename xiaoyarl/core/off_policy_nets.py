@@ -1,0 +1,255 @@
+"""The networks of the off-policy agents: Q-networks (DQN family, VDN and QMIX, DRQN), batched
+critic ensembles (DDPG, TD3, SAC, REDQ, MADDPG), and deterministic, squashed-Gaussian,
+categorical and Gumbel-softmax actors. Built from the blocks in `nets.py`, which every agent
+uses; an on-policy agent does not load this module.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import cast
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from xiaoyarl.core.nets import (
+    MASKED_LOGIT,
+    RunningNorm,
+    build_mlp,
+    gaussian_logprob,
+    sample_categorical,
+)
+
+# This process's (rank, number of ranks) in data-parallel training (`scale/distributed.py`).
+DATA_SHARD = [0, 1]
+
+
+def batch_randn_like(x: torch.Tensor) -> torch.Tensor:
+    """`torch.randn_like(x)` for a batch `x` `(batch, ...)`. In data-parallel training the noise
+    is drawn for all ranks' batches together (ranks share the update's random state) and each
+    rank keeps its own rows, so K ranks draw exactly the noise one process would draw for the
+    union of their batches."""
+    rank, world = DATA_SHARD
+    if world == 1:
+        return torch.randn_like(x)
+    rows = x.shape[0]
+    noise = torch.randn((world * rows, *x.shape[1:]), dtype=x.dtype, device=x.device)
+    return noise[rank * rows : (rank + 1) * rows]
+
+
+class QNet(nn.Module):
+    """Q-values for discrete actions: `q_values(state) -> (batch, action_dim)`; calling the
+    module gives the greedy action `(batch,)` int64, so it doubles as the policy."""
+
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm):
+        super().__init__()
+        self.norm = norm
+        self.net = build_mlp([state_dim, *net_dims, action_dim], nn.ReLU)
+
+    def q_values(self, state: torch.Tensor) -> torch.Tensor:
+        return self.net(self.norm(state))
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        return self.q_values(state).argmax(-1)
+
+
+class QNetDuel(QNet):
+    """Dueling Q-network (Wang et al. 2016): `Q = V(s) + A(s, a) - mean_a A(s, a)`."""
+
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm):
+        super().__init__(state_dim, action_dim, net_dims, norm)
+        self.net = build_mlp([state_dim, *net_dims[:-1], net_dims[-1]], nn.ReLU)
+        self.net.append(nn.ReLU())
+        self.value_head = build_mlp([net_dims[-1], 1])
+        self.advantage_head = build_mlp([net_dims[-1], action_dim])
+
+    def q_values(self, state: torch.Tensor) -> torch.Tensor:
+        hidden = self.net(self.norm(state))
+        advantage = self.advantage_head(hidden)
+        return self.value_head(hidden) + advantage - advantage.mean(-1, keepdim=True)
+
+
+class RecurrentQNet(nn.Module):
+    """A DRQN agent network (Hausknecht & Stone 2015; the agents of the QMIX paper): the
+    observation through ReLU layers (`net_dims[:-1]`), then a GRU cell of width `net_dims[-1]`
+    whose hidden state carries the episode so far, then a linear layer to the Q-values.
+    `step(state (B, S), hidden (B, H)) -> (q (B, U), hidden' (B, H))` is one time step;
+    `unroll(states (T, B, S)) -> (q (T, B, U), hidden (T, B, H))` runs a whole episode from a
+    zero hidden state (`hidden[t]` is the state after step t). A zero hidden state starts every
+    episode (`initial_hidden`)."""
+
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm):
+        super().__init__()
+        self.norm = norm
+        *body, self.hidden_dim = net_dims
+        self.encoder = build_mlp([state_dim, *body], nn.ReLU) if body else nn.Identity()
+        self.relu = nn.ReLU() if body else nn.Identity()
+        # one GRU layer (nn.GRU runs a whole sequence in one call; a step is a sequence of 1)
+        self.gru = nn.GRU(body[-1] if body else state_dim, self.hidden_dim)
+        self.head = build_mlp([self.hidden_dim, action_dim])
+
+    def initial_hidden(self, batch: int) -> torch.Tensor:
+        first = cast(nn.Linear, self.head[0])  # build_mlp's first layer is a Linear
+        return torch.zeros(batch, self.hidden_dim, device=first.weight.device)
+
+    def features(self, state: torch.Tensor) -> torch.Tensor:
+        return self.relu(self.encoder(self.norm(state)))
+
+    def step(self, state: torch.Tensor, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out, _ = self.gru(self.features(state).unsqueeze(0), hidden.unsqueeze(0))
+        return self.head(out[0]), out[0]
+
+    def unroll(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        hidden, _ = self.gru(self.features(states))  # (T, B, H), from a zero hidden state
+        return self.head(hidden), hidden
+
+
+class EnsembleLinear(nn.Module):
+    """`num` independent Linear layers evaluated in one batched matmul: `(num, batch, in_dim)`
+    (or `(batch, in_dim)`, shared by all members) -> `(num, batch, out_dim)`."""
+
+    def __init__(self, num: int, in_dim: int, out_dim: int) -> None:
+        super().__init__()
+        bound = 1 / math.sqrt(in_dim)  # nn.Linear's default initialisation, per member
+        self.weight = nn.Parameter(torch.empty(num, in_dim, out_dim).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.empty(num, 1, out_dim).uniform_(-bound, bound))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() == 2:
+            x = x.expand(self.weight.shape[0], *x.shape)
+        return torch.baddbmm(self.bias, x, self.weight)
+
+
+def build_ensemble_mlp(num: int, dims: list[int]) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:], strict=True)):
+        layers.append(EnsembleLinear(num, d_in, d_out))
+        if i < len(dims) - 2:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+class CriticEnsemble(nn.Module):
+    """`num_critics` Q(s, a) networks evaluated in one call.
+
+    `(batch, S), (batch, A) -> (num_critics, batch)`. DDPG uses one, TD3 and SAC two
+    (clipped double Q), REDQ ten.
+    """
+
+    def __init__(
+        self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm, num: int
+    ) -> None:
+        super().__init__()
+        self.norm = norm
+        self.num = num
+        self.net = build_ensemble_mlp(num, [state_dim + action_dim, *net_dims, 1])
+
+    def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return self.net(torch.cat([self.norm(state), action], -1)).squeeze(-1)
+
+
+class QEnsemble(nn.Module):
+    """`num` Q(s, .) networks for discrete actions: `(batch, S) -> (num, batch, action_dim)`."""
+
+    def __init__(
+        self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm, num: int
+    ) -> None:
+        super().__init__()
+        self.norm = norm
+        self.num = num
+        self.net = build_ensemble_mlp(num, [state_dim, *net_dims, action_dim])
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        return self.net(self.norm(state))
+
+
+class Actor(nn.Module):
+    """Deterministic policy `(batch, S) -> (batch, A)` in [-1, 1] (tanh), as in DDPG and TD3."""
+
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm):
+        super().__init__()
+        self.norm = norm
+        self.net = build_mlp([state_dim, *net_dims, action_dim], nn.ReLU)
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        return self.net(self.norm(state)).tanh()
+
+
+class ActorSAC(nn.Module):
+    """Squashed Gaussian policy (Haarnoja et al. 2018): `a = tanh(u)`, `u ~ N(mu(s), sigma(s))`;
+    the log-probability includes the tanh change of variables. `forward` is `tanh(mu)`."""
+
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm):
+        super().__init__()
+        self.norm = norm
+        self.net = build_mlp([state_dim, *net_dims, 2 * action_dim], nn.ReLU)
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        return self.net(self.norm(state)).chunk(2, -1)[0].tanh()
+
+    def get_action_logprob(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reparameterised sample `(batch, A)` and its log-probability `(batch,)`."""
+        mean, log_std = self.net(self.norm(state)).chunk(2, -1)
+        log_std = log_std.clamp(-20, 2)
+        noise = batch_randn_like(mean)
+        u = torch.addcmul(mean, log_std.exp(), noise)
+        action = u.tanh()
+        # log N(u) - sum log(1 - tanh(u)^2), the latter written stably as
+        # 2(log2 - u - softplus(-2u))
+        squash = 2 * (math.log(2) - u - F.softplus(-2 * u))
+        logprob = gaussian_logprob(noise, log_std) - squash
+        return action, logprob.sum(-1)
+
+    def logprob(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """Log-probability `(batch,)` of given actions in [-1, 1] (clamped just inside, where
+        tanh's inverse is finite)."""
+        mean, log_std = self.net(self.norm(state)).chunk(2, -1)
+        log_std = log_std.clamp(-20, 2)
+        u = action.clamp(-1 + 1e-6, 1 - 1e-6).atanh()
+        squash = 2 * (math.log(2) - u - F.softplus(-2 * u))
+        return (gaussian_logprob((u - mean) * (-log_std).exp(), log_std) - squash).sum(-1)
+
+
+class ActorDiscreteSAC(nn.Module):
+    """Categorical policy for discrete SAC: `probs_logprobs(state) -> (batch, A), (batch, A)`;
+    `forward` gives the most probable action."""
+
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm):
+        super().__init__()
+        self.norm = norm
+        self.net = build_mlp([state_dim, *net_dims, action_dim], nn.ReLU, out_gain=0.01)
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        return self.net(self.norm(state)).argmax(-1)
+
+    def probs_logprobs(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logprobs = self.net(self.norm(state)).log_softmax(-1)
+        return logprobs.exp(), logprobs
+
+    def sample(self, state: torch.Tensor) -> torch.Tensor:
+        return sample_categorical(self.net(self.norm(state)).log_softmax(-1))
+
+
+class ActorGumbel(nn.Module):
+    """Policy for discrete actions: logits `(batch, O) -> (batch, U)`; `forward` gives the most
+    probable action (int64), `relaxed` a Gumbel-softmax one-hot sample whose gradient is the
+    softmax's (straight-through)."""
+
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm):
+        super().__init__()
+        self.norm = norm
+        self.net = build_mlp([state_dim, *net_dims, action_dim], nn.ReLU, out_gain=0.01)
+
+    def logits(self, state: torch.Tensor) -> torch.Tensor:
+        return self.net(self.norm(state))
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        return self.logits(state).argmax(-1)
+
+    def relaxed(self, state: torch.Tensor, avail: torch.Tensor | None = None) -> torch.Tensor:
+        """A Gumbel-softmax one-hot sample among the available actions (`avail`, bool, or all)."""
+        logits = self.logits(state)
+        if avail is not None:  # a finite floor, not -inf: its gradients stay finite
+            logits = logits.masked_fill(~avail, MASKED_LOGIT)
+        return F.gumbel_softmax(logits, hard=True)

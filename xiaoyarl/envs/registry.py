@@ -1,0 +1,90 @@
+"""`make_env`: the env of an id, torch-native when one exists, else gymnasium's (or EnvPool's,
+or MuJoCo Playground's, as the backend asks)."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Callable
+
+import torch
+
+from xiaoyarl.config import BACKENDS
+from xiaoyarl.envs.base import VecEnv
+from xiaoyarl.envs.chase import ChaseEnv
+from xiaoyarl.envs.classic import TORCH_ENVS as CLASSIC_ENVS
+from xiaoyarl.errors import EnvError
+
+# Torch-native envs of the applications above this layer, by id: "module:Class", imported when
+# the registry is first built, as gymnasium's entry points are (envs/ imports no application).
+ENTRY_POINTS = {"StockTrading-v0": "xiaoyarl.finance.env:StockTradingEnv"}
+
+
+@functools.cache
+def torch_envs() -> dict[str, type[VecEnv]]:
+    """Torch-native envs by id (`TORCH_ENVS`): classic control, the chasing task and the
+    entry points, imported on the first call (an application's env imports its own
+    dependencies)."""
+    entries = {}
+    for env_id, entry in ENTRY_POINTS.items():
+        module, name = entry.split(":")
+        entries[env_id] = getattr(importlib.import_module(module), name)
+    return {**CLASSIC_ENVS, **entries, "Chase-v0": ChaseEnv}
+
+
+def is_torch_native(env_id: str, backend: str = "auto") -> bool:
+    """Whether `make_env(env_id, backend=backend)` gives a torch-native env."""
+    return backend in ("auto", "torch") and env_id in torch_envs()
+
+
+def is_batched(env_id: str, backend: str = "auto") -> bool:
+    """Whether the env steps all its sub-envs as one batched tensor program (torch-native, or
+    MuJoCo Playground's JAX), so that many sub-envs cost little more than one."""
+    return is_torch_native(env_id, backend) or backend == "playground"
+
+
+def make_env(
+    env_id: str,
+    num_envs: int = 1,
+    device: str | torch.device = "cpu",
+    backend: str = "auto",
+    seed: int | None = None,
+    vector_mode: str = "sync",
+    env_kwargs: dict | None = None,
+) -> VecEnv:
+    """A vectorized env of `num_envs` sub-envs on `device`.
+
+    backend: "auto" takes the torch-native env when there is one for `env_id`, else gymnasium;
+    "torch" insists on the torch-native env; "gymnasium" always adapts gymnasium's env (ids of
+    the form "my_module:MyEnv-v0" import `my_module` first, so it can register its envs);
+    "envpool" takes EnvPool's C++ version of the task (optional extra); "playground" takes a
+    MuJoCo Playground task (JAX/MJX, optional extra) on the JAX device matching `device`.
+    vector_mode: how gymnasium sub-envs run, "sync" (in this process) or "async" (one process each).
+    env_kwargs: keyword arguments of the env: the torch-native env's constructor (e.g. the
+    market of "StockTrading-v0"), or `gymnasium.make`'s.
+    """
+    if backend not in BACKENDS:
+        raise EnvError(f"unknown env backend '{backend}'; choose one of {', '.join(BACKENDS)}.")
+    if is_torch_native(env_id, backend):
+        # a torch-native env's constructor takes these arguments; VecEnv's own does not
+        env_class: Callable[..., VecEnv] = torch_envs()[env_id]
+        return env_class(num_envs, device=device, seed=seed, **(env_kwargs or {}))
+    if backend == "torch":
+        raise EnvError(
+            f"there is no torch-native env named '{env_id}'. Torch-native envs: "
+            f"{', '.join(torch_envs())}. Use backend 'gymnasium' (or 'auto') for other ids."
+        )
+    if backend == "envpool":
+        from xiaoyarl.envs.envpool import EnvPoolVecEnv
+
+        if env_kwargs:
+            raise EnvError("env_kwargs are not passed to EnvPool envs; use backend gymnasium.")
+        return EnvPoolVecEnv(env_id, num_envs, device=device, seed=seed)
+    if backend == "playground":
+        from xiaoyarl.envs.playground import PlaygroundVecEnv
+
+        return PlaygroundVecEnv(env_id, num_envs, device=device, seed=seed, env_kwargs=env_kwargs)
+    from xiaoyarl.envs.gym import GymVecEnv
+
+    return GymVecEnv(env_id, num_envs, device=device, seed=seed, vector_mode=vector_mode,
+                     env_kwargs=env_kwargs)  # fmt: skip
