@@ -67,6 +67,7 @@ class Task:
     xiaoyarl_set: tuple[str, ...] = ()  # only for the xiaoyarl-only rows (num_envs)
     normalize: bool = False  # the zoo's `normalize: true`: SB3 trains in VecNormalize
     stop_at_target: bool = True  # False: a fixed budget; every run trains all of it
+    sb3_algo: str | None = None  # SB3's algorithm, where xiaoyarl's has none there (PQN)
 
 
 # RL Zoo hyper-parameters (rl-baselines3-zoo, hyperparams/*.yml). "lin_X" is a linear schedule
@@ -85,28 +86,29 @@ ZOO_PPO_HOPPER = dict(  # ppo.yml, Hopper (tuned by the zoo's authors), with `no
     clip_range=0.2, n_epochs=5, gae_lambda=0.99, max_grad_norm=0.7, vf_coef=0.835671,
     log_std_init=-2, ortho_init=False, activation_fn="relu", net_arch=[256, 256],
 )  # fmt: skip
+ZOO_DQN_CARTPOLE = dict(  # dqn.yml, CartPole
+    learning_rate=2.3e-3, batch_size=64, buffer_size=100_000, learning_starts=1000, gamma=0.99,
+    target_update_interval=10, train_freq=256, gradient_steps=128, exploration_fraction=0.08,
+    exploration_final_eps=0.04, net_arch=[256, 256],
+)  # fmt: skip
 TASKS: dict[str, Task] = {
     "ppo-cartpole": Task("ppo", "CartPole-v1", 475, 100_000, 10_000, ZOO_PPO_CARTPOLE, n_envs=8),
     "a2c-cartpole": Task("a2c", "CartPole-v1", 475, 200_000, 10_000, dict(ent_coef=0.0), n_envs=8),
-    "dqn-cartpole": Task(
-        "dqn",
+    "dqn-cartpole": Task("dqn", "CartPole-v1", 475, 100_000, 10_000, ZOO_DQN_CARTPOLE),
+    # PQN has no Stable-Baselines3 implementation: compared with the zoo's tuned DQN, on
+    # gymnasium's CartPole (8 sub-envs) and on the torch-native one (SB3 on gymnasium's)
+    "pqn-cartpole": Task(
+        "pqn", "CartPole-v1", 475, 100_000, 10_000, ZOO_DQN_CARTPOLE, sb3_algo="dqn"
+    ),  # fmt: skip
+    "pqn-cartpole-torch": Task(
+        "pqn",
         "CartPole-v1",
         475,
         100_000,
         10_000,
-        dict(
-            learning_rate=2.3e-3,
-            batch_size=64,
-            buffer_size=100_000,
-            learning_starts=1000,
-            gamma=0.99,
-            target_update_interval=10,
-            train_freq=256,
-            gradient_steps=128,
-            exploration_fraction=0.08,
-            exploration_final_eps=0.04,
-            net_arch=[256, 256],
-        ),
+        ZOO_DQN_CARTPOLE,
+        sb3_algo="dqn",
+        backend="torch",
     ),  # fmt: skip
     "sac-pendulum": Task("sac", "Pendulum-v1", -200, 30_000, 1_000, dict(learning_rate=1e-3)),
     "td3-pendulum": Task("td3", "Pendulum-v1", -200, 30_000, 1_000, ZOO_OFF_POLICY_PENDULUM),
@@ -243,7 +245,7 @@ def run_sb3(task: Task, seed: int, threads: int | None, root: Path) -> dict:
         eval_env = VecNormalize(eval_env, training=False, norm_reward=False)
         confirm_env = VecNormalize(confirm_env, training=False, norm_reward=False)
     kwargs, policy_kwargs = _sb3_kwargs(task, int(np.prod(env.action_space.shape)))
-    model_class = getattr(stable_baselines3, SB3_CLASSES[task.algo])
+    model_class = getattr(stable_baselines3, SB3_CLASSES[task.sb3_algo or task.algo])
     model = model_class(
         "MlpPolicy", env, seed=seed, policy_kwargs=policy_kwargs or None, device="cpu", **kwargs
     )
@@ -379,10 +381,11 @@ def table(results: dict[str, dict[str, list[dict]]]) -> str:
             steps = f"{s['median_steps']:,.0f}" if s["median_steps"] is not None else "-"
             train = s["median_train_seconds"]
             train = f"{train:.1f}" if train is not None else "-"
+            sb3_name = "Stable-Baselines3" + (f" {task.sb3_algo}" if task.sb3_algo else "")
             label = f"{task.algo} {task.env_id} ({task.backend}{', ' if task.xiaoyarl_set else ''}"
             label += f"{' '.join(task.xiaoyarl_set)}), target {task.target:g}"
             lines.append(
-                f"| {label} | {'xiaoyarl' if lib == 'xiaoyarl' else 'Stable-Baselines3'} | "
+                f"| {label} | {'xiaoyarl' if lib == 'xiaoyarl' else sb3_name} | "
                 f"{s['threads']} | {s['solved']}/{s['seeds']} | {steps} | {secs} | {train} | "
                 f"{s['final_eval']:.1f} | {s['steps_per_second']:,.0f} | {s['peak_mib']:,.0f} | "
                 f"{ratio} |"

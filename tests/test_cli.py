@@ -47,7 +47,7 @@ BAD_ENV_MODULE = textwrap.dedent(
 @pytest.mark.parametrize(
     ("args", "words"),
     [
-        (["train", "ppq", "CartPole-v1"], ["unknown algorithm 'ppq'", "did you mean 'ppo'", "a2c"]),
+        (["train", "pp0", "CartPole-v1"], ["unknown algorithm 'pp0'", "did you mean 'ppo'", "a2c"]),
         (["train", "ppo", "CartPol-v1"], ["unknown environment", "CartPole-v1"]),
         (["train", "ppo", "nomodule_xyz:Env-v0"], ["nomodule_xyz"]),
         (["train", "ppo", "CartPole-v1", "--set", "gamma"], ["name=value"]),

@@ -27,7 +27,7 @@ from xiaoyarl.config_io import (
         ("learning_rate", -1e-3, ["learning_rate", "-0.001", "(0, 1)"]),
         ("gamma", 1.5, ["gamma", "1.5", "(0, 1]"]),
         ("gamma", 0.0, ["gamma", "(0, 1]"]),
-        ("algo", "ppq", ["unknown algorithm", "ppq", "did you mean 'ppo'"]),
+        ("algo", "ppoo", ["unknown algorithm", "ppoo", "did you mean 'ppo'"]),
         ("num_envs", 0, ["num_envs", "positive integer"]),
         ("net_dims", [64, 0], ["net_dims", "positive"]),
         ("ratio_clip", 2.0, ["ratio_clip", "(0, 1)"]),

@@ -34,12 +34,21 @@ def test_ddpg_solves_torch_pendulum_quick(tmp_path):
     assert summary["solved"] and summary["final_eval_mean"] >= -200
 
 
+def test_pqn_solves_torch_cartpole_quick(tmp_path):
+    """Value learning without replay or target network, end to end, in seconds."""
+    summary = train(tmp_path, "pqn", "CartPole-v1", 0, max_steps=500_000)
+    assert summary["solved"] and summary["final_eval_mean"] >= 475
+
+
 GYM = ("--backend", "gymnasium")
 CASES = {  # id: (algo, env, extra args, target, env-step budget)
     "ppo-torch-cartpole": ("ppo", "CartPole-v1", (), 475, 8_000_000),
     "ppo-torch-pendulum": ("ppo", "Pendulum-v1", (), -200, 8_000_000),
     "ppo-gym-cartpole": ("ppo", "CartPole-v1", GYM, 475, 8_000_000),
     "a2c-torch-cartpole": ("a2c", "CartPole-v1", (), 475, 8_000_000),
+    "pqn-torch-cartpole": ("pqn", "CartPole-v1", (), 475, 500_000),
+    "pqn-gym-cartpole": ("pqn", "CartPole-v1", GYM, 475, 500_000),
+    "pqn-torch-acrobot": ("pqn", "Acrobot-v1", (), -100, 1_000_000),
     "ppo-torch-chase": ("ppo", "Chase-v0", (), 6.3, 3_000_000),
     **{
         f"{algo}-gym-cartpole": (algo, "CartPole-v1", GYM, 475, 100_000)

@@ -154,8 +154,9 @@ class Config:
     per_beta: float = option(0.4, "initial importance-sampling exponent, annealed to 1 ...")
     per_beta_steps: int = option(100_000, "... linearly over this many env steps (fixed, so a "
         "resumed run with a larger max_steps anneals exactly as one run would)")  # fmt: skip
-    explore_rate: float = option(0.05, "DQN: final epsilon of epsilon-greedy (starts at 1)")
-    explore_decay_steps: int = option(10_000, "DQN: env steps over which epsilon decays linearly")
+    explore_rate: float = option(0.05, "DQN, PQN: final epsilon of epsilon-greedy (starts at 1)")
+    explore_decay_steps: int = option(10_000, "DQN, PQN: env steps of epsilon's linear decay")
+    q_lambda: float = option(0.65, "PQN: lambda of its Q(lambda) returns (0: one-step targets)")
     explore_noise_std: float = option(0.1, "DDPG / TD3: Gaussian exploration noise (actions: +-1)")
     policy_noise_std: float = option(0.2, "TD3: target policy smoothing noise ...")
     policy_noise_clip: float = option(0.5, "... clipped to +-this")

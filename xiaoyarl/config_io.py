@@ -139,7 +139,7 @@ def validate_config(config: Config) -> Config:
     for name in ("soft_update_tau", "per_beta"):
         if not 0 < getattr(config, name) <= 1:
             bad(name, "in (0, 1]")
-    for name in ("per_alpha", "explore_rate"):
+    for name in ("per_alpha", "explore_rate", "q_lambda"):
         if not 0 <= getattr(config, name) <= 1:
             bad(name, "in [0, 1]")
     for name in ("explore_noise_std", "policy_noise_std", "policy_noise_clip", "alpha_init"):

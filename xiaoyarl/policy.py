@@ -21,6 +21,7 @@ from xiaoyarl.core.off_policy_nets import (
     ActorSAC,
     QNet,
     QNetDuel,
+    QNetLayerNorm,
     RecurrentQNet,
 )
 from xiaoyarl.errors import CheckpointError, ConfigError
@@ -37,6 +38,7 @@ ACTORS: dict[str, type[nn.Module]] = {
         ActorDiscretePPO,
         QNet,
         QNetDuel,
+        QNetLayerNorm,
         Actor,
         ActorSAC,
         ActorDiscreteSAC,

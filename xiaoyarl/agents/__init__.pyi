@@ -16,6 +16,7 @@ from xiaoyarl.agents.multi import (
     AgentVDN,
 )
 from xiaoyarl.agents.ppo import AgentDiscretePPO, AgentPPO
+from xiaoyarl.agents.pqn import AgentPQN
 from xiaoyarl.agents.redq import AgentREDQ
 from xiaoyarl.agents.registry import ALGORITHMS, agent_class, make_agent
 from xiaoyarl.agents.sac import AgentModSAC, AgentSAC, AgentSACDiscrete
@@ -39,6 +40,7 @@ __all__ = [
     "AgentMATD3Discrete",
     "AgentModSAC",
     "AgentPPO",
+    "AgentPQN",
     "AgentQMIX",
     "AgentREDQ",
     "AgentSAC",

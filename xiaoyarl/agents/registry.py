@@ -25,6 +25,7 @@ from xiaoyarl.agents.multi.centralized_critic import (
 from xiaoyarl.agents.multi.mappo import AgentDiscreteMAPPO, AgentMAPPO
 from xiaoyarl.agents.multi.value_decomposition import AgentQMIX, AgentVDN
 from xiaoyarl.agents.ppo import AgentDiscretePPO, AgentPPO
+from xiaoyarl.agents.pqn import AgentPQN
 from xiaoyarl.agents.redq import AgentREDQ
 from xiaoyarl.agents.sac import AgentModSAC, AgentSAC, AgentSACDiscrete
 from xiaoyarl.agents.td3 import AgentTD3
@@ -43,6 +44,7 @@ ALGORITHMS: dict[str, tuple[type[AgentBase] | None, type[AgentBase] | None]] = {
     "dqn": (None, AgentDQN),
     "double_dqn": (None, AgentDoubleDQN),
     "d3qn": (None, AgentD3QN),
+    "pqn": (None, AgentPQN),
     "ddpg": (AgentDDPG, None),
     "td3": (AgentTD3, None),
     "sac": (AgentSAC, None),

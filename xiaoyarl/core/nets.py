@@ -41,11 +41,11 @@ def gaussian_logprob(noise: torch.Tensor, log_std: torch.Tensor) -> torch.Tensor
     return noise.square().mul(-0.5).sub(log_std).sub_(_HALF_LOG_2PI)
 
 
-def build_mlp(
-    dims: list[int], activation: type[nn.Module] = nn.Tanh, out_gain: float = 1.0
-) -> nn.Sequential:
+def build_mlp(dims: list[int], activation: type[nn.Module] = nn.Tanh, out_gain: float = 1.0,
+              layer_norm: bool = False) -> nn.Sequential:  # fmt: skip
     """`dims = [in, hidden..., out]`: Linear layers with `activation` between them (not after the
-    last). Orthogonal init (gain sqrt(2) for hidden layers, `out_gain` for the last), zero bias."""
+    last), each hidden one followed by a LayerNorm first where `layer_norm`. Orthogonal init
+    (gain sqrt(2) for hidden layers, `out_gain` for the last), zero bias."""
     layers: list[nn.Module] = []
     for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:], strict=True)):
         last = i == len(dims) - 2
@@ -54,7 +54,7 @@ def build_mlp(
         nn.init.zeros_(linear.bias)
         layers.append(linear)
         if not last:
-            layers.append(activation())
+            layers.extend([nn.LayerNorm(d_out), activation()] if layer_norm else [activation()])
     return nn.Sequential(*layers)
 
 

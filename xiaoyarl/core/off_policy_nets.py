@@ -1,4 +1,5 @@
-"""The networks of the off-policy agents: Q-networks (DQN family, VDN and QMIX, DRQN), batched
+"""The networks of the value-based and off-policy agents: Q-networks (DQN family, PQN, VDN and
+QMIX, DRQN), batched
 critic ensembles (DDPG, TD3, SAC, REDQ, MADDPG), and deterministic, squashed-Gaussian,
 categorical and Gumbel-softmax actors. Built from the blocks in `nets.py`, which every agent
 uses; an on-policy agent does not load this module.
@@ -52,6 +53,16 @@ class QNet(nn.Module):
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
         return self.q_values(state).argmax(-1)
+
+
+class QNetLayerNorm(QNet):
+    """A Q-network with LayerNorm after every hidden layer, which keeps TD learning stable
+    without a target network (PQN: Gallici et al., "Simplifying Deep Temporal Difference
+    Learning", 2025)."""
+
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm):
+        super().__init__(state_dim, action_dim, net_dims, norm)
+        self.net = build_mlp([state_dim, *net_dims, action_dim], nn.ReLU, layer_norm=True)
 
 
 class QNetDuel(QNet):

@@ -1,8 +1,11 @@
-"""Return and objective functions of the on-policy agents, pure functions of tensors.
+"""Return and objective functions of the agents that learn from whole rollouts, pure functions
+of tensors.
 
 GAE: Schulman et al., "High-Dimensional Continuous Control Using Generalized Advantage
 Estimation", 2016. The clipped surrogate: Schulman et al., "Proximal Policy Optimization
-Algorithms", 2017.
+Algorithms", 2017. Lambda-returns: Sutton & Barto, "Reinforcement Learning: An Introduction",
+2018, ch. 12; over greedy values, Peng's Q(lambda) as PQN uses it (Gallici et al.,
+"Simplifying Deep Temporal Difference Learning", 2025).
 """
 
 from __future__ import annotations
@@ -36,6 +39,28 @@ def compute_gae(
         running = delta + gamma * lambda_gae * keep_trace[t] * running
         advantages[t] = running
     return advantages
+
+
+def lambda_returns(
+    rewards: torch.Tensor,
+    next_values: torch.Tensor,
+    terminals: torch.Tensor,
+    truncates: torch.Tensor,
+    gamma: float,
+    lam: float,
+) -> torch.Tensor:
+    """Lambda-returns `(T, N)` from `(T, N)` inputs: `G_t = r_t + gamma * ((1 - lam) *
+    next_values[t] + lam * G_{t+1})` while the episode goes on.
+
+    `next_values[t]` is the value of the state step t reached (the true last state when the
+    episode ended there; for Q(lambda), max_a Q). A terminal step does not bootstrap; a truncated
+    one, and the rollout's last step, bootstrap from `next_values[t]` alone: the return does not
+    run on into the next episode. Computed as GAE advantages plus the values they are taken
+    against, the values of the states the steps start from: those are the values their previous
+    steps reached (step 0's cancels out).
+    """
+    values = torch.cat([next_values[:1], next_values[:-1]])
+    return compute_gae(rewards, values, next_values, terminals, truncates, gamma, lam) + values
 
 
 def clipped_surrogate(

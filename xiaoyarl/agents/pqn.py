@@ -1,0 +1,130 @@
+"""PQN: Gallici et al., "Simplifying Deep Temporal Difference Learning", ICLR 2025 (Algorithm 1).
+
+Q-learning built for many vectorized envs: a Q-network with LayerNorm, epsilon-greedy rollouts
+of every sub-env, Peng's Q(lambda) returns over each rollout computed once with the network of
+that moment, then several epochs of mini-batch regression onto them. No replay buffer and no
+target network: the sub-envs decorrelate the data and LayerNorm keeps the bootstrapped targets
+from running away.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+import torch
+
+from xiaoyarl.agents.base import AgentBase
+from xiaoyarl.agents.ppo import on_policy_eval_every, on_policy_num_envs
+from xiaoyarl.core.off_policy_nets import QNetLayerNorm
+from xiaoyarl.core.returns import lambda_returns
+
+if TYPE_CHECKING:
+    from xiaoyarl.agents.protocols import OptimizerKit
+    from xiaoyarl.config import Config
+    from xiaoyarl.envs.base import EnvSpec
+
+
+class Rollout(NamedTuple):
+    """Time-major data of one rollout; T = horizon_len, N = num_envs, S = state_dim."""
+
+    states: torch.Tensor  # (T, N, S)
+    actions: torch.Tensor  # (T, N) int64
+    rewards: torch.Tensor  # (T, N)
+    terminals: torch.Tensor  # (T, N) bool: the episode ended for good (no bootstrap)
+    truncates: torch.Tensor  # (T, N) bool: the episode was cut by a time limit (bootstrap)
+    next_states: torch.Tensor  # (T, N, S): the state each step reached, before any auto-reset
+
+
+class AgentPQN(AgentBase):
+    """Parallelised Q-learning: epsilon decays linearly from 1 to `explore_rate` over
+    `explore_decay_steps` env steps; each rollout's Q(`q_lambda`) returns are regressed onto
+    for `repeat_times` epochs of `batch_size` mini-batches (squared error)."""
+
+    if_off_policy = False
+    if_discrete = True
+    config_fields = frozenset({"explore_rate", "explore_decay_steps", "q_lambda"})
+    rollout_class = Rollout
+
+    @classmethod
+    def defaults(cls, config: Config, batched: bool, device_type: str) -> dict:
+        """The sub-envs of the on-policy agents (1,024 batched on a GPU, 16 on a CPU, 8
+        gymnasium envs) with rollouts of at least 1,024 transitions, cut into 8 mini-batches
+        for 4 epochs: one gradient step per 32 transitions, the ratio of the paper's
+        classic-control settings (32 envs x 64 steps, 16 mini-batches, 4 epochs), at its
+        MinAtar and Atari learning rate, 5e-4; a [128, 128] LayerNorm network on raw
+        observations (LayerNorm normalises inside)."""
+        num_envs = on_policy_num_envs(config, batched, device_type)
+        horizon_len = config.horizon_len or max(16, 1024 // num_envs)
+        return {
+            "num_envs": num_envs,
+            "horizon_len": horizon_len,
+            "batch_size": max(1, num_envs * horizon_len // 8),
+            "repeat_times": 4.0,
+            "learning_rate": 5e-4,
+            "net_dims": [128, 128],
+            "state_norm": False,
+            "reward_norm": False,
+            "eval_every": on_policy_eval_every(num_envs * horizon_len),
+        }
+
+    def __init__(self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True,
+                 kit: OptimizerKit | None = None) -> None:  # fmt: skip
+        super().__init__(spec, config, device, learner, kit)
+        assert config.net_dims is not None, "resolve_config sets net_dims"
+        self.qnet = QNetLayerNorm(spec.state_dim, spec.action_dim, config.net_dims,
+                                  self.state_norm).to(device)  # fmt: skip
+        self.actor = self.qnet  # the greedy policy
+        self.nets = {"qnet": self.qnet}
+        self.optimizers = {"qnet": self.make_optimizer(self.qnet)}
+
+    def epsilon(self) -> float:
+        cfg = self.config
+        progress = min(1.0, self.explored / cfg.explore_decay_steps)
+        return 1.0 + progress * (cfg.explore_rate - 1.0)
+
+    def explore_step(self, state: torch.Tensor) -> tuple[torch.Tensor, tuple]:
+        greedy = self.qnet(state)
+        random = torch.randint_like(greedy, self.spec.action_dim)
+        explore = torch.rand(greedy.shape, device=self.device) < self.epsilon()
+        action = torch.where(explore, random, greedy)
+        return action, (state, action)
+
+    def record(self, kept: tuple, reward: torch.Tensor, terminal: torch.Tensor,
+               truncate: torch.Tensor, info: dict) -> tuple[torch.Tensor, ...]:  # fmt: skip
+        state, action = kept
+        return state, action, reward, terminal, truncate, info["final_state"]
+
+    def update_net(self, rollout: Rollout) -> dict[str, torch.Tensor]:
+        """`pqn_update` on `rollout` (through `run_update`)."""
+        return self.run_update(self.pqn_update, rollout)
+
+    def q_lambda_targets(self, rollout: Rollout) -> torch.Tensor:
+        """Q(lambda) returns `(T, N)` of the rollout, bootstrapped from max_a Q(s', a) of the
+        network as it is now."""
+        horizon_len, num_envs = rollout.rewards.shape
+        with torch.no_grad():
+            next_q = self.qnet.q_values(rollout.next_states.flatten(0, 1)).max(-1).values
+            return lambda_returns(rollout.rewards, next_q.view(horizon_len, num_envs),
+                                  rollout.terminals, rollout.truncates, self.config.gamma,
+                                  self.config.q_lambda)  # fmt: skip
+
+    def pqn_update(self, rollout: Rollout) -> dict[str, torch.Tensor]:
+        """The rollout's Q(lambda) returns, then `repeat_times` epochs of mini-batch steps on
+        the squared error of Q(s, a) against them; returns the mean loss and Q-value. The
+        mini-batches are the whole batch's (`reducer`)."""
+        cfg = self.config
+        horizon_len, num_envs = rollout.rewards.shape
+        returns = self.q_lambda_targets(rollout).flatten()
+        states, actions = rollout.states.flatten(0, 1), rollout.actions.flatten()
+        assert cfg.batch_size and cfg.repeat_times, "resolve_config sets them"
+        batches = self.reducer.minibatches(horizon_len * num_envs, num_envs, cfg.batch_size,
+                                           cfg.repeat_times, self.device)  # fmt: skip
+        logs = torch.zeros(2, device=self.device)
+        for idx in batches.indices:
+            q = self.qnet.q_values(states[idx]).gather(1, actions[idx].unsqueeze(1)).squeeze(1)
+            loss = 0.5 * batches.mean((q - returns[idx]).square())
+            self.optimizer_step(self.optimizers["qnet"], self.qnet, loss)
+            logs += torch.stack([loss.detach(), batches.mean(q.detach())])
+        self.state_norm.update(states)  # after the update, as the on-policy agents
+        logs /= len(batches.indices)
+        return {"critic_loss": logs[0], "q_value": logs[1]}
