@@ -108,6 +108,8 @@ class Config:
     confirm_episodes: int = option(50, "an evaluation at the target counts only if this many "
         "fresh episodes confirm it (0: no confirmation)")  # fmt: skip
     checkpoint_every: int = option(200_000, "env steps between full training-state checkpoints")
+    on_divergence: str = option("stop", "a run whose losses or values stop being finite or "
+        "outgrow its rewards: stop (stop_reason diverged) or warn", ("stop", "warn"))  # fmt: skip
     cwd: str | None = option(None, "run folder; None: runs/<env>_<algo>_<seed>")
     tensorboard: bool = option(False, "also write TensorBoard events (`tensorboard` extra)")
     wandb: bool = option(False, "also log to W&B (`wandb` extra; WANDB_MODE=offline works)")

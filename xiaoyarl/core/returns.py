@@ -41,14 +41,8 @@ def compute_gae(
     return advantages
 
 
-def lambda_returns(
-    rewards: torch.Tensor,
-    next_values: torch.Tensor,
-    terminals: torch.Tensor,
-    truncates: torch.Tensor,
-    gamma: float,
-    lam: float,
-) -> torch.Tensor:
+def lambda_returns(rewards: torch.Tensor, next_values: torch.Tensor, terminals: torch.Tensor,
+                   truncates: torch.Tensor, gamma: float, lam: float) -> torch.Tensor:  # fmt: skip
     """Lambda-returns `(T, N)` from `(T, N)` inputs: `G_t = r_t + gamma * ((1 - lam) *
     next_values[t] + lam * G_{t+1})` while the episode goes on.
 

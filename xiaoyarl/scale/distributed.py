@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from xiaoyarl.agents.protocols import Steps
 
 # Stop reasons in the order of precedence when ranks disagree (the largest code wins).
-STOP_REASONS = ("max_steps", "target", "callback", "stop_file", "SIGTERM", "SIGINT")
+STOP_REASONS = ("max_steps", "target", "callback", "stop_file", "diverged", "SIGTERM", "SIGINT")
 COLLECTIVE_TIMEOUT = datetime.timedelta(minutes=5)  # a hung rank ends the job after this
 
 

@@ -32,9 +32,16 @@ from xiaoyarl.agents import AgentBase
 from xiaoyarl.config import Config
 from xiaoyarl.envs.base import VecEnv
 from xiaoyarl.train.checkpoint import policy_state, save_atomic
+from xiaoyarl.train.divergence import ADVICE, DivergenceGuard
 from xiaoyarl.train.evaluator import EvalResult, Evaluator
 from xiaoyarl.train.loggers import EpisodeStats, Loggers
-from xiaoyarl.train.progress import Console, TrainingSpeed, process_seconds, progress_text
+from xiaoyarl.train.progress import (
+    Console,
+    TrainingSpeed,
+    process_seconds,
+    progress_text,
+    warn,
+)
 
 if TYPE_CHECKING:
     from xiaoyarl.agents.protocols import Steps
@@ -126,6 +133,8 @@ class TrainLoop:
         self.last_eval: EvalResult | None = None
         self.best_return = -math.inf
         self.logs: dict[str, torch.Tensor] = {}
+        self.guard: DivergenceGuard | None = DivergenceGuard(config.gamma, env.spec.max_step,
+                                                             agent.device)  # fmt: skip
         self.saved_step = -1  # the step of the newest checkpoint on disk
         self.phase = "idle"  # idle | collect | update: where a failure happened
         self.explored_before = 0  # agent.explored before the rollout being collected
@@ -315,6 +324,7 @@ class TrainLoop:
                         stop_reason = "callback"
                     self.phase = "update"
                     self.logs = self.agent.update_net(rollout)
+                    stop_reason = self._check_divergence(rollout.rewards) or stop_reason
                     self.total_steps += steps
                     self.updates += 1
                     self.phase = "idle"
@@ -350,16 +360,36 @@ class TrainLoop:
                 if self.console.live:
                     self._progress(force=True)  # the bar's last state stays on screen
                 self.train_seconds = time.perf_counter() - self.start
-                self.save()
+                if stop_reason != "diverged":  # keep the last checkpoint from before it did
+                    self.save()
                 self.close_evaluator()
             finally:
                 self.console.close()
                 self.stop_workers()
-        if stop_reason not in ("target", "max_steps"):
+        if stop_reason == "diverged":
+            kept = f"the checkpoint of step {self.saved_step:,}, " if self.saved_step > 0 else ""
+            self.console.line(f"stopped: diverged at step {self.total_steps:,}; kept {kept}the "
+                              f"best policy (actor.pt) and the run folder")  # fmt: skip
+        elif stop_reason not in ("target", "max_steps"):
             self.console.line(
                 f"stopped by {stop_reason} at step {self.total_steps:,}; checkpoint written"
             )
         return self.summary(stop_reason)
+
+    def _check_divergence(self, rewards: torch.Tensor) -> str | None:
+        """After an update: "diverged" when the guard finds its logs diverged and the config
+        says stop; it warns once either way (`train/divergence.py`)."""
+        if self.guard is None:
+            return None
+        found = self.guard.observe(self.logs, rewards)
+        if found is None:
+            return None
+        self.guard = None  # one warning per run
+        stop = self.config.on_divergence == "stop"
+        then = ("Stopping (on_divergence: stop)" if stop else
+                "Training goes on (on_divergence: warn)")  # fmt: skip
+        warn(f"the run diverged at step {self.total_steps:,}: {found}. {ADVICE} {then}.")
+        return "diverged" if stop else None
 
     def _call(self, hook: str, arg: object) -> bool:
         """Run `hook` of every callback; True when one asks to stop."""

@@ -1,0 +1,83 @@
+"""The divergence guard (`train/divergence.py`, `on_divergence`): what it flags, and a run that
+diverges stops (or warns) with a message that says what to change."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+from helpers import cli
+
+from xiaoyarl.train.checkpoint import load_plain
+from xiaoyarl.train.divergence import DivergenceGuard
+
+CPU = torch.device("cpu")
+
+
+def logs(**values: float) -> dict[str, torch.Tensor]:
+    return {k: torch.tensor(v) for k, v in values.items()}
+
+
+def test_healthy_values_within_what_the_rewards_allow_are_not_flagged():
+    guard = DivergenceGuard(gamma=0.99, max_step=500, device=CPU)
+    rewards = torch.ones(8, 4)  # CartPole: returns up to 100 at gamma 0.99
+    for _ in range(100):  # Q-values at the true bound, losses at its square, other scalars large
+        assert guard.observe(logs(q_value=100.0, critic_loss=1e4, entropy=1e9), rewards) is None
+
+
+def test_a_value_beyond_ten_times_the_return_bound_is_flagged_with_its_name():
+    guard = DivergenceGuard(gamma=0.99, max_step=500, device=CPU)
+    rewards = torch.full((8, 4), -1.5)  # the navigation task's scale: |return| <= 150
+    assert guard.observe(logs(q_value=-1400.0, critic_loss=2e6), rewards) is None
+    found = guard.observe(logs(q_value=-1.5e11, critic_loss=2e6), rewards)
+    assert found is not None and found.startswith("q_value = -1.5e+11")
+    assert "|r| <= 1.5" in found and "gamma 0.99" in found
+
+
+def test_losses_are_held_to_the_square_and_non_finite_values_always_flagged():
+    guard = DivergenceGuard(gamma=0.9, max_step=200, device=CPU)
+    rewards = torch.full((4, 2), 2.0)  # returns up to 20: values to 200, losses to 40,000
+    assert guard.observe(logs(critic_loss=39_000.0), rewards) is None
+    assert "critic_loss" in guard.observe(logs(critic_loss=41_000.0), rewards)
+    other = DivergenceGuard(gamma=0.9, max_step=200, device=CPU)
+    assert "not finite" in other.observe(logs(entropy=float("nan")), rewards)
+    # gamma 1: the time limit bounds the return instead
+    undiscounted = DivergenceGuard(gamma=1.0, max_step=200, device=CPU)
+    assert undiscounted.observe(logs(q_value=1_900.0), torch.ones(1, 1)) is None  # 10 x 200
+    assert "q_value" in undiscounted.observe(logs(q_value=2_100.0), torch.ones(1, 1))
+
+
+def test_on_an_accelerator_the_flag_is_read_back_every_50_updates_naming_the_first():
+    guard = DivergenceGuard(gamma=0.99, max_step=500, device=CPU)
+    guard.check_every = 50  # as on a GPU
+    rewards = torch.ones(8, 4)
+    found = [guard.observe(logs(q_value=5e4 if i == 3 else 1.0), rewards) for i in range(50)]
+    assert found[:49] == [None] * 49
+    assert found[49] is not None and found[49].startswith("q_value = 5e+04")
+
+
+def train(tmp_path, *extra):
+    summary = tmp_path / "summary.json"
+    run = cli("train", "sac", "Pendulum-v1", "--seed", "0", "--quiet", "--cwd", str(tmp_path / "r"),
+              "--set", "learning_rate=0.9", "--set", "clip_grad_norm=1e6", "--set",
+              "checkpoint_every=500", "--summary-json", str(summary), *extra,
+              timeout=600)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(summary.read_text()), run.stderr
+
+
+def test_a_diverging_run_stops_and_keeps_its_last_checkpoint(tmp_path):
+    summary, stderr = train(tmp_path, "--max-steps", "20000")
+    assert summary["stop_reason"] == "diverged"
+    assert summary["total_steps"] < 5000  # within a few hundred updates of the first
+    assert stderr.count("the run diverged at step") == 1
+    assert "critic_loss" in stderr and "lower learning_rate" in stderr and "Stopping" in stderr
+    saved = load_plain(tmp_path / "r" / "checkpoint" / "state.pt")
+    assert saved["counters"]["total_steps"] < summary["total_steps"]  # from before it diverged
+    assert (tmp_path / "r" / "config.yaml").is_file()
+
+
+def test_on_divergence_warn_trains_on_with_one_warning(tmp_path):
+    summary, stderr = train(tmp_path, "--max-steps", "3000", "--set", "on_divergence=warn")
+    assert summary["stop_reason"] == "max_steps" and summary["total_steps"] >= 3000
+    assert stderr.count("the run diverged at step") == 1 and "Training goes on" in stderr

@@ -1,0 +1,79 @@
+"""Noticing a run that diverges: losses or values that are not finite, or that outgrow what the
+rewards seen so far allow (`on_divergence`).
+
+A value estimate can be no larger than the largest return the rewards allow,
+`R = max |reward| / (1 - gamma)` (the largest reward seen so far; with gamma 1, times the time
+limit). The guard flags a logged Q or value estimate (a key with "q_value" or "value" in its
+name) beyond `SLACK * R`, and a loss (a key with "loss") beyond `(SLACK * R)^2`, the squared
+error of such a value; any other logged scalar only when it is not finite. A healthy run stays
+far inside (its values are at most R); a diverging one (a Q-value of 1e11 where the returns are
+-150) crosses long before it overflows. The checks are tensor operations on the logs the update
+already returns; the flag is read back from the device every `check_every` updates.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+SLACK = 10.0
+
+ADVICE = ("What usually helps: a lower learning_rate, reward normalisation (reward_norm, "
+          "where the algorithm has it), gradient clipping (a lower clip_grad_norm), a lower "
+          "gamma.")  # fmt: skip
+
+
+class DivergenceGuard:
+    """Watches each update's logged scalars against the rewards seen so far."""
+
+    def __init__(self, gamma: float, max_step: int, device: torch.device) -> None:
+        self.gamma = gamma
+        self.horizon = 1 / (1 - gamma) if gamma < 1 else float(max_step)
+        self.check_every = 1 if device.type == "cpu" else 50  # a read back syncs an accelerator
+        self.largest_reward = torch.ones((), device=device)  # at least 1: no bound below SLACK
+        self.flagged: dict[str, torch.Tensor] = {}  # per scalar: was it ever beyond its bound
+        self.values: dict[str, torch.Tensor] = {}  # ... and its value the first time it was
+        self.calls = 0
+
+    def bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the largest value allowed, the largest loss allowed) `()` each, from the rewards."""
+        value = SLACK * self.horizon * self.largest_reward
+        return value, value.square()
+
+    def beyond(self, name: str, x: torch.Tensor) -> torch.Tensor:
+        """Whether the logged scalar `name` is not finite or beyond its bound, `()` bool."""
+        value, loss = self.bounds()
+        bad = ~torch.isfinite(x)
+        if "loss" in name:
+            return bad | (x.abs() > loss)
+        if "q_value" in name or "value" in name:
+            return bad | (x.abs() > value)
+        return bad
+
+    def observe(self, logs: dict[str, torch.Tensor], rewards: torch.Tensor) -> str | None:
+        """Take in one update's logs and its rollout's rewards; when the run has diverged (read
+        back every `check_every` calls), a message naming the first quantity that did."""
+        self.largest_reward = torch.maximum(self.largest_reward, rewards.detach().abs().max())
+        for name, x in logs.items():
+            x = x.detach().float()
+            bad = self.beyond(name, x)
+            before = self.flagged.get(name, torch.zeros_like(bad))
+            self.values[name] = torch.where(before, self.values.get(name, x), x)
+            self.flagged[name] = before | bad
+        self.calls += 1
+        if self.calls % self.check_every:
+            return None
+        bad_names = [name for name, flag in self.flagged.items() if bool(flag)]
+        if not bad_names:
+            return None
+        name = bad_names[0]
+        first = float(self.values[name])
+        if not math.isfinite(first):
+            return f"{name} = {first} is not finite"
+        value, loss = self.bounds()
+        bound = float(loss if "loss" in name else value)
+        what = "the squared error of a value" if "loss" in name else "a value"
+        return (f"{name} = {first:.3g}, beyond {bound:.3g}: {what} should stay within {SLACK:g} "
+                f"times the largest return the rewards seen so far allow (|r| <= "
+                f"{float(self.largest_reward):.3g}, gamma {self.gamma:g})")  # fmt: skip
