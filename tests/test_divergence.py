@@ -34,13 +34,16 @@ def test_a_value_beyond_ten_times_the_return_bound_is_flagged_with_its_name():
     assert "|r| <= 1.5" in found and "gamma 0.99" in found
 
 
-def test_losses_are_held_to_the_square_and_non_finite_values_always_flagged():
+def test_losses_are_held_to_the_square_and_non_finite_ones_always_flagged():
     guard = DivergenceGuard(gamma=0.9, max_step=200, device=CPU)
     rewards = torch.full((4, 2), 2.0)  # returns up to 20: values to 200, losses to 40,000
     assert guard.observe(logs(critic_loss=39_000.0), rewards) is None
     assert "critic_loss" in guard.observe(logs(critic_loss=41_000.0), rewards)
     other = DivergenceGuard(gamma=0.9, max_step=200, device=CPU)
-    assert "not finite" in other.observe(logs(entropy=float("nan")), rewards)
+    assert other.observe(logs(h_term=float("nan")), rewards) is None  # not computed yet
+    assert "not finite" in other.observe(logs(critic_loss=float("nan")), rewards)
+    assert "not finite" in DivergenceGuard(0.9, 200, CPU).observe(logs(entropy=float("inf")),
+                                                                   rewards)  # fmt: skip
     # gamma 1: the time limit bounds the return instead
     undiscounted = DivergenceGuard(gamma=1.0, max_step=200, device=CPU)
     assert undiscounted.observe(logs(q_value=1_900.0), torch.ones(1, 1)) is None  # 10 x 200
@@ -78,6 +81,6 @@ def test_a_diverging_run_stops_and_keeps_its_last_checkpoint(tmp_path):
 
 
 def test_on_divergence_warn_trains_on_with_one_warning(tmp_path):
-    summary, stderr = train(tmp_path, "--max-steps", "3000", "--set", "on_divergence=warn")
-    assert summary["stop_reason"] == "max_steps" and summary["total_steps"] >= 3000
+    summary, stderr = train(tmp_path, "--max-steps", "1500", "--set", "on_divergence=warn")
+    assert summary["stop_reason"] == "max_steps" and summary["total_steps"] >= 1500
     assert stderr.count("the run diverged at step") == 1 and "Training goes on" in stderr

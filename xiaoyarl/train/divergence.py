@@ -5,10 +5,12 @@ A value estimate can be no larger than the largest return the rewards allow,
 `R = max |reward| / (1 - gamma)` (the largest reward seen so far; with gamma 1, times the time
 limit). The guard flags a logged Q or value estimate (a key with "q_value" or "value" in its
 name) beyond `SLACK * R`, and a loss (a key with "loss") beyond `(SLACK * R)^2`, the squared
-error of such a value; any other logged scalar only when it is not finite. A healthy run stays
-far inside (its values are at most R); a diverging one (a Q-value of 1e11 where the returns are
--150) crosses long before it overflows. The checks are tensor operations on the logs the update
-already returns; the flag is read back from the device every `check_every` updates.
+error of such a value; either when it is not finite; any other logged scalar when it is
+infinite (NaN there means "not computed yet", as the H-term's while its buffer fills). A
+healthy run stays far inside (its values are at most R); a diverging one (a Q-value of 1e11
+where the returns are -150) crosses long before it overflows. The checks are tensor operations
+on the logs the update already returns; the flag is read back from the device every
+`check_every` updates.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ class DivergenceGuard:
             return bad | (x.abs() > loss)
         if "q_value" in name or "value" in name:
             return bad | (x.abs() > value)
-        return bad
+        return torch.isinf(x)  # NaN: a quantity not computed yet (the H-term's, as it fills)
 
     def observe(self, logs: dict[str, torch.Tensor], rewards: torch.Tensor) -> str | None:
         """Take in one update's logs and its rollout's rewards; when the run has diverged (read
