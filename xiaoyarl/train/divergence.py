@@ -11,6 +11,11 @@ healthy run stays far inside (its values are at most R); a diverging one (a Q-va
 where the returns are -150) crosses long before it overflows. The checks are tensor operations
 on the logs the update already returns; the flag is read back from the device every
 `check_every` updates.
+
+The rewards are those the loop sees: a multi-agent run's team reward (the sum of the agents'
+where they are not shared). In a task whose agents' rewards cancel in that sum (zero-sum,
+competitive), an agent's own value can exceed the bound it gives: use `on_divergence: warn`
+there.
 """
 
 from __future__ import annotations
