@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch.nn import functional as F
 
+from xiaoyarl.agents.epsilon_greedy import EpsilonGreedy
 from xiaoyarl.agents.off_policy import OFF_POLICY_FIELDS, AgentOffPolicy
 from xiaoyarl.config import Config
 from xiaoyarl.core.buffer import Batch
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from xiaoyarl.agents.protocols import OptimizerKit
 
 
-class AgentDQN(AgentOffPolicy):
+class AgentDQN(EpsilonGreedy, AgentOffPolicy):
     """Q-learning with a replay buffer, a target network, epsilon-greedy exploration (epsilon
     decays linearly from 1 to `explore_rate` over `explore_decay_steps` env steps) and the
     Huber loss on the TD error, weighted by importance weights when replay is prioritized."""
@@ -63,16 +64,9 @@ class AgentDQN(AgentOffPolicy):
         self.nets = {"qnet": self.qnet, "qnet_target": self.qnet_target}
         self.optimizers = {"qnet": self.make_optimizer(self.qnet)}
 
-    def epsilon(self) -> float:
-        cfg = self.config
-        progress = min(1.0, self.explored / cfg.explore_decay_steps)
-        return 1.0 + progress * (cfg.explore_rate - 1.0)
-
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
         greedy = self.qnet(state)
-        random = torch.randint_like(greedy, self.spec.action_dim)
-        explore = torch.rand(greedy.shape, device=self.device) < self.epsilon()
-        return torch.where(explore, random, greedy)
+        return self.epsilon_greedy(greedy, torch.randint_like(greedy, self.spec.action_dim))
 
     def next_q(self, next_states: torch.Tensor) -> torch.Tensor:
         """max_a Q_target(s', a) `(B,)`: the target network both selects and evaluates."""

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import torch
 
 from xiaoyarl.agents.base import AgentBase
+from xiaoyarl.agents.epsilon_greedy import EpsilonGreedy
 from xiaoyarl.agents.ppo import on_policy_eval_every, on_policy_num_envs
 from xiaoyarl.core.off_policy_nets import QNetLayerNorm
 from xiaoyarl.core.returns import lambda_returns
@@ -35,7 +36,7 @@ class Rollout(NamedTuple):
     next_states: torch.Tensor  # (T, N, S): the state each step reached, before any auto-reset
 
 
-class AgentPQN(AgentBase):
+class AgentPQN(EpsilonGreedy, AgentBase):
     """Parallelised Q-learning: epsilon decays linearly from 1 to `explore_rate` over
     `explore_decay_steps` env steps; each rollout's Q(`q_lambda`) returns are regressed onto
     for `repeat_times` epochs of `batch_size` mini-batches (squared error)."""
@@ -77,16 +78,9 @@ class AgentPQN(AgentBase):
         self.nets = {"qnet": self.qnet}
         self.optimizers = {"qnet": self.make_optimizer(self.qnet)}
 
-    def epsilon(self) -> float:
-        cfg = self.config
-        progress = min(1.0, self.explored / cfg.explore_decay_steps)
-        return 1.0 + progress * (cfg.explore_rate - 1.0)
-
     def explore_step(self, state: torch.Tensor) -> tuple[torch.Tensor, tuple]:
         greedy = self.qnet(state)
-        random = torch.randint_like(greedy, self.spec.action_dim)
-        explore = torch.rand(greedy.shape, device=self.device) < self.epsilon()
-        action = torch.where(explore, random, greedy)
+        action = self.epsilon_greedy(greedy, torch.randint_like(greedy, self.spec.action_dim))
         return action, (state, action)
 
     def record(self, kept: tuple, reward: torch.Tensor, terminal: torch.Tensor,

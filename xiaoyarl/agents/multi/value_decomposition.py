@@ -190,9 +190,7 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
         else:
             q = self.agent_q(self.qnet, joint.obs)
         greedy = masked(q, joint.avail).argmax(-1)
-        random = self.random_joint_action(joint)
-        explore = torch.rand(greedy.shape, device=self.device) < self.epsilon()
-        return torch.where(explore, random, greedy)
+        return self.epsilon_greedy(greedy, self.random_joint_action(joint))
 
     def update_normalizers(self, rollout: Transitions) -> None:
         super().update_normalizers(rollout)

@@ -1,0 +1,31 @@
+"""Epsilon-greedy exploration with a linearly decaying epsilon: the DQN family, PQN, VDN and
+QMIX share it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+if TYPE_CHECKING:
+    from xiaoyarl.config import Config
+
+
+class EpsilonGreedy:
+    """Epsilon decays linearly from 1 to `explore_rate` over the first `explore_decay_steps` env
+    steps the agent explored; each action is a random one with probability epsilon."""
+
+    config: Config
+    explored: int
+    device: torch.device
+
+    def epsilon(self) -> float:
+        cfg = self.config
+        progress = min(1.0, self.explored / cfg.explore_decay_steps)
+        return 1.0 + progress * (cfg.explore_rate - 1.0)
+
+    def epsilon_greedy(self, greedy: torch.Tensor, random: torch.Tensor) -> torch.Tensor:
+        """Each of `random` (actions, the shape of `greedy`) with probability epsilon, else
+        the `greedy` action at its place."""
+        explore = torch.rand(greedy.shape, device=self.device) < self.epsilon()
+        return torch.where(explore, random, greedy)
