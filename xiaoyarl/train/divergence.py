@@ -48,37 +48,36 @@ class DivergenceGuard:
         value = SLACK * self.horizon * self.largest_reward
         return value, value.square()
 
-    def beyond(self, name: str, x: torch.Tensor) -> torch.Tensor:
-        """Whether the logged scalar `name` is not finite or beyond its bound, `()` bool."""
-        value, loss = self.bounds()
-        bad = ~torch.isfinite(x)
+    @staticmethod
+    def beyond(name: str, x: torch.Tensor, value: torch.Tensor, loss: torch.Tensor) -> torch.Tensor:
+        """Whether the logged scalar `name` is not finite or beyond its bound (`value` for a
+        value estimate, `loss` for a loss), `()` bool."""
         if "loss" in name:
-            return bad | (x.abs() > loss)
-        if "q_value" in name or "value" in name:
-            return bad | (x.abs() > value)
+            return ~torch.isfinite(x) | (x.abs() > loss)
+        if "value" in name:  # q_value, value
+            return ~torch.isfinite(x) | (x.abs() > value)
         return torch.isinf(x)  # NaN: a quantity not computed yet (the H-term's, as it fills)
 
     def observe(self, logs: dict[str, torch.Tensor], rewards: torch.Tensor) -> str | None:
         """Take in one update's logs and its rollout's rewards; when the run has diverged (read
         back every `check_every` calls), a message naming the first quantity that did."""
         self.largest_reward = torch.maximum(self.largest_reward, rewards.detach().abs().max())
+        value, loss = self.bounds()
         for name, x in logs.items():
             x = x.detach().float()
-            bad = self.beyond(name, x)
+            bad = self.beyond(name, x, value, loss)
             before = self.flagged.get(name, torch.zeros_like(bad))
             self.values[name] = torch.where(before, self.values.get(name, x), x)
             self.flagged[name] = before | bad
         self.calls += 1
-        if self.calls % self.check_every:
+        if self.calls % self.check_every or not self.flagged:
             return None
-        bad_names = [name for name, flag in self.flagged.items() if bool(flag)]
-        if not bad_names:
+        if not bool(torch.stack(list(self.flagged.values())).any()):  # one read back
             return None
-        name = bad_names[0]
+        name = next(name for name, flag in self.flagged.items() if bool(flag))
         first = float(self.values[name])
         if not math.isfinite(first):
             return f"{name} = {first} is not finite"
-        value, loss = self.bounds()
         bound = float(loss if "loss" in name else value)
         what = "the squared error of a value" if "loss" in name else "a value"
         return (f"{name} = {first:.3g}, beyond {bound:.3g}: {what} should stay within {SLACK:g} "
