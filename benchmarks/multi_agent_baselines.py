@@ -1,4 +1,5 @@
-"""Reference team returns of cooperative navigation (`SpreadDiscrete-v0`, `SpreadContinuous-v0`).
+"""Reference team returns of cooperative navigation (`SpreadDiscrete-v0`, `SpreadContinuous-v0`,
+and mpe2's original `mpe2:simple_spread_v3` through the PettingZoo adapter, both action kinds).
 
 The spread envs have no "solved" threshold (`spec.target_return` is None); a learner is judged
 against two reference policies, measured here as the mean team return (the sum over agents of
@@ -15,9 +16,17 @@ their rewards, summed over the 25-step episode) over `--episodes` episodes:
   Continuous: the force per axis, clipped to the action bounds, that would put the predicted
   position exactly on the landmark, written as mpe2's 5-number action.
 
-Both policies read the global state `info["state"]` (agent positions, velocities, landmarks).
+Both policies read the global state (agent positions, velocities, landmarks): the built-in
+env's `info["state"]`; for mpe2, rebuilt from the agents' observations (each holds its own
+velocity and position, then the landmarks relative to it), with the built-in twin's physics
+constants (the same as mpe2's: dt 0.1, damping 0.25, sensitivity 5).
+
+An env is named by its id, with `+continuous` for mpe2's continuous-action variant
+(`env_kwargs={continuous_actions: true}`):
 
     python benchmarks/multi_agent_baselines.py --episodes 1000 --seed 0 --json baselines.json
+    python benchmarks/multi_agent_baselines.py --envs mpe2:simple_spread_v3 \
+        mpe2:simple_spread_v3+continuous
 """
 
 from __future__ import annotations
@@ -32,6 +41,33 @@ import torch
 from xiaoyarl.envs.multi import SpreadEnv, make_multi_agent_env, team_reward
 
 ENV_IDS = ("SpreadDiscrete-v0", "SpreadContinuous-v0")
+CONTINUOUS = "+continuous"  # suffix of an mpe2 id: its continuous-action variant
+
+
+def env_arguments(name: str) -> tuple[str, dict | None]:
+    """The env id and env kwargs of a benchmark env name (`id` or `id+continuous`)."""
+    if name.endswith(CONTINUOUS):
+        return name.removesuffix(CONTINUOUS), {"continuous_actions": True}
+    return name, None
+
+
+def twin(name: str) -> SpreadEnv:
+    """The built-in env of the same task and action kind: its constants and action layout."""
+    env_id, kwargs = env_arguments(name)
+    if env_id in ENV_IDS:
+        return make_multi_agent_env(env_id, 1)
+    return make_multi_agent_env(ENV_IDS[1] if kwargs else ENV_IDS[0], 1)
+
+
+def global_state(name: str, env, info: dict) -> torch.Tensor:
+    """`(n, 6N)` agent positions, velocities and landmark positions (the built-in layout)."""
+    if isinstance(env, SpreadEnv):
+        return info["state"]
+    obs = info["state"].unflatten(1, (env.spec.num_agents, -1))  # mpe2: the observations
+    n, num_agents = obs.shape[:2]
+    vel, pos = obs[:, :, 0:2], obs[:, :, 2:4]
+    landmarks = pos[:, :1] + obs[:, 0, 4 : 4 + 2 * num_agents].unflatten(1, (num_agents, 2))
+    return torch.cat([pos.flatten(1), vel.flatten(1), landmarks.flatten(1)], dim=1)
 
 
 def _split_state(env: SpreadEnv, state: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -75,16 +111,19 @@ def heuristic_actions(env: SpreadEnv, state: torch.Tensor) -> torch.Tensor:
     return a01 * 2.0 - 1.0  # mpe2's [0, 1] -> xiaoyarl's [-1, 1]
 
 
-def random_actions(env: SpreadEnv, gen: torch.Generator) -> torch.Tensor:
+def random_actions(env, gen: torch.Generator) -> torch.Tensor:
     spec = env.spec
     if spec.if_discrete:
         return torch.randint(0, 5, (spec.num_envs, spec.num_agents), generator=gen)
     return torch.rand((spec.num_envs, spec.num_agents, 5), generator=gen) * 2.0 - 1.0
 
 
-def mean_team_return(env_id: str, policy: str, episodes: int, seed: int) -> tuple[float, float]:
-    """Mean and standard error of the team return over `episodes` episodes (one per sub-env)."""
-    env = make_multi_agent_env(env_id, episodes, seed=seed)
+def mean_team_return(name: str, policy: str, episodes: int, seed: int) -> tuple[float, float]:
+    """Mean and standard error of the team return over `episodes` episodes (one per sub-env)
+    of the env `name` (`env_arguments`)."""
+    env_id, kwargs = env_arguments(name)
+    env = make_multi_agent_env(env_id, episodes, seed=seed, env_kwargs=kwargs)
+    physics = twin(name)
     gen = torch.Generator().manual_seed(seed + 1)
     _, info = env.reset(seed=seed)
     returns = torch.zeros(episodes)
@@ -92,7 +131,7 @@ def mean_team_return(env_id: str, policy: str, episodes: int, seed: int) -> tupl
         if policy == "random":
             actions = random_actions(env, gen)
         else:
-            actions = heuristic_actions(env, info["state"])
+            actions = heuristic_actions(physics, global_state(name, env, info))
         _, rewards, _, truncated, info = env.step(actions)
         returns += team_reward(env.spec, rewards)
     assert truncated.all()
@@ -104,12 +143,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--episodes", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="write the results to this file")
+    parser.add_argument("--envs", nargs="*", default=list(ENV_IDS),
+                        help=f"env ids; an mpe2 id with '{CONTINUOUS}': continuous actions")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
 
     results = []
     start = time.perf_counter()
-    for env_id in ENV_IDS:
+    for env_id in args.envs:
         for policy in ("random", "heuristic"):
             mean, sem = mean_team_return(env_id, policy, args.episodes, args.seed)
             results.append({"env": env_id, "policy": policy, "mean": mean, "sem": sem})
@@ -118,7 +159,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     print()
     print("| env | R_random | R_heur |")
     print("|---|---:|---:|")
-    for env_id in ENV_IDS:
+    for env_id in args.envs:
         r = {x["policy"]: x for x in results if x["env"] == env_id}
         rand, heur = r["random"], r["heuristic"]
         print(

@@ -5,13 +5,13 @@ For each env, R_random and R_heur are measured first (`multi_agent_baselines.py`
 episodes each); the target of a run is R_random + f (R_heur - R_random), with f = 0.8 for
 MAPPO and 0.5 for VDN, QMIX, MADDPG and MATD3. Every run is
 
-    xiaoyarl train ALGO ENV --config xiaoyarl/configs/multi_agent/FILE.yaml --seed S \
-        --target-return TARGET --max-steps BUDGET --summary-json F
+    xiaoyarl train ALGO ENV --seed S --target-return TARGET --max-steps BUDGET --summary-json F
 
-and counts as solved when an evaluation (10 deterministic episodes) reaches the target and 50
-fresh episodes confirm it (the library's usual rule). The configs are the papers' settings for
-these tasks, written out in `xiaoyarl/configs/multi_agent/` (the task presets that `xiaoyarl
-train` starts from for these pairs; nothing is tuned in the library's defaults).
+(mpe2's continuous-action variant, named `mpe2:simple_spread_v3+continuous` here, adds `--set
+env_kwargs={continuous_actions: true}`), which starts from the task's preset, and counts as solved when an evaluation (10 deterministic episodes) reaches the target and 50
+fresh episodes confirm it (the library's usual rule). The presets are the papers' settings for
+this task, written out in `xiaoyarl/configs/multi_agent/` (`xiaoyarl/presets.py` applies them
+to the built-in envs and to mpe2's ids alike; nothing is tuned in the library's defaults).
 
 Usage: python benchmarks/multi_agent_learning.py [--runs mappo:SpreadDiscrete-v0 ...]
        [--seeds 0 1 2] [--json out.json] [--max-steps N]
@@ -28,37 +28,38 @@ import tempfile
 from pathlib import Path
 
 from machine import machine
-from multi_agent_baselines import mean_team_return
+from multi_agent_baselines import env_arguments, mean_team_return
 
-ROOT = Path(__file__).resolve().parent.parent
-CONFIGS = ROOT / "xiaoyarl" / "configs" / "multi_agent"
+from xiaoyarl.presets import preset_path
 
-# algo -> (config file, fraction of the random-to-heuristic gap to reach, env-step budget)
+
+# algo -> (fraction of the random-to-heuristic gap to reach, env-step budget)
 ALGOS = {
-    "mappo": ("spread_mappo.yaml", 0.8, 3_000_000),
-    "vdn": ("spread_value_decomposition.yaml", 0.5, 1_000_000),
-    "qmix": ("spread_value_decomposition.yaml", 0.5, 1_000_000),
-    "maddpg": ("spread_centralized_critic.yaml", 0.5, 1_000_000),
-    "matd3": ("spread_centralized_critic.yaml", 0.5, 1_000_000),
+    "mappo": (0.8, 3_000_000),
+    "vdn": (0.5, 1_000_000),
+    "qmix": (0.5, 1_000_000),
+    "maddpg": (0.5, 1_000_000),
+    "matd3": (0.5, 1_000_000),
 }
 DEFAULT_RUNS = [
     "mappo:SpreadDiscrete-v0", "mappo:SpreadContinuous-v0", "vdn:SpreadDiscrete-v0",
     "maddpg:SpreadContinuous-v0", "matd3:SpreadContinuous-v0", "qmix:SpreadDiscrete-v0",
 ]  # fmt: skip
-# the PettingZoo env is mpe2's original of the built-in task: the built-in env's references
-REFERENCE_ENV = {"mpe2:simple_spread_v3": "SpreadDiscrete-v0"}
 
 
-def train(algo: str, env_id: str, seed: int, target: float, budget: int, root: Path) -> dict:
-    config, _, _ = ALGOS[algo]
-    name = f"{algo}_{env_id.replace(':', '_')}_{seed}"
+def train(algo: str, env: str, seed: int, target: float, budget: int, root: Path) -> dict:
+    env_id, kwargs = env_arguments(env)
+    if preset_path(algo, env_id, kwargs) is None:
+        raise SystemExit(f"no task preset for {algo} on {env}: see `xiaoyarl list`")
+    name = f"{algo}_{env.replace(':', '_').replace('+', '_')}_{seed}"
     summary = root / f"{name}.json"
     command = [
-        sys.executable, "-m", "xiaoyarl", "train", algo, env_id, "--config",
-        str(CONFIGS / config), "--seed", str(seed), f"--target-return={target:.2f}",
-        "--max-steps", str(budget), "--cwd", str(root / name), "--summary-json", str(summary),
-        "--quiet",
+        sys.executable, "-m", "xiaoyarl", "train", algo, env_id, "--seed", str(seed),
+        f"--target-return={target:.2f}", "--max-steps", str(budget), "--threads", "1",
+        "--cwd", str(root / name), "--summary-json", str(summary), "--quiet",
     ]  # fmt: skip
+    if kwargs:
+        command += ["--set", "env_kwargs={continuous_actions: true}"]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
@@ -72,17 +73,19 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--episodes", type=int, default=1000, help="for R_random and R_heur")
     parser.add_argument("--max-steps", type=int, default=None, help="cap every budget")
     parser.add_argument("--json", default=None, help="write every run's summary here")
+    parser.add_argument("--runs-dir", default=None, help="keep the run folders here")
     args = parser.parse_args(argv)
 
     print(machine())
     references: dict[str, tuple[float, float]] = {}
     results = []
     with tempfile.TemporaryDirectory() as tmp:
+        runs_dir = Path(args.runs_dir or tmp)
         for run in args.runs:
             algo, env_id = run.split(":", 1)
             if algo not in ALGOS:
                 parser.error(f"unknown algorithm '{algo}' in --runs; choose from {list(ALGOS)}")
-            ref_env = REFERENCE_ENV.get(env_id, env_id)
+            ref_env = env_id
             if ref_env not in references:
                 references[ref_env] = tuple(
                     mean_team_return(ref_env, policy, args.episodes, 0)[0]
@@ -91,11 +94,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 print(f"{ref_env}: R_random {references[ref_env][0]:.2f}, "
                       f"R_heur {references[ref_env][1]:.2f}")  # fmt: skip
             r_random, r_heur = references[ref_env]
-            _, fraction, budget = ALGOS[algo]
+            fraction, budget = ALGOS[algo]
             target = r_random + fraction * (r_heur - r_random)
             budget = min(budget, args.max_steps or budget)
             for seed in args.seeds:
-                s = train(algo, env_id, seed, target, budget, Path(tmp))
+                s = train(algo, env_id, seed, target, budget, runs_dir)
                 row = {"algo": algo, "env": env_id, "seed": seed, "target": round(target, 2),
                        "fraction": fraction, **s}  # fmt: skip
                 results.append(row)

@@ -84,3 +84,27 @@ def test_on_divergence_warn_trains_on_with_one_warning(tmp_path):
     summary, stderr = train(tmp_path, "--max-steps", "1500", "--set", "on_divergence=warn")
     assert summary["stop_reason"] == "max_steps" and summary["total_steps"] >= 1500
     assert stderr.count("the run diverged at step") == 1 and "Training goes on" in stderr
+
+
+def test_the_warning_names_the_task_preset_a_run_does_not_follow(tmp_path):
+    """QMIX on the navigation task without its preset: the warning names the preset file and
+    the fields the run holds other values in (here gamma among them), as what to change."""
+    summary = tmp_path / "summary.json"
+    run = cli("train", "qmix", "SpreadDiscrete-v0", "--no-preset", "--seed", "0", "--quiet",
+              "--cwd", str(tmp_path / "r"), "--max-steps", "20000", "--set",
+              "learning_rate=0.9", "--set", "clip_grad_norm=1e6", "--summary-json",
+              str(summary), timeout=600)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads(summary.read_text())["stop_reason"] == "diverged"
+    assert "spread_value_decomposition.yaml" in run.stderr and "gamma" in run.stderr
+
+
+def test_preset_differences_lists_the_fields_a_config_holds_other_values_in():
+    from xiaoyarl.config_io import config_from_preset, preset_differences
+
+    config = config_from_preset("qmix", "mpe2:simple_spread_v3")
+    path, fields = preset_differences(config)
+    assert path.name == "spread_value_decomposition.yaml" and fields == []
+    config.gamma, config.learning_rate = 0.99, 0.001
+    assert preset_differences(config)[1] == ["learning_rate", "gamma"]  # the file's order
+    assert preset_differences(config_from_preset("ppo", "CartPole-v1")) is None

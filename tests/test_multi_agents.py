@@ -215,7 +215,7 @@ def test_train_starts_from_the_task_preset_unless_told_otherwise(tmp_path):
     from helpers import cli
 
     from xiaoyarl.config_io import config_from_preset
-    from xiaoyarl.presets import PRESETS, preset_path
+    from xiaoyarl.presets import CONFIG_DIR, PRESETS, TASKS, preset_path
 
     def run(name, *extra):
         done = cli("train", "qmix", "SpreadDiscrete-v0", "--max-steps", "800", "--eval-every",
@@ -235,11 +235,53 @@ def test_train_starts_from_the_task_preset_unless_told_otherwise(tmp_path):
     assert "task preset" not in out and saved["gamma"] == 0.97 and saved["batch_size"] == 64
     assert config_from_preset("QMIX", "SpreadDiscrete-v0").gamma == 0.9
     assert config_from_preset("ppo", "CartPole-v1") == Config(algo="ppo", env_id="CartPole-v1")
-    for algo, env_id in PRESETS:
-        config = config_from_preset(algo, env_id)
-        assert preset_path(algo, env_id).is_file()
-        assert (config.algo, config.env_id) == (algo, env_id)
-        check_config(config)
+    for algo, task in PRESETS:
+        path = CONFIG_DIR / PRESETS[algo, task]
+        for env_id, kinds in TASKS.items():
+            for continuous, kind in enumerate(kinds):
+                kwargs = {"continuous_actions": True} if continuous else None
+                if kind == task:
+                    assert preset_path(algo, env_id, kwargs) == path and path.is_file()
+                    config = config_from_preset(algo, env_id, kwargs)
+                    assert (config.algo, config.env_id) == (algo, env_id)
+                    check_config(config)
+
+
+def test_train_on_mpe2_ids_starts_from_their_tasks_presets(tmp_path):
+    """Through the CLI: QMIX on mpe2's discrete id and MADDPG on its continuous variant start
+    from the navigation task's presets, as on the built-in envs."""
+    import yaml
+    from helpers import cli
+
+    pytest.importorskip("mpe2")
+    for algo, extra, preset, gamma in (
+        ("qmix", (), "spread_value_decomposition.yaml", 0.9),
+        ("maddpg", ("--set", "env_kwargs={continuous_actions: true}"),
+         "spread_centralized_critic.yaml", 0.95),
+    ):  # fmt: skip
+        run = tmp_path / algo
+        done = cli("train", algo, "mpe2:simple_spread_v3", "--max-steps", "400", "--eval-every",
+                   "400", "--eval-episodes", "2", "--cwd", run, *extra)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "task preset" in done.stdout and preset in done.stdout
+        assert yaml.safe_load((run / "config.yaml").read_text())["gamma"] == gamma
+
+
+def test_presets_follow_the_task_not_the_id():
+    """The built-in navigation envs and mpe2's id get the same presets; on the mpe2 id the
+    env kwargs choose the action kind's; pairs never measured get none."""
+    from xiaoyarl.presets import preset_path
+
+    for algo in ("vdn", "qmix", "mappo"):
+        assert preset_path(algo, "mpe2:simple_spread_v3") == preset_path(algo, "SpreadDiscrete-v0")
+        assert preset_path(algo, "mpe2:simple_spread_v3") is not None
+    for algo in ("maddpg", "matd3", "mappo"):
+        continuous = preset_path(algo, "mpe2:simple_spread_v3", {"continuous_actions": True})
+        assert continuous == preset_path(algo, "SpreadContinuous-v0") and continuous is not None
+    assert preset_path("maddpg", "mpe2:simple_spread_v3") is None  # discrete: not measured
+    assert preset_path("qmix", "mpe2:simple_spread_v3", {"continuous_actions": True}) is None
+    assert preset_path("QMIX", "mpe2:simple_spread_v3") is not None  # any case
+    assert preset_path("qmix", "mpe2:simple_tag_v3") is None
 
 
 def test_value_decomposition_standardises_team_rewards_when_asked():

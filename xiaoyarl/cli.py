@@ -21,7 +21,7 @@ from xiaoyarl.config_io import (
     set_field,
 )
 from xiaoyarl.errors import ConfigError, XiaoyaError
-from xiaoyarl.presets import CONFIG_DIR, PRESETS, preset_path
+from xiaoyarl.presets import CONFIG_DIR, PRESETS, preset_ids, preset_path
 
 if TYPE_CHECKING:
     from xiaoyarl.population.schemes import PopulationConfig
@@ -312,7 +312,9 @@ def _train(args: argparse.Namespace) -> int:
     _resume_folder(args)
     preset = None
     if not (args.config or args.no_preset or args.resume):
-        preset = preset_path(args.algo, args.env)
+        asked = Config()  # what the command line says, for the env kwargs that name the task
+        _apply_run_args(asked, args)
+        preset = preset_path(asked.algo, asked.env_id, asked.env_kwargs)
     source = args.config or preset
     config = load_config(source) if source else Config()
     _apply_run_args(config, args)
@@ -454,8 +456,11 @@ def _list(args: argparse.Namespace) -> int:
             target = "none" if cls.target_return is None else f"{cls.target_return:g}"
             print(f"  {name:26s} {kind:10s} max_step {cls.max_step:4d}  target {target}")
     print("task presets (settings `xiaoyarl train ALGO ENV` starts from; --no-preset: none):")
-    for (algo, env_id), name in PRESETS.items():
-        print(f"  {algo:8s} {env_id:26s} {CONFIG_DIR.name}/{name}")
+    for task in dict.fromkeys(task for _, task in PRESETS):
+        print(f"  {task}: {', '.join(preset_ids(task))}")
+        for (algo, of_task), name in PRESETS.items():
+            if of_task == task:
+                print(f"    {algo:8s} {CONFIG_DIR.name}/{name}")
     if args.fields:
         _list_fields()
     return 0

@@ -53,13 +53,26 @@ def load_saved_config(path: str | Path) -> Config:
     return config_from_saved(_read_yaml(Path(path)), source=str(path))
 
 
-def config_from_preset(algo: str, env_id: str) -> Config:
-    """A Config for `algo` on `env_id` that starts from the pair's task preset
-    (`xiaoyarl/presets.py`), or from the defaults when the pair has none."""
-    path = preset_path(algo, env_id)
+def config_from_preset(algo: str, env_id: str, env_kwargs: dict | None = None) -> Config:
+    """A Config for `algo` on `env_id` (with `env_kwargs`) that starts from the preset of the
+    pair's task (`xiaoyarl/presets.py`), or from the defaults when the pair has none."""
+    path = preset_path(algo, env_id, env_kwargs)
     config = load_config(path) if path is not None else Config()
     config.algo, config.env_id = algo.lower(), env_id
+    if env_kwargs is not None:
+        config.env_kwargs = dict(env_kwargs)
     return config
+
+
+def preset_differences(config: Config) -> tuple[Path, list[str]] | None:
+    """The preset of `config`'s algorithm and task, and the fields it sets that `config` holds
+    other values in (empty: the run follows it); None when the pair has no preset."""
+    path = preset_path(config.algo, config.env_id, config.env_kwargs)
+    if path is None:
+        return None
+    preset = load_config(path)
+    named = _read_yaml(path)
+    return path, [name for name in named if getattr(config, name) != getattr(preset, name)]
 
 
 def load_config(path: str | Path) -> Config:

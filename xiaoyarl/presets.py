@@ -1,14 +1,20 @@
-"""Task presets: settings known to learn an (algorithm, env) pair, like the RL Zoo's files.
+"""Task presets: settings known to learn an (algorithm, task) pair, like the RL Zoo's files.
 
 The library's defaults are general (`Config`); some tasks need other settings, e.g. the
 multi-agent navigation task, whose 25-step episodes want a shorter horizon (gamma) and the
 papers' batch sizes. Each preset is a plain config file in `xiaoyarl/configs/` (it explains its
 values in its comments, and `--config` takes it like any other file); this table says which
-(algorithm, env) pairs it was measured on (BENCHMARKS.md). `xiaoyarl train` starts from the
-preset of its pair when there is one and no `--config` is given, says so, and writes the
-resolved values into the run's `config.yaml`; `--no-preset` keeps the library's defaults.
-From Python, `config_from_preset(algo, env_id)` (`xiaoyarl/config_io.py`) does the same;
-`Config()` never applies one.
+(algorithm, task) pairs it was measured on (BENCHMARKS.md).
+
+A preset follows the task, not the id: `TASKS` names the task behind each env id, so the
+built-in navigation env and mpe2's original through the PettingZoo adapter get the same preset.
+The task also names the kind of actions where an id offers both (mpe2's `simple_spread_v3`
+is discrete unless `env_kwargs` sets `continuous_actions`), since a preset is measured on one.
+
+`xiaoyarl train` starts from the preset of its pair when there is one and no `--config` is
+given, says so, and writes the resolved values into the run's `config.yaml`; `--no-preset`
+keeps the library's defaults. From Python, `config_from_preset(algo, env_id, env_kwargs)`
+(`xiaoyarl/config_io.py`) does the same; `Config()` never applies one.
 """
 
 from __future__ import annotations
@@ -17,23 +23,54 @@ from pathlib import Path
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
+SPREAD_DISCRETE = "cooperative navigation (discrete actions)"
+SPREAD_CONTINUOUS = "cooperative navigation (continuous actions)"
+
+# env id -> its task: (the task with discrete actions, the task with continuous actions),
+# the second chosen by env_kwargs["continuous_actions"] (ids of one kind name it twice)
+TASKS: dict[str, tuple[str, str]] = {
+    "SpreadDiscrete-v0": (SPREAD_DISCRETE, SPREAD_DISCRETE),
+    "SpreadContinuous-v0": (SPREAD_CONTINUOUS, SPREAD_CONTINUOUS),
+    "mpe2:simple_spread_v3": (SPREAD_DISCRETE, SPREAD_CONTINUOUS),
+    "mpe2.simple_spread_v3:parallel_env": (SPREAD_DISCRETE, SPREAD_CONTINUOUS),
+}
+
 _SPREAD_MAPPO = "multi_agent/spread_mappo.yaml"
 _SPREAD_VALUE_DECOMPOSITION = "multi_agent/spread_value_decomposition.yaml"
 _SPREAD_CENTRALIZED_CRITIC = "multi_agent/spread_centralized_critic.yaml"
 
-# (algorithm, env id) -> config file under CONFIG_DIR; only pairs measured to learn with it
+# (algorithm, task) -> config file under CONFIG_DIR; only pairs measured to learn with it
 PRESETS: dict[tuple[str, str], str] = {
-    ("mappo", "SpreadDiscrete-v0"): _SPREAD_MAPPO,
-    ("mappo", "SpreadContinuous-v0"): _SPREAD_MAPPO,
-    ("mappo", "mpe2:simple_spread_v3"): _SPREAD_MAPPO,
-    ("vdn", "SpreadDiscrete-v0"): _SPREAD_VALUE_DECOMPOSITION,
-    ("qmix", "SpreadDiscrete-v0"): _SPREAD_VALUE_DECOMPOSITION,
-    ("maddpg", "SpreadContinuous-v0"): _SPREAD_CENTRALIZED_CRITIC,
-    ("matd3", "SpreadContinuous-v0"): _SPREAD_CENTRALIZED_CRITIC,
+    ("mappo", SPREAD_DISCRETE): _SPREAD_MAPPO,
+    ("mappo", SPREAD_CONTINUOUS): _SPREAD_MAPPO,
+    ("vdn", SPREAD_DISCRETE): _SPREAD_VALUE_DECOMPOSITION,
+    ("qmix", SPREAD_DISCRETE): _SPREAD_VALUE_DECOMPOSITION,
+    ("maddpg", SPREAD_CONTINUOUS): _SPREAD_CENTRALIZED_CRITIC,
+    ("matd3", SPREAD_CONTINUOUS): _SPREAD_CENTRALIZED_CRITIC,
 }
 
 
-def preset_path(algo: str, env_id: str) -> Path | None:
-    """The preset config file of `algo` on `env_id`, or None when there is none."""
-    name = PRESETS.get((algo.lower(), env_id))
+def task_of(env_id: str, env_kwargs: dict | None = None) -> str | None:
+    """The task behind `env_id` with these env kwargs, or None for an env no preset knows."""
+    kinds = TASKS.get(env_id)
+    if kinds is None:
+        return None
+    return kinds[bool((env_kwargs or {}).get("continuous_actions", False))]
+
+
+def preset_path(algo: str, env_id: str, env_kwargs: dict | None = None) -> Path | None:
+    """The preset config file of `algo` on `env_id` (with `env_kwargs`), or None when there is
+    none."""
+    name = PRESETS.get((algo.lower(), task_of(env_id, env_kwargs) or ""))
     return CONFIG_DIR / name if name else None
+
+
+def preset_ids(task: str) -> list[str]:
+    """The env ids (with the env kwargs they need) whose task is `task`, for `xiaoyarl list`."""
+    ids = []
+    for env_id, (discrete, continuous) in TASKS.items():
+        if discrete == task:
+            ids.append(env_id)
+        if continuous == task and continuous != discrete:
+            ids.append(f"{env_id} (env_kwargs {{continuous_actions: true}})")
+    return ids

@@ -30,6 +30,7 @@ import torch
 
 from xiaoyarl.agents import AgentBase
 from xiaoyarl.config import Config
+from xiaoyarl.config_io import preset_differences
 from xiaoyarl.envs.base import VecEnv
 from xiaoyarl.train.checkpoint import policy_state, save_atomic
 from xiaoyarl.train.divergence import ADVICE, DivergenceGuard
@@ -388,8 +389,20 @@ class TrainLoop:
         stop = self.config.on_divergence == "stop"
         then = ("Stopping (on_divergence: stop)" if stop else
                 "Training goes on (on_divergence: warn)")  # fmt: skip
-        warn(f"the run diverged at step {self.total_steps:,}: {found}. {ADVICE} {then}.")
+        warn(f"the run diverged at step {self.total_steps:,}: {found}. {ADVICE}"
+             f"{self._preset_advice()} {then}.")
         return "diverged" if stop else None
+
+    def _preset_advice(self) -> str:
+        """A sentence naming the task preset of this run's algorithm and task when the run
+        does not follow it (its settings are known to learn the task), else ""."""
+        found = preset_differences(self.config)
+        if found is None or not found[1]:
+            return ""
+        path, fields = found
+        return (f" This task has a preset for {self.config.algo}, measured to learn it: {path} "
+                f"(this run differs in {', '.join(fields)}); `xiaoyarl train` starts from it "
+                f"unless given --no-preset or --config.")
 
     def _call(self, hook: str, arg: object) -> bool:
         """Run `hook` of every callback; True when one asks to stop."""
