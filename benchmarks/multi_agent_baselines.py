@@ -143,8 +143,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--episodes", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="write the results to this file")
-    parser.add_argument("--envs", nargs="*", default=list(ENV_IDS),
-                        help=f"env ids; an mpe2 id with '{CONTINUOUS}': continuous actions")
+    parser.add_argument(
+        "--envs",
+        nargs="*",
+        default=list(ENV_IDS),
+        help=f"env ids; an mpe2 id with '{CONTINUOUS}': continuous actions",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
 

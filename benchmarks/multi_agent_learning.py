@@ -8,7 +8,8 @@ MAPPO and 0.5 for VDN, QMIX, MADDPG and MATD3. Every run is
     xiaoyarl train ALGO ENV --seed S --target-return TARGET --max-steps BUDGET --summary-json F
 
 (mpe2's continuous-action variant, named `mpe2:simple_spread_v3+continuous` here, adds `--set
-env_kwargs={continuous_actions: true}`), which starts from the task's preset, and counts as solved when an evaluation (10 deterministic episodes) reaches the target and 50
+env_kwargs={continuous_actions: true}`), which starts from the task's preset, and counts as
+solved when an evaluation (10 deterministic episodes) reaches the target and 50
 fresh episodes confirm it (the library's usual rule). The presets are the papers' settings for
 this task, written out in `xiaoyarl/configs/multi_agent/` (`xiaoyarl/presets.py` applies them
 to the built-in envs and to mpe2's ids alike; nothing is tuned in the library's defaults).
@@ -31,7 +32,6 @@ from machine import machine
 from multi_agent_baselines import env_arguments, mean_team_return
 
 from xiaoyarl.presets import preset_path
-
 
 # algo -> (fraction of the random-to-heuristic gap to reach, env-step budget)
 ALGOS = {

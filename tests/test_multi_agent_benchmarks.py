@@ -13,8 +13,11 @@ BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
     ("script", "args", "expect"),
     [
         ("multi_agent_baselines.py", "--episodes 20", "| SpreadContinuous-v0 |"),
-        ("multi_agent_baselines.py", "--episodes 4 --envs mpe2:simple_spread_v3+continuous",
-         "| mpe2:simple_spread_v3+continuous |"),
+        (
+            "multi_agent_baselines.py",
+            "--episodes 4 --envs mpe2:simple_spread_v3+continuous",
+            "| mpe2:simple_spread_v3+continuous |",
+        ),
         ("multi_agent_throughput.py", "--quick", "| xiaoyarl SpreadDiscrete-v0 | cpu | 256 |"),
         (
             "multi_agent_learning.py",

@@ -389,8 +389,10 @@ class TrainLoop:
         stop = self.config.on_divergence == "stop"
         then = ("Stopping (on_divergence: stop)" if stop else
                 "Training goes on (on_divergence: warn)")  # fmt: skip
-        warn(f"the run diverged at step {self.total_steps:,}: {found}. {ADVICE}"
-             f"{self._preset_advice()} {then}.")
+        warn(
+            f"the run diverged at step {self.total_steps:,}: {found}. {ADVICE}"
+            f"{self._preset_advice()} {then}."
+        )
         return "diverged" if stop else None
 
     def _preset_advice(self) -> str:
@@ -400,9 +402,11 @@ class TrainLoop:
         if found is None or not found[1]:
             return ""
         path, fields = found
-        return (f" This task has a preset for {self.config.algo}, measured to learn it: {path} "
-                f"(this run differs in {', '.join(fields)}); `xiaoyarl train` starts from it "
-                f"unless given --no-preset or --config.")
+        return (
+            f" This task has a preset for {self.config.algo}, measured to learn it: {path} "
+            f"(this run differs in {', '.join(fields)}); `xiaoyarl train` starts from it "
+            f"unless given --no-preset or --config."
+        )
 
     def _call(self, hook: str, arg: object) -> bool:
         """Run `hook` of every callback; True when one asks to stop."""
