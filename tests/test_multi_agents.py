@@ -314,12 +314,16 @@ def test_recurrent_q_net_unrolls_as_it_steps():
     assert q.shape == (6, 4, 5) and hidden.shape == (6, 4, 8)
 
 
-def test_recurrent_episode_update_matches_a_step_by_step_reference():
+@pytest.mark.parametrize("lam", [0.0, 0.6])
+def test_recurrent_episode_update_matches_a_step_by_step_reference(lam):
     """QMIX with GRU agents: the loss of a replayed batch of whole episodes equals the TD loss
     written out episode by episode and step by step (hidden states carried by hand, the next
-    state's Q-values one GRU step on from the hidden state after the step, double Q, masks)."""
+    state's Q-values one GRU step on from the hidden state after the step, double Q, masks);
+    with `td_lambda` the targets are the episode's TD(lambda) returns, written out backwards:
+    G_t = r_t + gamma ((1 - lam) Q_tot'(s_t+1) + lam G_t+1), from r + gamma Q_tot' at the
+    episode's last stored step (no bootstrap where it terminated)."""
     agent, env = make_agent("qmix", "SpreadDiscrete-v0", agent_rnn=True, batch_size=1000,
-                            gamma=0.9)  # fmt: skip
+                            gamma=0.9, td_lambda=lam)  # fmt: skip
     for _ in range(8):  # warm-up rollouts, then updates with exploring by the GRU agents
         agent.update_net(agent.explore_env(env, 16))
     torch.manual_seed(1)
@@ -333,6 +337,7 @@ def test_recurrent_episode_update_matches_a_step_by_step_reference():
         for e in range(b):
             h = agent.qnet.initial_hidden(a)
             h_target = agent.qnet_target.initial_hidden(a)
+            steps = []  # (q_tot, reward, not terminal, next value) of each real step
             for t in range(t_len):
                 if not episodes.mask[t, e]:
                     assert not episodes.mask[t:, e].any()  # the episode is a prefix
@@ -349,15 +354,23 @@ def test_recurrent_episode_update_matches_a_step_by_step_reference():
                 next_value = agent.mixer_target(
                     q_next_target.gather(-1, best).view(1, a), after.state.view(1, -1)
                 )
-                reward = episodes.rewards[t, e]
-                target = reward + 0.9 * (~episodes.terminals[t, e]).float() * next_value
                 q_tot = agent.mixer(q.gather(-1, action.view(a, 1)).view(1, a),
                                     now.state.view(1, -1))  # fmt: skip
+                not_terminal = (~episodes.terminals[t, e]).float()
+                steps.append((q_tot, episodes.rewards[t, e], not_terminal, next_value))
+            later = None  # G of the step after, within the episode
+            for q_tot, reward, not_terminal, next_value in reversed(steps):
+                ahead = next_value if later is None else (1 - lam) * next_value + lam * later
+                target = reward + 0.9 * not_terminal * ahead
                 errors.append((target - q_tot).square().item())
+                later = target
                 count += 1
     logs, _ = agent.update_step(episodes)
     assert count == int(episodes.mask.sum())
     assert logs["critic_loss"].item() == pytest.approx(sum(errors) / count, rel=1e-5)
+    if lam:
+        with pytest.raises(ConfigError, match="agent_rnn"):
+            check_config(Config(algo="qmix", env_id="SpreadDiscrete-v0", td_lambda=lam))
 
 
 def test_recurrent_agents_explore_act_and_save_a_policy(tmp_path):

@@ -174,6 +174,8 @@ class Config:
     agent_rnn: bool = option(False, "VDN / QMIX: recurrent agent networks (a GRU cell of width "
         "net_dims[-1], as the QMIX paper's agents) for partial observability; each gradient step "
         "then replays batch_size // max_step whole episodes, not single transitions")  # fmt: skip
+    td_lambda: float = option(0.0, "VDN / QMIX with agent_rnn: lambda of TD(lambda) targets over "
+        "the replayed episodes (0: one-step, as PyMARL; PyMARL2 and JaxMARL: 0.6)")  # fmt: skip
     mixer_embed_dim: int = option(32, "QMIX: width of the mixing network's hidden layer")
     hypernet_layers: int = option(2, "QMIX: layers of the hypernetworks (state -> mixing weights); "
         "2: with a ReLU between, as PyMARL; 1: linear, as the paper", (1, 2))  # fmt: skip

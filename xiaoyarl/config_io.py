@@ -152,7 +152,7 @@ def validate_config(config: Config) -> Config:
     for name in ("soft_update_tau", "per_beta"):
         if not 0 < getattr(config, name) <= 1:
             bad(name, "in (0, 1]")
-    for name in ("per_alpha", "explore_rate", "q_lambda"):
+    for name in ("per_alpha", "explore_rate", "q_lambda", "td_lambda"):
         if not 0 <= getattr(config, name) <= 1:
             bad(name, "in [0, 1]")
     for name in ("explore_noise_std", "policy_noise_std", "policy_noise_clip", "alpha_init"):
@@ -162,6 +162,9 @@ def validate_config(config: Config) -> Config:
         bad("alpha_init", "a number > 0")
     if config.agent_rnn and config.per:
         bad("per", "false with agent_rnn (recurrent agents replay whole episodes, uniformly)")
+    if config.td_lambda and not config.agent_rnn:
+        bad("td_lambda", "0 without agent_rnn (TD(lambda) targets run over whole replayed "
+            "episodes; set agent_rnn=true for them)")  # fmt: skip
     if not (math.isfinite(config.hypernet_init_gain) and config.hypernet_init_gain > 0):
         bad("hypernet_init_gain", "a finite number > 0, e.g. 0.001")
     if not (math.isfinite(config.huber_delta) and config.huber_delta > 0):

@@ -27,6 +27,7 @@ from xiaoyarl.agents.multi.common import Joint, MultiAgentOffPolicy, with_agent_
 from xiaoyarl.core.buffer import Batch, Episodes, Transitions
 from xiaoyarl.core.nets import RunningNorm, build_mlp
 from xiaoyarl.core.off_policy_nets import QNet, RecurrentQNet
+from xiaoyarl.core.returns import lambda_returns
 
 if TYPE_CHECKING:
     from xiaoyarl.agents.protocols import Optimizer, OptimizerKit
@@ -109,7 +110,7 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
     transitions."""
 
     mixer_class: type[nn.Module] = VDNMixer
-    config_fields = AgentDQN.config_fields | {"reward_norm", "agent_rnn"}
+    config_fields = AgentDQN.config_fields | {"reward_norm", "agent_rnn", "td_lambda"}
 
     def __init__(self, spec, config, device, learner: bool = True,
                  kit: OptimizerKit | None = None) -> None:  # fmt: skip
@@ -234,7 +235,11 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
         """The same TD update on whole episodes `(T, B)` of recurrent agents: each network is
         unrolled from the episode's first step; the next state's Q-values at step t come from
         one more step on it from the hidden state after step t (on the kept last state where
-        the episode was truncated). The loss averages over the episodes' real steps."""
+        the episode was truncated). With `td_lambda` the targets are TD(lambda) returns over
+        each episode (PyMARL2's and JaxMARL's TD(lambda) loss: Hu et al. 2021, "Rethinking
+        the Implementation Tricks and Monotonicity Constraint in Cooperative Multi-Agent
+        Reinforcement Learning"), bootstrapping from the target Q_tot where an episode was
+        truncated or its stored part ends. The loss averages over the episodes' real steps."""
         t_len, b = episodes.mask.shape
         a = self.multi_spec.num_agents
         joint = self.layout.unpack(episodes.states)  # obs (T, B, A, O), state (T, B, S)
@@ -255,13 +260,28 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
             next_q = q_next_target.gather(-1, best).squeeze(-1)  # (T, B, A)
             next_value = self.mixer_target(next_q.flatten(0, 1), after.state.flatten(0, 1))
             rewards = self.reward_stats(episodes.rewards.reshape(-1, 1)).squeeze(-1)
-            not_terminal = (~episodes.terminals).flatten().float()
-            target = rewards + self.config.gamma * not_terminal * next_value  # (T * B,)
+            if self.config.td_lambda:
+                target = self.lambda_targets(episodes, rewards.view(t_len, b),
+                                             next_value.view(t_len, b)).flatten()  # fmt: skip
+            else:
+                not_terminal = (~episodes.terminals).flatten().float()
+                target = rewards + self.config.gamma * not_terminal * next_value  # (T * B,)
         chosen = q.gather(-1, actions.unsqueeze(-1)).squeeze(-1)  # (T, B, A)
         q_tot = self.mixer(chosen.flatten(0, 1), joint.state.flatten(0, 1))
         mask = episodes.mask.flatten().float()
         loss = (mask * (target - q_tot).square()).sum() / mask.sum()
         return self.step_networks(loss, q_tot, mask), ((target - q_tot) * mask).detach()
+
+    def lambda_targets(self, episodes: Episodes, rewards: torch.Tensor,
+                       next_value: torch.Tensor) -> torch.Tensor:  # fmt: skip
+        """TD(lambda) returns `(T, B)` of episodes from their rewards and the target Q_tot of
+        the states their steps reached: each trace ends at the episode's last real step
+        (terminal: no bootstrap; else from the target Q_tot there)."""
+        mask = episodes.mask
+        last = mask & ~torch.cat([mask[1:], torch.zeros_like(mask[:1])])
+        truncated = last & ~episodes.terminals
+        return lambda_returns(rewards, next_value, episodes.terminals, truncated,
+                              self.config.gamma, self.config.td_lambda)  # fmt: skip
 
     def step_networks(self, loss: torch.Tensor, q_tot: torch.Tensor,
                       mask: torch.Tensor | None = None) -> dict[str, torch.Tensor]:  # fmt: skip
