@@ -99,8 +99,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
             budget = min(budget, args.max_steps or budget)
             for seed in args.seeds:
                 s = train(algo, env_id, seed, target, budget, runs_dir)
-                row = {"algo": algo, "env": env_id, "seed": seed, "target": round(target, 2),
-                       "fraction": fraction, **s}  # fmt: skip
+                # the benchmark's env name (with "+continuous") over the summary's env id
+                row = {**s, "algo": algo, "env": env_id, "seed": seed,
+                       "target": round(target, 2), "fraction": fraction}  # fmt: skip
                 results.append(row)
                 print(f"{algo:7s} {env_id:22s} seed {seed}: solved {s['solved']}, "
                       f"{s['steps_to_target']} steps, {s['process_seconds_to_target']} s, "

@@ -24,6 +24,12 @@ BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
             "--runs vdn:SpreadDiscrete-v0 --seeds 0 --max-steps 2000 --episodes 20",
             "| vdn | SpreadDiscrete-v0 |",
         ),
+        (
+            "multi_agent_learning.py",
+            "--runs maddpg:mpe2:simple_spread_v3+continuous --seeds 0 --max-steps 1000 "
+            "--episodes 4",
+            "| maddpg | mpe2:simple_spread_v3+continuous |",
+        ),
     ],
 )
 def test_multi_agent_benchmark_runs(tmp_path, script, args, expect):
