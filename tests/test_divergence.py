@@ -104,7 +104,7 @@ def test_preset_differences_lists_the_fields_a_config_holds_other_values_in():
 
     config = config_from_preset("qmix", "mpe2:simple_spread_v3")
     path, fields = preset_differences(config)
-    assert path.name == "spread_value_decomposition.yaml" and fields == []
+    assert path.name == "spread_qmix_mpe2.yaml" and fields == []
     config.gamma, config.learning_rate = 0.99, 0.001
     assert preset_differences(config)[1] == ["learning_rate", "gamma"]  # the file's order
     assert preset_differences(config_from_preset("ppo", "CartPole-v1")) is None

@@ -215,7 +215,7 @@ def test_train_starts_from_the_task_preset_unless_told_otherwise(tmp_path):
     from helpers import cli
 
     from xiaoyarl.config_io import config_from_preset
-    from xiaoyarl.presets import CONFIG_DIR, PRESETS, TASKS, preset_path
+    from xiaoyarl.presets import CONFIG_DIR, ID_PRESETS, PRESETS, TASKS, preset_path
 
     def run(name, *extra):
         done = cli("train", "qmix", "SpreadDiscrete-v0", "--max-steps", "800", "--eval-every",
@@ -236,11 +236,12 @@ def test_train_starts_from_the_task_preset_unless_told_otherwise(tmp_path):
     assert config_from_preset("QMIX", "SpreadDiscrete-v0").gamma == 0.9
     assert config_from_preset("ppo", "CartPole-v1") == Config(algo="ppo", env_id="CartPole-v1")
     for algo, task in PRESETS:
-        path = CONFIG_DIR / PRESETS[algo, task]
         for env_id, kinds in TASKS.items():
             for continuous, kind in enumerate(kinds):
                 kwargs = {"continuous_actions": True} if continuous else None
                 if kind == task:
+                    name = ID_PRESETS.get((algo, env_id, task), PRESETS[algo, task])
+                    path = CONFIG_DIR / name
                     assert preset_path(algo, env_id, kwargs) == path and path.is_file()
                     config = config_from_preset(algo, env_id, kwargs)
                     assert (config.algo, config.env_id) == (algo, env_id)
@@ -255,7 +256,7 @@ def test_train_on_mpe2_ids_starts_from_their_tasks_presets(tmp_path):
 
     pytest.importorskip("mpe2")
     for algo, extra, preset, gamma in (
-        ("qmix", (), "spread_value_decomposition.yaml", 0.9),
+        ("qmix", (), "spread_qmix_mpe2.yaml", 0.9),
         ("maddpg", ("--set", "env_kwargs={continuous_actions: true}"),
          "spread_centralized_critic.yaml", 0.95),
     ):  # fmt: skip
@@ -272,9 +273,12 @@ def test_presets_follow_the_task_not_the_id():
     env kwargs choose the action kind's; pairs never measured get none."""
     from xiaoyarl.presets import preset_path
 
-    for algo in ("vdn", "qmix", "mappo"):
+    for algo in ("vdn", "mappo"):
         assert preset_path(algo, "mpe2:simple_spread_v3") == preset_path(algo, "SpreadDiscrete-v0")
         assert preset_path(algo, "mpe2:simple_spread_v3") is not None
+    # QMIX on mpe2's id has settings of its own (ID_PRESETS; its provenance says why)
+    assert preset_path("qmix", "mpe2:simple_spread_v3").name == "spread_qmix_mpe2.yaml"
+    assert preset_path("qmix", "SpreadDiscrete-v0").name == "spread_value_decomposition.yaml"
     for algo in ("maddpg", "matd3", "mappo"):
         continuous = preset_path(algo, "mpe2:simple_spread_v3", {"continuous_actions": True})
         assert continuous == preset_path(algo, "SpreadContinuous-v0") and continuous is not None

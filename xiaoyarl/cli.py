@@ -21,7 +21,7 @@ from xiaoyarl.config_io import (
     set_field,
 )
 from xiaoyarl.errors import ConfigError, XiaoyaError
-from xiaoyarl.presets import CONFIG_DIR, PRESETS, preset_ids, preset_path
+from xiaoyarl.presets import CONFIG_DIR, ID_PRESETS, PRESETS, preset_ids, preset_path
 
 if TYPE_CHECKING:
     from xiaoyarl.population.schemes import PopulationConfig
@@ -461,6 +461,9 @@ def _list(args: argparse.Namespace) -> int:
         for (algo, of_task), name in PRESETS.items():
             if of_task == task:
                 print(f"    {algo:8s} {CONFIG_DIR.name}/{name}")
+                for (id_algo, env_id, id_task), own in ID_PRESETS.items():
+                    if (id_algo, id_task) == (algo, task):
+                        print(f"    {'':8s} on {env_id}: {CONFIG_DIR.name}/{own}")
     if args.fields:
         _list_fields()
     return 0

@@ -50,6 +50,15 @@ PRESETS: dict[tuple[str, str], str] = {
 }
 
 
+# (algorithm, env id, task) -> config file, where an id needs settings of its own for the task
+# (the file's provenance says why); looked up before PRESETS
+_SPREAD_QMIX_MPE2 = "multi_agent/spread_qmix_mpe2.yaml"
+ID_PRESETS: dict[tuple[str, str, str], str] = {
+    ("qmix", "mpe2:simple_spread_v3", SPREAD_DISCRETE): _SPREAD_QMIX_MPE2,
+    ("qmix", "mpe2.simple_spread_v3:parallel_env", SPREAD_DISCRETE): _SPREAD_QMIX_MPE2,
+}
+
+
 def task_of(env_id: str, env_kwargs: dict | None = None) -> str | None:
     """The task behind `env_id` with these env kwargs, or None for an env no preset knows."""
     kinds = TASKS.get(env_id)
@@ -61,7 +70,11 @@ def task_of(env_id: str, env_kwargs: dict | None = None) -> str | None:
 def preset_path(algo: str, env_id: str, env_kwargs: dict | None = None) -> Path | None:
     """The preset config file of `algo` on `env_id` (with `env_kwargs`), or None when there is
     none."""
-    name = PRESETS.get((algo.lower(), task_of(env_id, env_kwargs) or ""))
+    task = task_of(env_id, env_kwargs)
+    if task is None:
+        return None
+    algo = algo.lower()
+    name = ID_PRESETS.get((algo, env_id, task)) or PRESETS.get((algo, task))
     return CONFIG_DIR / name if name else None
 
 
