@@ -10,6 +10,8 @@ A preset follows the task, not the id: `TASKS` names the task behind each env id
 built-in navigation env and mpe2's original through the PettingZoo adapter get the same preset.
 The task also names the kind of actions where an id offers both (mpe2's `simple_spread_v3`
 is discrete unless `env_kwargs` sets `continuous_actions`), since a preset is measured on one.
+Where an id needs settings of its own for its task, `ID_PRESETS` names them (QMIX on mpe2's id,
+whose global state differs from the built-in env's; its file says why).
 
 `xiaoyarl train` starts from the preset of its pair when there is one and no `--config` is
 given, says so, and writes the resolved values into the run's `config.yaml`; `--no-preset`
