@@ -35,12 +35,14 @@ import argparse
 import itertools
 import json
 import time
+from typing import cast
 
 import torch
 
-from xiaoyarl.envs.multi import SpreadEnv, make_multi_agent_env, team_reward
+from xiaoyarl.envs.multi import MultiAgentVecEnv, SpreadEnv, make_multi_agent_env, team_reward
 
 ENV_IDS = ("SpreadDiscrete-v0", "SpreadContinuous-v0")
+MPE2_IDS = ("mpe2:simple_spread_v3", "mpe2.simple_spread_v3:parallel_env")
 CONTINUOUS = "+continuous"  # suffix of an mpe2 id: its continuous-action variant
 
 
@@ -55,11 +57,13 @@ def twin(name: str) -> SpreadEnv:
     """The built-in env of the same task and action kind: its constants and action layout."""
     env_id, kwargs = env_arguments(name)
     if env_id in ENV_IDS:
-        return make_multi_agent_env(env_id, 1)
-    return make_multi_agent_env(ENV_IDS[1] if kwargs else ENV_IDS[0], 1)
+        return cast(SpreadEnv, make_multi_agent_env(env_id, 1))
+    if env_id not in MPE2_IDS:
+        raise SystemExit(f"{name}: not cooperative navigation; choose from {ENV_IDS + MPE2_IDS}")
+    return cast(SpreadEnv, make_multi_agent_env(ENV_IDS[1] if kwargs else ENV_IDS[0], 1))
 
 
-def global_state(name: str, env, info: dict) -> torch.Tensor:
+def global_state(env: MultiAgentVecEnv, info: dict) -> torch.Tensor:
     """`(n, 6N)` agent positions, velocities and landmark positions (the built-in layout)."""
     if isinstance(env, SpreadEnv):
         return info["state"]
@@ -111,7 +115,7 @@ def heuristic_actions(env: SpreadEnv, state: torch.Tensor) -> torch.Tensor:
     return a01 * 2.0 - 1.0  # mpe2's [0, 1] -> xiaoyarl's [-1, 1]
 
 
-def random_actions(env, gen: torch.Generator) -> torch.Tensor:
+def random_actions(env: MultiAgentVecEnv, gen: torch.Generator) -> torch.Tensor:
     spec = env.spec
     if spec.if_discrete:
         return torch.randint(0, 5, (spec.num_envs, spec.num_agents), generator=gen)
@@ -131,7 +135,7 @@ def mean_team_return(name: str, policy: str, episodes: int, seed: int) -> tuple[
         if policy == "random":
             actions = random_actions(env, gen)
         else:
-            actions = heuristic_actions(physics, global_state(name, env, info))
+            actions = heuristic_actions(physics, global_state(env, info))
         _, rewards, _, truncated, info = env.step(actions)
         returns += team_reward(env.spec, rewards)
     assert truncated.all()

@@ -5,10 +5,11 @@ For each env, R_random and R_heur are measured first (`multi_agent_baselines.py`
 episodes each); the target of a run is R_random + f (R_heur - R_random), with f = 0.8 for
 MAPPO and 0.5 for VDN, QMIX, MADDPG and MATD3. Every run is
 
-    xiaoyarl train ALGO ENV --seed S --target-return TARGET --max-steps BUDGET --summary-json F
+    xiaoyarl train ALGO ENV --seed S --target-return TARGET --max-steps BUDGET --threads 1 \
+        --summary-json F
 
 (mpe2's continuous-action variant, named `mpe2:simple_spread_v3+continuous` here, adds `--set
-env_kwargs={continuous_actions: true}`), which starts from the task's preset, and counts as
+'env_kwargs={continuous_actions: true}'`), which starts from the task's preset, and counts as
 solved when an evaluation (10 deterministic episodes) reaches the target and 50
 fresh episodes confirm it (the library's usual rule). The presets are the papers' settings for
 this task, written out in `xiaoyarl/configs/multi_agent/` (`xiaoyarl/presets.py` applies them
@@ -85,15 +86,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
             algo, env_id = run.split(":", 1)
             if algo not in ALGOS:
                 parser.error(f"unknown algorithm '{algo}' in --runs; choose from {list(ALGOS)}")
-            ref_env = env_id
-            if ref_env not in references:
-                references[ref_env] = tuple(
-                    mean_team_return(ref_env, policy, args.episodes, 0)[0]
+            if env_id not in references:
+                references[env_id] = tuple(
+                    mean_team_return(env_id, policy, args.episodes, 0)[0]
                     for policy in ("random", "heuristic")
                 )
-                print(f"{ref_env}: R_random {references[ref_env][0]:.2f}, "
-                      f"R_heur {references[ref_env][1]:.2f}")  # fmt: skip
-            r_random, r_heur = references[ref_env]
+                print(f"{env_id}: R_random {references[env_id][0]:.2f}, "
+                      f"R_heur {references[env_id][1]:.2f}")  # fmt: skip
+            r_random, r_heur = references[env_id]
             fraction, budget = ALGOS[algo]
             target = r_random + fraction * (r_heur - r_random)
             budget = min(budget, args.max_steps or budget)

@@ -1,5 +1,6 @@
 """The multi-agent benchmark scripts run (on a tiny budget); their numbers are not checked."""
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -7,6 +8,9 @@ from pathlib import Path
 import pytest
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+NEEDS_MPE2 = pytest.mark.skipif(
+    importlib.util.find_spec("mpe2") is None, reason="mpe2 (the 'multi' extra) is not installed"
+)
 
 
 @pytest.mark.parametrize(
@@ -24,11 +28,12 @@ BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
             "--runs vdn:SpreadDiscrete-v0 --seeds 0 --max-steps 2000 --episodes 20",
             "| vdn | SpreadDiscrete-v0 |",
         ),
-        (
+        pytest.param(
             "multi_agent_learning.py",
             "--runs maddpg:mpe2:simple_spread_v3+continuous --seeds 0 --max-steps 1000 "
             "--episodes 4",
             "| maddpg | mpe2:simple_spread_v3+continuous |",
+            marks=NEEDS_MPE2,
         ),
     ],
 )

@@ -285,6 +285,10 @@ def test_presets_follow_the_task_not_the_id():
     assert preset_path("maddpg", "mpe2:simple_spread_v3") is None  # discrete: not measured
     assert preset_path("qmix", "mpe2:simple_spread_v3", {"continuous_actions": True}) is None
     assert preset_path("QMIX", "mpe2:simple_spread_v3") is not None  # any case
+    # env kwargs that change the task (agents, episode length) leave it without a preset
+    assert preset_path("vdn", "SpreadDiscrete-v0", {"num_agents": 4}) is None
+    assert preset_path("vdn", "mpe2:simple_spread_v3", {"max_cycles": 50}) is None
+    assert preset_path("vdn", "mpe2:simple_spread_v3", {"render_mode": None}) is not None
     assert preset_path("qmix", "mpe2:simple_tag_v3") is None
 
 

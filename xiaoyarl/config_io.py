@@ -70,8 +70,8 @@ def preset_differences(config: Config) -> tuple[Path, list[str]] | None:
     path = preset_path(config.algo, config.env_id, config.env_kwargs)
     if path is None:
         return None
-    preset = load_config(path)
     named = _read_yaml(path)
+    preset = config_from_dict(named, source=str(path))
     return path, [name for name in named if getattr(config, name) != getattr(preset, name)]
 
 

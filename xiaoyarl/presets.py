@@ -4,7 +4,7 @@ The library's defaults are general (`Config`); some tasks need other settings, e
 multi-agent navigation task, whose 25-step episodes want a shorter horizon (gamma) and the
 papers' batch sizes. Each preset is a plain config file in `xiaoyarl/configs/` (it explains its
 values in its comments, and `--config` takes it like any other file); this table says which
-(algorithm, task) pairs it was measured on (BENCHMARKS.md).
+(algorithm, task) pairs it was measured on, on at least one of the task's ids (BENCHMARKS.md).
 
 A preset follows the task, not the id: `TASKS` names the task behind each env id, so the
 built-in navigation env and mpe2's original through the PettingZoo adapter get the same preset.
@@ -41,7 +41,8 @@ _SPREAD_MAPPO = "multi_agent/spread_mappo.yaml"
 _SPREAD_VALUE_DECOMPOSITION = "multi_agent/spread_value_decomposition.yaml"
 _SPREAD_CENTRALIZED_CRITIC = "multi_agent/spread_centralized_critic.yaml"
 
-# (algorithm, task) -> config file under CONFIG_DIR; only pairs measured to learn with it
+# (algorithm, task) -> config file under CONFIG_DIR; only pairs measured to learn with it, on
+# at least one of the task's ids (the file says which)
 PRESETS: dict[tuple[str, str], str] = {
     ("mappo", SPREAD_DISCRETE): _SPREAD_MAPPO,
     ("mappo", SPREAD_CONTINUOUS): _SPREAD_MAPPO,
@@ -61,12 +62,19 @@ ID_PRESETS: dict[tuple[str, str, str], str] = {
 }
 
 
+# env kwargs that leave the task as it is (any other, e.g. the number of agents or the episode
+# length, makes it another task, which no preset was measured on)
+SAME_TASK_KWARGS = frozenset({"continuous_actions", "check_actions", "render_mode"})
+
+
 def task_of(env_id: str, env_kwargs: dict | None = None) -> str | None:
-    """The task behind `env_id` with these env kwargs, or None for an env no preset knows."""
+    """The task behind `env_id` with these env kwargs, or None for an env no preset knows
+    (also when a kwarg outside `SAME_TASK_KWARGS` changes the task)."""
     kinds = TASKS.get(env_id)
-    if kinds is None:
+    kwargs = env_kwargs or {}
+    if kinds is None or not set(kwargs) <= SAME_TASK_KWARGS:
         return None
-    return kinds[bool((env_kwargs or {}).get("continuous_actions", False))]
+    return kinds[bool(kwargs.get("continuous_actions", False))]
 
 
 def preset_path(algo: str, env_id: str, env_kwargs: dict | None = None) -> Path | None:

@@ -396,16 +396,16 @@ class TrainLoop:
         return "diverged" if stop else None
 
     def _preset_advice(self) -> str:
-        """A sentence naming the task preset of this run's algorithm and task when the run
-        does not follow it (its settings are known to learn the task), else ""."""
+        """A sentence naming the preset of this run's algorithm and task and the settings the
+        run holds other values in, when there is one and they differ, else ""."""
         found = preset_differences(self.config)
         if found is None or not found[1]:
             return ""
         path, fields = found
         return (
-            f" This task has a preset for {self.config.algo}, measured to learn it: {path} "
-            f"(this run differs in {', '.join(fields)}); `xiaoyarl train` starts from it "
-            f"unless given --no-preset or --config."
+            f" The task's preset for {self.config.algo}, {path}, learnt it in BENCHMARKS.md's "
+            f"runs and sets other values for: {', '.join(fields)} (`xiaoyarl train` starts "
+            f"from it unless given --no-preset or --config)."
         )
 
     def _call(self, hook: str, arg: object) -> bool:
