@@ -119,6 +119,8 @@ class Config:
     net_dims: list[int] | None = option(None, "hidden widths; None: [64, 64] on-policy and DQN "
         "family, [256, 256] other off-policy")  # fmt: skip
     learning_rate: float | None = option(None, "Adam's step size; None: automatic per algorithm")
+    encoder: str = option("auto", "auto (by obs shape), mlp, nature, impala, minatar, module:Class")
+    share_encoder: bool = option(True, "ppo, a2c: actor and critic share an image encoder")
     clip_grad_norm: float = option(0.5, "max global gradient norm per network")
     gamma: float = option(0.99, "discount factor")
     state_norm: bool | None = option(None, "running mean/std of observations; None: on-policy only")

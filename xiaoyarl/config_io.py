@@ -131,6 +131,10 @@ def validate_config(config: Config) -> Config:
         bad("restart_workers", "a non-negative integer")
     if not (math.isfinite(config.worker_timeout) and config.worker_timeout > 0):
         bad("worker_timeout", "a positive number of seconds")
+    if config.encoder not in ("auto", "mlp", "nature", "impala", "minatar") and not re.fullmatch(
+        r"[\w.]+:\w+", str(config.encoder)
+    ):
+        bad("encoder", "auto, mlp, nature, impala, minatar, or your own class as 'module:Class'")
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?|mps", str(config.device)):
         bad("device", "auto, cpu, cuda or cuda:N")
     for name in ("num_envs", "threads", "horizon_len", "batch_size", "num_critics"):

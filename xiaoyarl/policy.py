@@ -62,8 +62,15 @@ class Policy:
         if meta["actor_class"] not in ACTORS:
             raise CheckpointError(f"unknown actor class {meta['actor_class']} in policy file.")
         norm = RunningNorm(meta["state_dim"], meta["state_norm"], meta.get("state_norm_clip", 10.0))
+        encoder: nn.Module = norm
+        width = meta["state_dim"]
+        if len(self.obs_shape) > 1 or meta.get("encoder", "auto") not in ("auto", "mlp"):
+            from xiaoyarl.core.encoders import make_encoder  # images: not loaded for vectors
+
+            built = make_encoder(meta["encoder"], self.obs_shape, norm)
+            encoder, width = built, built.out_dim
         self.actor = ACTORS[meta["actor_class"]](
-            meta["state_dim"], meta["action_dim"], meta["net_dims"], norm
+            width, meta["action_dim"], meta["net_dims"], encoder
         )
         self.actor.load_state_dict(meta["actor"])
         self.actor.to(self.device).eval()
@@ -73,6 +80,9 @@ class Policy:
         self.meta = meta
         self.device = torch.device(device)
         self.state_dim = meta["state_dim"]
+        # one observation's shape and dtype (runs saved before images were read: a vector)
+        self.obs_shape = tuple(meta.get("obs_shape", (self.state_dim,)))
+        self.obs_dtype = getattr(torch, meta.get("obs_dtype", "float32"))
         self.if_discrete = meta["if_discrete"]
         if not self.if_discrete:
             self.low = torch.tensor(meta["action_low"], device=self.device)
@@ -110,14 +120,16 @@ class Policy:
     ) -> np.ndarray | torch.Tensor:
         """Actions for one observation or a batch, in the env's own units (see the class)."""
         is_numpy = not isinstance(obs, torch.Tensor)
-        state = torch.as_tensor(np.asarray(obs) if is_numpy else obs, dtype=torch.float32)
-        single = state.dim() == 1
-        if state.shape[-1:] != (self.state_dim,) or state.dim() > 2:
+        state = torch.as_tensor(np.asarray(obs) if is_numpy else obs, dtype=self.obs_dtype)
+        shape, rank = self.obs_shape, len(self.obs_shape)
+        single = state.dim() == rank
+        if tuple(state.shape[-rank:]) != shape or state.dim() > rank + 1:
+            batch = ", ".join(map(str, ("batch", *shape)))
             raise ValueError(
-                f"policy expects observations of shape (batch, {self.state_dim}) or "
-                f"({self.state_dim},), got {tuple(state.shape)}."
+                f"policy expects observations of shape ({batch}) or {shape}, got "
+                f"{tuple(state.shape)}."
             )
-        state = state.to(self.device).reshape(-1, self.state_dim)
+        state = state.to(self.device).reshape(-1, *shape)
         action = self.act_normalized(state) if deterministic else self.sample_normalized(state)
         if not self.if_discrete:
             action = self.low + (action + 1.0) * 0.5 * (self.high - self.low)

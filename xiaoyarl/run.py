@@ -94,6 +94,8 @@ def build_env(
 def check_state(state: torch.Tensor, spec: EnvSpec | MultiAgentEnvSpec, where: str) -> None:
     """Reject an observation batch with the wrong shape or non-finite values, naming the env."""
     expected: tuple[int, ...] = (spec.num_envs, spec.state_dim)
+    if isinstance(spec, EnvSpec):
+        expected = (spec.num_envs, *spec.obs_shape)
     if isinstance(spec, MultiAgentEnvSpec):
         expected = (spec.num_envs, spec.num_agents, spec.obs_dim)
     if tuple(state.shape) != expected:
@@ -101,7 +103,7 @@ def check_state(state: torch.Tensor, spec: EnvSpec | MultiAgentEnvSpec, where: s
             f"env {spec.name} returned observations of shape {tuple(state.shape)} on {where}, "
             f"expected {expected}; check the env's observation_space against what it returns."
         )
-    if not torch.isfinite(state).all():
+    if state.is_floating_point() and not torch.isfinite(state).all():
         raise EnvError(
             f"env {spec.name} returned NaN or infinite observations on {where}; fix the env "
             f"or wrap it so it returns finite values."

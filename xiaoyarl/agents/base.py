@@ -12,15 +12,9 @@ from xiaoyarl.core.nets import RunningNorm
 from xiaoyarl.core.reduce import Local
 
 if TYPE_CHECKING:
-    from xiaoyarl.agents.protocols import (
-        AuxiliaryLoss,
-        Optimizer,
-        OptimizerKit,
-        Reducer,
-        Steps,
-        UpdateRunner,
-    )
+    from xiaoyarl.agents import protocols
     from xiaoyarl.config import Config
+    from xiaoyarl.core.encoders import Encoder
     from xiaoyarl.envs.base import EnvSpec, VecEnv
 
 
@@ -29,7 +23,7 @@ class TorchKit:
     with unless the layer that builds it supplies another kit; the trainer gives
     `core.optim.LeanKit` (the same arithmetic, less Python around it)."""
 
-    def adam(self, params: Iterable[nn.Parameter], lr: float) -> Optimizer:
+    def adam(self, params: Iterable[nn.Parameter], lr: float) -> protocols.Optimizer:
         return torch.optim.Adam(params, lr=lr, eps=1e-5, fused=True)
 
     def clip_grad_norm(self, params: list[nn.Parameter], max_norm: float) -> None:
@@ -67,7 +61,7 @@ class AgentBase:
     config_fields: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True,
-                 kit: OptimizerKit | None = None) -> None:  # fmt: skip
+                 kit: protocols.OptimizerKit | None = None) -> None:  # fmt: skip
         if spec.if_discrete != self.if_discrete:
             kind = "discrete" if spec.if_discrete else "continuous"
             raise ValueError(f"{type(self).__name__} cannot act in the {kind} env {spec.name}")
@@ -75,14 +69,14 @@ class AgentBase:
         self.config = config
         self.device = device
         self.nets: dict[str, nn.Module] = {}
-        self.optimizers: dict[str, Optimizer | None] = {}  # None each in an acting-only copy
+        # None each in an acting-only copy
+        self.optimizers: dict[str, protocols.Optimizer | None] = {}
         self.last_state: torch.Tensor | None = None  # (num_envs, state_dim): exploring resumes here
         # the running observation normaliser every network of the agent applies to its input
-        # (state_norm None, not yet resolved, has always meant off)
-        self.state_norm = RunningNorm(
-            spec.state_dim, bool(config.state_norm), config.state_norm_clip
-        )
-        self.state_norm.to(device)
+        # (state_norm None, not yet resolved, has always meant off); vectors only: the encoders
+        # of other shapes scale uint8 images to [0, 1] (`make_encoder`)
+        normalise = bool(config.state_norm) and len(spec.obs_shape) == 1
+        self.state_norm = RunningNorm(spec.state_dim, normalise, config.state_norm_clip).to(device)
         self.actor: nn.Module  # the policy; `actor(state)` is the deterministic action in [-1, 1]
         self.explored = 0  # env steps taken so far (summed over sub-envs)
         self.updates = 0  # gradient steps taken so far (off-policy)
@@ -90,16 +84,28 @@ class AgentBase:
         # no replay buffer and no optimizers
         self.learner = learner
         self.kit = kit or TorchKit()  # how optimizers are built and gradients clipped
-        self.reducer: Reducer = Local()
-        self.update_runner: UpdateRunner = Eager()
-        self.auxiliary: AuxiliaryLoss | None = None
+        self.reducer: protocols.Reducer = Local()
+        self.update_runner: protocols.UpdateRunner = Eager()
+        self.auxiliary: protocols.AuxiliaryLoss | None = None
+
+    def make_encoder(self) -> Encoder | RunningNorm:
+        """The encoder a new network reads its observations through (`core/encoders.py`): for
+        vectors the shared `state_norm` itself; for images a new CNN on the agent's device.
+        Sets `feature_dim`, the width of what it returns."""
+        encoder: Encoder | RunningNorm = self.state_norm
+        if len(self.spec.obs_shape) > 1 or self.config.encoder not in ("auto", "mlp"):
+            from xiaoyarl.core.encoders import make_encoder  # not loaded where all are vectors
+
+            encoder = make_encoder(self.config.encoder, self.spec.obs_shape, self.state_norm)
+        self.feature_dim = encoder.out_dim
+        return encoder.to(self.device)
 
     # --- exploring: one loop for every agent ---
     # the time-major data `explore_env` returns (a NamedTuple class)
-    rollout_class: ClassVar[Callable[..., Steps]]
+    rollout_class: ClassVar[Callable[..., protocols.Steps]]
 
     @torch.no_grad()
-    def explore_env(self, env: VecEnv, horizon_len: int) -> Steps:
+    def explore_env(self, env: VecEnv, horizon_len: int) -> protocols.Steps:
         """Step `env` for `horizon_len` steps from `self.last_state`; return the time-major
         rollout: what `record` kept of each step, stacked (`rollout_class`)."""
         state = self.last_state
@@ -160,7 +166,7 @@ class AgentBase:
         return state
 
     # --- the auxiliary loss, when one is plugged in ---
-    def observe_auxiliary(self, rollout: Steps) -> None:
+    def observe_auxiliary(self, rollout: protocols.Steps) -> None:
         """Show the auxiliary loss the rollout (it may keep its episodes)."""
         if self.auxiliary is not None:
             self.auxiliary.observe(rollout, self.reducer)
@@ -176,7 +182,7 @@ class AgentBase:
         """`update(inputs)`, run by `update_runner`."""
         return self.update_runner(update, inputs)
 
-    def make_optimizer(self, net: nn.Module) -> Optimizer | None:
+    def make_optimizer(self, net: nn.Module) -> protocols.Optimizer | None:
         """Adam over the net's parameters, as the agent's `kit` builds it; None for an
         acting-only copy."""
         if not self.learner:
@@ -186,13 +192,13 @@ class AgentBase:
         return self.kit.adam(net.parameters(), lr)
 
     def optimizer_step(
-        self, optimizer: Optimizer | None, net: nn.Module, loss: torch.Tensor
+        self, optimizer: protocols.Optimizer | None, net: nn.Module, loss: torch.Tensor
     ) -> None:
         """Backward, clip the global gradient norm to `clip_grad_norm`, and step."""
         self.optimizer_steps(loss, (optimizer, net))
 
     def optimizer_steps(
-        self, loss: torch.Tensor, *pairs: tuple[Optimizer | None, nn.Module]
+        self, loss: torch.Tensor, *pairs: tuple[protocols.Optimizer | None, nn.Module]
     ) -> None:
         """One backward pass through `loss`, a sum of losses of networks that share no
         parameters, then per network: clip its gradient norm to `clip_grad_norm` and step its
@@ -245,7 +251,7 @@ class AgentBase:
         self.updates = state["counters"]["updates"]
         self._load_auxiliary(state)
 
-    def _optimizers(self) -> dict[str, Optimizer]:
+    def _optimizers(self) -> dict[str, protocols.Optimizer]:
         """`optimizers`, of a learner: an acting-only copy has none, and no training state."""
         optimizers = {name: opt for name, opt in self.optimizers.items() if opt is not None}
         assert len(optimizers) == len(self.optimizers), "an acting-only copy has no optimizers"

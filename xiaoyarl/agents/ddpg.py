@@ -15,7 +15,7 @@ from torch import nn
 from xiaoyarl.agents.off_policy import OFF_POLICY_FIELDS, AgentOffPolicy
 from xiaoyarl.config import Config
 from xiaoyarl.core.buffer import Batch
-from xiaoyarl.core.nets import RunningNorm, gaussian_logprob
+from xiaoyarl.core.nets import gaussian_logprob
 from xiaoyarl.core.off_policy_nets import Actor, CriticEnsemble
 from xiaoyarl.envs.base import EnvSpec
 
@@ -55,10 +55,10 @@ class AgentDDPG(AgentOffPolicy):
                  kit: OptimizerKit | None = None) -> None:  # fmt: skip
         super().__init__(spec, config, device, learner, kit)
         assert config.net_dims is not None, "resolve_config sets net_dims"
-        norm = self.state_norm
-        self.actor = self.actor_class(spec.state_dim, spec.action_dim, config.net_dims, norm)
+        encoder = self.make_encoder()  # image encoders: the actor's and the critic's own
+        self.actor = self.actor_class(encoder.out_dim, spec.action_dim, config.net_dims, encoder)
         self.actor.to(device)
-        self.critic = self.make_critic(norm).to(device)
+        self.critic = self.make_critic(self.make_encoder()).to(device)
         self.critic_target = self.make_target(self.critic)
         self.nets = {
             "actor": self.actor,
@@ -74,10 +74,11 @@ class AgentDDPG(AgentOffPolicy):
             "critic": self.make_optimizer(self.critic),
         }
 
-    def make_critic(self, norm: RunningNorm) -> nn.Module:
+    def make_critic(self, encoder: nn.Module) -> nn.Module:
         spec, cfg = self.spec, self.config
         assert cfg.net_dims is not None and cfg.num_critics is not None, "set by resolve_config"
-        return CriticEnsemble(spec.state_dim, spec.action_dim, cfg.net_dims, norm, cfg.num_critics)
+        return CriticEnsemble(self.feature_dim, spec.action_dim, cfg.net_dims, encoder,
+                              cfg.num_critics)  # fmt: skip
 
     # --- the hooks the successors override ---
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:

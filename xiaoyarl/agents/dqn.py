@@ -56,8 +56,8 @@ class AgentDQN(EpsilonGreedy, AgentOffPolicy):
                  kit: OptimizerKit | None = None) -> None:  # fmt: skip
         super().__init__(spec, config, device, learner, kit)
         assert config.net_dims is not None, "resolve_config sets net_dims"
-        self.qnet = self.qnet_class(spec.state_dim, spec.action_dim, config.net_dims,
-                                    self.state_norm)  # fmt: skip
+        encoder = self.make_encoder()
+        self.qnet = self.qnet_class(encoder.out_dim, spec.action_dim, config.net_dims, encoder)
         self.qnet.to(device)
         self.qnet_target = self.make_target(self.qnet)
         self.actor = self.qnet  # the greedy policy

@@ -124,11 +124,15 @@ class AgentOffPolicy(AgentBase):
         return (cfg.buffer_size, spec.num_envs, spec.state_dim, spec.action_dim,
                 spec.if_discrete, spec.max_step)  # fmt: skip
 
+    def buffer_obs(self) -> tuple[tuple[int, ...] | None, torch.dtype]:
+        """The shape and dtype of a stored observation (images stay uint8)."""
+        return self.spec.obs_shape, self.spec.obs_dtype
+
     def _make_buffer(self) -> ReplayBuffer:
         cfg, spec = self.config, self.spec
         sizes = self.buffer_sizes()
         buffer_class = PrioritizedReplayBuffer if cfg.per else ReplayBuffer
-        need = buffer_class.bytes_needed(*sizes)
+        need = buffer_class.bytes_needed(*sizes, self.buffer_obs()[1].itemsize)
         free = _free_memory(self.device)
         if free is not None and need > 0.8 * free:
             raise ConfigError(
@@ -139,17 +143,18 @@ class AgentOffPolicy(AgentBase):
         if cfg.per:
             assert cfg.repeat_times is not None, "resolve_config sets repeat_times"
             return PrioritizedReplayBuffer(
-                *sizes, device=self.device, alpha=cfg.per_alpha, beta=cfg.per_beta,
-                beta_steps=max(1, round(cfg.per_beta_steps * cfg.repeat_times)),
+                *sizes, self.device, *self.buffer_obs(), alpha=cfg.per_alpha,
+                beta=cfg.per_beta, beta_steps=max(1, round(cfg.per_beta_steps * cfg.repeat_times)),
             )  # fmt: skip
-        return ReplayBuffer(*sizes, device=self.device)
+        return ReplayBuffer(*sizes, self.device, *self.buffer_obs())
 
     def make_target(self, net: Net) -> Net:
         """A frozen copy of `net` for targets that shares `net`'s observation normaliser (a
-        target network must see states scaled as the online one does; only weights lag)."""
+        target network must see states scaled as the online one does; only weights lag). An
+        encoder with weights (a CNN) is copied and lags with the rest."""
         norm = getattr(net, "norm", None)
         target = copy.deepcopy(net).requires_grad_(False)
-        if norm is not None:
+        if norm is not None and next(norm.parameters(), None) is None:
             target.norm = norm
         return target
 

@@ -91,8 +91,8 @@ class AgentPPO(AgentBase):
     if_off_policy = False
     if_discrete = False
     config_fields = frozenset({"ratio_clip", "lambda_gae_adv", "lambda_entropy", "reward_norm",
-                               "value_norm", "value_clip", "value_loss",
-                               "huber_delta"})  # fmt: skip
+                               "value_norm", "value_clip", "value_loss", "huber_delta",
+                               "share_encoder"})  # fmt: skip
     actor_class: type[ActorPPO | ActorDiscretePPO] = ActorPPO
     actor: ActorPPO | ActorDiscretePPO
 
@@ -119,9 +119,9 @@ class AgentPPO(AgentBase):
                  kit: OptimizerKit | None = None) -> None:  # fmt: skip
         super().__init__(spec, config, device, learner, kit)
         assert config.net_dims is not None, "resolve_config sets net_dims"
-        self.actor = self.actor_class(
-            spec.state_dim, spec.action_dim, config.net_dims, self.state_norm
-        ).to(device)
+        encoder = self.make_encoder()
+        self.actor = self.actor_class(encoder.out_dim, spec.action_dim, config.net_dims, encoder)
+        self.actor.to(device)
         self.critic = self.make_critic().to(device)
         self.reward_scaler = RewardScaler(spec.num_envs, config.gamma, bool(config.reward_norm))
         self.reward_scaler.to(device)
@@ -132,10 +132,10 @@ class AgentPPO(AgentBase):
         if config.value_norm:
             self.value_norm = RunningNorm(1, enabled=True, clip=None).to(device)
             self.nets["value_norm"] = self.value_norm
-        self.optimizers = {
-            "actor": self.make_optimizer(self.actor),
-            "critic": self.make_optimizer(self.critic),
-        }
+        # a shared encoder is stepped once, by the actor's optimizer, with both losses' gradient
+        critic = self.critic.net if self.critic.norm is self.actor.norm else self.critic
+        self.optimizers = {"actor": self.make_optimizer(self.actor),
+                           "critic": self.make_optimizer(critic)}  # fmt: skip
 
     rollout_class = Rollout
 
@@ -149,9 +149,11 @@ class AgentPPO(AgentBase):
         return state, action, logprob, reward, terminal, truncate, info["final_state"]
 
     def make_critic(self) -> CriticV:
-        """V(s) on the actor's (normalised) states."""
+        """V(s) on the actor's states, through the actor's encoder (`share_encoder`, and always
+        the shared normaliser of vectors) or its own."""
         assert self.config.net_dims is not None, "resolve_config sets net_dims"
-        return CriticV(self.spec.state_dim, self.config.net_dims, self.state_norm)
+        encoder = self.actor.norm if self.config.share_encoder else self.make_encoder()
+        return CriticV(self.feature_dim, self.config.net_dims, encoder)
 
     def sub_env_state(self) -> dict:
         # differs: each sub-env's running discounted return (reward scaling) is its own
@@ -274,8 +276,8 @@ class AgentPPO(AgentBase):
         """Merge the batch's states into the running normalisers: after the update, so that
         old and new log-probabilities agree."""
         self.state_norm.update(data.states)
-        if self.critic.norm is not self.state_norm:  # the critic's own inputs
-            self.critic.norm.update(data.critic_states)
+        if self.critic.norm is not self.state_norm:  # the critic's own inputs (a CNN: no-op)
+            self.critic.norm.update(data.critic_states)  # type: ignore[operator]
 
     def ppo_update(self, rollout: Rollout) -> dict[str, torch.Tensor]:
         """GAE on the rollout (`ppo_batch`), then `repeat_times` epochs of mini-batch steps on

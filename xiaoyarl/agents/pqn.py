@@ -72,8 +72,9 @@ class AgentPQN(EpsilonGreedy, AgentBase):
                  kit: OptimizerKit | None = None) -> None:  # fmt: skip
         super().__init__(spec, config, device, learner, kit)
         assert config.net_dims is not None, "resolve_config sets net_dims"
-        self.qnet = QNetLayerNorm(spec.state_dim, spec.action_dim, config.net_dims,
-                                  self.state_norm).to(device)  # fmt: skip
+        encoder = self.make_encoder()
+        self.qnet = QNetLayerNorm(encoder.out_dim, spec.action_dim, config.net_dims, encoder)
+        self.qnet.to(device)
         self.actor = self.qnet  # the greedy policy
         self.nets = {"qnet": self.qnet}
         self.optimizers = {"qnet": self.make_optimizer(self.qnet)}

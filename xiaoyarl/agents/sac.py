@@ -17,7 +17,6 @@ from torch import nn
 from xiaoyarl.agents.ddpg import AgentDDPG
 from xiaoyarl.config import Config
 from xiaoyarl.core.buffer import Batch, Transitions
-from xiaoyarl.core.nets import RunningNorm
 from xiaoyarl.core.off_policy_nets import ActorDiscreteSAC, ActorSAC, QEnsemble
 from xiaoyarl.envs.base import EnvSpec
 
@@ -158,10 +157,10 @@ class AgentSACDiscrete(AgentSAC):
     if_discrete = True
     actor_class = ActorDiscreteSAC
 
-    def make_critic(self, norm: RunningNorm) -> nn.Module:
+    def make_critic(self, encoder: nn.Module) -> nn.Module:
         spec, cfg = self.spec, self.config
         assert cfg.net_dims is not None and cfg.num_critics is not None, "set by resolve_config"
-        return QEnsemble(spec.state_dim, spec.action_dim, cfg.net_dims, norm, cfg.num_critics)
+        return QEnsemble(self.feature_dim, spec.action_dim, cfg.net_dims, encoder, cfg.num_critics)
 
     def default_target_entropy(self) -> float:
         return 0.89 * math.log(self.spec.action_dim)

@@ -7,7 +7,9 @@ truncated episode (needed to bootstrap, since truncation is not termination) liv
 side ring. `PrioritizedReplayBuffer` adds proportional prioritized replay (Schaul et al.,
 "Prioritized Experience Replay", ICLR 2016) over a vectorized sum tree.
 
-Shapes: T = horizon_len, N = num_envs, S = state_dim, A = action_dim, B = batch size,
+Shapes: T = horizon_len, N = num_envs, S = state_dim (an observation of any shape is stored flat
+as its S values, in its own dtype: uint8 images stay uint8; batches give it back shaped as it
+came, `(B, *obs_shape)`), A = action_dim, B = batch size,
 R = rows = capacity // num_envs. A transition's flat position (`Batch.indices`) is `row * N + n`.
 """
 
@@ -23,7 +25,7 @@ from xiaoyarl.errors import CheckpointError, ConfigError, EnvError
 class Transitions(NamedTuple):
     """Time-major data from one exploration of N sub-envs, as `ReplayBuffer.add` takes it."""
 
-    states: torch.Tensor  # (T, N, S) float32: the state before the action
+    states: torch.Tensor  # (T, N, S) (or (T, N, *obs_shape)): the state before the action
     actions: torch.Tensor  # (T, N, A) float32, or (T, N) int64 for discrete actions
     rewards: torch.Tensor  # (T, N) float32
     terminals: torch.Tensor  # (T, N) bool: the episode ended for good (no bootstrap)
@@ -97,6 +99,8 @@ class ReplayBuffer:
         if_discrete: bool,
         max_step: int,
         device: torch.device | str = "cpu",
+        obs_shape: tuple[int, ...] | None = None,
+        obs_dtype: torch.dtype = torch.float32,
     ) -> None:
         for name, value in (
             ("num_envs", num_envs),
@@ -113,6 +117,9 @@ class ReplayBuffer:
             )
         self.num_envs = num_envs
         self.state_dim = state_dim
+        # one observation's shape and type (images stay uint8); stored flat, shaped when sampled
+        self.obs_shape = tuple(obs_shape or (state_dim,))
+        self.obs_dtype = obs_dtype
         self.action_dim = action_dim
         self.if_discrete = if_discrete
         self.max_step = max_step
@@ -127,7 +134,8 @@ class ReplayBuffer:
         r, n, s, dev = self.rows, num_envs, state_dim, self.device
         # One store for every state, so a batch's next states are one gather: the ring of
         # states (R * N rows, time-major) followed by the side ring of truncated last states.
-        self.store = torch.zeros((self.capacity + self.capacity_trunc, s), device=dev)
+        self.store = torch.zeros((self.capacity + self.capacity_trunc, s), dtype=obs_dtype,
+                                 device=dev)  # fmt: skip
         self.states = self.store[: self.capacity].view(r, n, s)  # (R, N, S)
         self.trunc_states = self.store[self.capacity :]  # (R_trunc, S)
         if if_discrete:
@@ -140,7 +148,7 @@ class ReplayBuffer:
         # terminal step, where it is never used), or a slot of trunc_states (capacity + slot).
         self.next_index = self._default_next_index(0, r)  # (R, N) int64
         self.trunc_counts = torch.zeros(r, dtype=torch.int64, device=dev)  # (R,) slots per row
-        self.last_next_states = torch.zeros((n, s), device=dev)  # (N, S) of the newest row
+        self.last_next_states = torch.zeros((n, s), dtype=obs_dtype, device=dev)  # (N, S)
 
         self.ptr = 0  # row the next add writes first
         self.size = 0  # rows stored
@@ -161,17 +169,20 @@ class ReplayBuffer:
         action_dim: int,
         if_discrete: bool,
         max_step: int,
+        obs_bytes: int = 4,
     ) -> int:
-        """Bytes the buffer's tensors take, so a caller can refuse one that will not fit."""
+        """Bytes the buffer's tensors take, so a caller can refuse one that will not fit.
+        `obs_bytes`: bytes per observation value (4 for float32, 1 for uint8 images)."""
         rows = capacity // num_envs
         action_bytes = 8 if if_discrete else 4 * action_dim
-        per_transition = 4 * state_dim + action_bytes + 4 + 1 + 8  # state, action, r, term, next
+        state_bytes = obs_bytes * state_dim
+        per_transition = state_bytes + action_bytes + 4 + 1 + 8  # state, action, r, term, next
         capacity_trunc = num_envs * (rows // max_step + 2)
         return (
             rows * num_envs * per_transition
             + rows * 8  # trunc_counts
-            + capacity_trunc * state_dim * 4  # trunc_states
-            + num_envs * state_dim * 4  # last_next_states
+            + capacity_trunc * state_bytes  # trunc_states
+            + num_envs * state_bytes  # last_next_states
         )
 
     def __len__(self) -> int:
@@ -189,18 +200,19 @@ class ReplayBuffer:
         n, s = self.num_envs, self.state_dim
         action = (t, n) if self.if_discrete else (t, n, self.action_dim)
         expected = {
-            "states": (t, n, s),
+            "states": (t, n, *self.obs_shape),
             "actions": action,
             "rewards": (t, n),
             "terminals": (t, n),
             "truncates": (t, n),
-            "next_states": (t, n, s),
+            "next_states": (t, n, *self.obs_shape),
         }
         for name, shape in expected.items():
             got = tuple(getattr(transitions, name).shape)
             if got != shape:
                 raise ValueError(
-                    f"ReplayBuffer.add: {name} must have shape {shape} (T, N={n}, S={s}, "
+                    f"ReplayBuffer.add: {name} must have shape {shape} (T, N={n}, S={s} as "
+                    f"{self.obs_shape}, "
                     f"A={self.action_dim}, discrete={self.if_discrete}), got {got}."
                 )
         if t == 0:
@@ -216,12 +228,12 @@ class ReplayBuffer:
         t_len = transitions.rewards.shape[0]
         keep = min(t_len, self.rows)
         dev, s = self.device, self.state_dim
-        states = transitions.states[t_len - keep :].to(dev, torch.float32)  # (K, N, S)
+        states = transitions.states[t_len - keep :].to(dev, self.obs_dtype).flatten(2)  # (K,N,S)
         actions = transitions.actions[t_len - keep :].to(dev, self.actions.dtype)
         rewards = transitions.rewards[t_len - keep :].to(dev, torch.float32)  # (K, N)
         terminals = transitions.terminals[t_len - keep :].to(dev, torch.bool)  # (K, N)
         truncates = transitions.truncates[t_len - keep :].to(dev, torch.bool)  # (K, N)
-        next_states = transitions.next_states[t_len - keep :].to(dev, torch.float32)
+        next_states = transitions.next_states[t_len - keep :].to(dev, self.obs_dtype).flatten(2)
 
         # Steps whose next state must be kept explicitly: truncated (not terminal) ones, and the
         # previous newest row where this add does not continue it.
@@ -339,23 +351,24 @@ class ReplayBuffer:
         mask = stored & (done_before == 0)
         next_index = self.next_index.view(-1)[flat]
         return Episodes(
-            states=self.store[flat],
+            states=self.store[flat].view(*flat.shape, *self.obs_shape),
             actions=self.actions.flatten(0, 1)[flat],
             rewards=self.rewards.view(-1)[flat],
             terminals=terminals,
-            next_states=self.store[next_index],
+            next_states=self.store[next_index].view(*flat.shape, *self.obs_shape),
             mask=mask,
         )
 
     def _gather(self, indices: torch.Tensor, weights: torch.Tensor) -> Batch:
         """The transitions at flat positions `indices (B,)`."""
         next_index = self.next_index.view(-1).index_select(0, indices)  # (B,)
+        shape = (indices.shape[0], *self.obs_shape)
         return Batch(
-            states=self.store.index_select(0, indices),
+            states=self.store.index_select(0, indices).view(shape),
             actions=self.actions.flatten(0, 1).index_select(0, indices),
             rewards=self.rewards.view(-1).index_select(0, indices),
             terminals=self.terminals.view(-1).index_select(0, indices),
-            next_states=self.store.index_select(0, next_index),
+            next_states=self.store.index_select(0, next_index).view(shape),
             indices=indices,
             weights=weights,
         )
@@ -416,12 +429,15 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         if_discrete: bool,
         max_step: int,
         device: torch.device | str = "cpu",
+        obs_shape: tuple[int, ...] | None = None,
+        obs_dtype: torch.dtype = torch.float32,
         alpha: float = 0.6,
         beta: float = 0.4,
         beta_steps: int = 100_000,
         eps: float = 1e-6,
     ) -> None:
-        super().__init__(capacity, num_envs, state_dim, action_dim, if_discrete, max_step, device)
+        super().__init__(capacity, num_envs, state_dim, action_dim, if_discrete, max_step, device,
+                         obs_shape, obs_dtype)  # fmt: skip
         if alpha < 0 or not 0 <= beta <= 1 or beta_steps < 1 or eps <= 0:
             raise ConfigError(
                 "PrioritizedReplayBuffer: need alpha >= 0, 0 <= beta <= 1, beta_steps >= 1 and "
@@ -444,10 +460,11 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         action_dim: int,
         if_discrete: bool,
         max_step: int,
+        obs_bytes: int = 4,
     ) -> int:
         """Bytes the buffer's tensors take: the uniform buffer plus two float64 trees."""
         base = ReplayBuffer.bytes_needed(
-            capacity, num_envs, state_dim, action_dim, if_discrete, max_step
+            capacity, num_envs, state_dim, action_dim, if_discrete, max_step, obs_bytes
         )
         stored = (capacity // num_envs) * num_envs
         return base + 2 * 2 * (1 << (stored - 1).bit_length()) * 8 + 8

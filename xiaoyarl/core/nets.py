@@ -75,6 +75,7 @@ class RunningNorm(nn.Module):
         super().__init__()
         self.enabled = enabled
         self.clip = clip
+        self.out_dim = dim  # as an encoder (`core/encoders.py`): the width of what it returns
         self.moments: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor, float]] | None
         self.moments = None
         self.register_buffer("mean", torch.zeros(dim))
@@ -141,7 +142,7 @@ class ActorPPO(nn.Module):
     """Gaussian policy for continuous actions: an MLP gives the mean, a learned state-independent
     log-std gives the spread. Samples are unbounded; the env receives them clipped to [-1, 1]."""
 
-    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm):
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module):
         super().__init__()
         self.norm = norm
         self.net = build_mlp([state_dim, *net_dims, action_dim], out_gain=0.01)
@@ -176,7 +177,7 @@ class ActorDiscretePPO(nn.Module):
     """Categorical policy for discrete actions: an MLP gives the logits. `avail` `(batch, A)`
     bool, where given, masks out unavailable actions (probability 0)."""
 
-    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm):
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module):
         super().__init__()
         self.norm = norm
         self.net = build_mlp([state_dim, *net_dims, action_dim], out_gain=0.01)
@@ -214,7 +215,7 @@ class ActorDiscretePPO(nn.Module):
 class CriticV(nn.Module):
     """State-value function V(s): `(batch, state_dim) -> (batch,)`."""
 
-    def __init__(self, state_dim: int, net_dims: list[int], norm: RunningNorm):
+    def __init__(self, state_dim: int, net_dims: list[int], norm: nn.Module):
         super().__init__()
         self.norm = norm
         self.net = build_mlp([state_dim, *net_dims, 1], out_gain=1.0)

@@ -16,7 +16,6 @@ from torch.nn import functional as F
 
 from xiaoyarl.core.nets import (
     MASKED_LOGIT,
-    RunningNorm,
     build_mlp,
     gaussian_logprob,
     sample_categorical,
@@ -43,7 +42,7 @@ class QNet(nn.Module):
     """Q-values for discrete actions: `q_values(state) -> (batch, action_dim)`; calling the
     module gives the greedy action `(batch,)` int64, so it doubles as the policy."""
 
-    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm):
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module):
         super().__init__()
         self.norm = norm
         self.net = build_mlp([state_dim, *net_dims, action_dim], nn.ReLU)
@@ -60,7 +59,7 @@ class QNetLayerNorm(QNet):
     without a target network (PQN: Gallici et al., "Simplifying Deep Temporal Difference
     Learning", 2025)."""
 
-    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm):
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module):
         super().__init__(state_dim, action_dim, net_dims, norm)
         self.net = build_mlp([state_dim, *net_dims, action_dim], nn.ReLU, layer_norm=True)
 
@@ -68,7 +67,7 @@ class QNetLayerNorm(QNet):
 class QNetDuel(QNet):
     """Dueling Q-network (Wang et al. 2016): `Q = V(s) + A(s, a) - mean_a A(s, a)`."""
 
-    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm):
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module):
         super().__init__(state_dim, action_dim, net_dims, norm)
         self.net = build_mlp([state_dim, *net_dims[:-1], net_dims[-1]], nn.ReLU)
         self.net.append(nn.ReLU())
@@ -90,7 +89,7 @@ class RecurrentQNet(nn.Module):
     zero hidden state (`hidden[t]` is the state after step t). A zero hidden state starts every
     episode (`initial_hidden`)."""
 
-    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm):
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module):
         super().__init__()
         self.norm = norm
         *body, self.hidden_dim = net_dims
@@ -149,7 +148,7 @@ class CriticEnsemble(nn.Module):
     """
 
     def __init__(
-        self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm, num: int
+        self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module, num: int
     ) -> None:
         super().__init__()
         self.norm = norm
@@ -164,7 +163,7 @@ class QEnsemble(nn.Module):
     """`num` Q(s, .) networks for discrete actions: `(batch, S) -> (num, batch, action_dim)`."""
 
     def __init__(
-        self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm, num: int
+        self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module, num: int
     ) -> None:
         super().__init__()
         self.norm = norm
@@ -178,7 +177,7 @@ class QEnsemble(nn.Module):
 class Actor(nn.Module):
     """Deterministic policy `(batch, S) -> (batch, A)` in [-1, 1] (tanh), as in DDPG and TD3."""
 
-    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm):
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module):
         super().__init__()
         self.norm = norm
         self.net = build_mlp([state_dim, *net_dims, action_dim], nn.ReLU)
@@ -191,7 +190,7 @@ class ActorSAC(nn.Module):
     """Squashed Gaussian policy (Haarnoja et al. 2018): `a = tanh(u)`, `u ~ N(mu(s), sigma(s))`;
     the log-probability includes the tanh change of variables. `forward` is `tanh(mu)`."""
 
-    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm):
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module):
         super().__init__()
         self.norm = norm
         self.net = build_mlp([state_dim, *net_dims, 2 * action_dim], nn.ReLU)
@@ -226,7 +225,7 @@ class ActorDiscreteSAC(nn.Module):
     """Categorical policy for discrete SAC: `probs_logprobs(state) -> (batch, A), (batch, A)`;
     `forward` gives the most probable action."""
 
-    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm):
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module):
         super().__init__()
         self.norm = norm
         self.net = build_mlp([state_dim, *net_dims, action_dim], nn.ReLU, out_gain=0.01)
@@ -247,7 +246,7 @@ class ActorGumbel(nn.Module):
     probable action (int64), `relaxed` a Gumbel-softmax one-hot sample whose gradient is the
     softmax's (straight-through)."""
 
-    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: RunningNorm):
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module):
         super().__init__()
         self.norm = norm
         self.net = build_mlp([state_dim, *net_dims, action_dim], nn.ReLU, out_gain=0.01)

@@ -2,7 +2,10 @@
 
 Every environment the runner sees holds `num_envs` sub-environments and speaks torch tensors:
 
-- `reset(seed) -> (state, info)`, `state: (num_envs, state_dim)` float32.
+- `reset(seed) -> (state, info)`, `state: (num_envs, *spec.obs_shape)` of `spec.obs_dtype`: a
+  float32 vector `(num_envs, state_dim)` for most envs; an image such as `(num_envs, C, H, W)`
+  uint8 or bool stays in its own dtype (4x less memory than float32 in rollouts and replay) and
+  is converted on the device inside the network (`core/encoders.py`).
 - `step(action) -> (state, reward, terminated, truncated, info)`; `reward`, `terminated`,
   `truncated` have shape `(num_envs,)`. Discrete actions are int64 `(num_envs,)`; continuous
   actions are `(num_envs, action_dim)` in `[-1, 1]` and the env rescales them to its bounds.
@@ -52,6 +55,11 @@ class EnvSpec:
     target_return: float | None
     action_low: tuple[float, ...] | None = None
     action_high: tuple[float, ...] | None = None
+    obs_shape: tuple[int, ...] = ()
+    obs_dtype: torch.dtype = torch.float32
+
+    def __post_init__(self) -> None:  # () is a vector of state_dim (frozen: set it this way)
+        object.__setattr__(self, "obs_shape", tuple(self.obs_shape) or (self.state_dim,))
 
 
 class VecEnv:
@@ -141,7 +149,8 @@ class TorchVecEnv(VecEnv):
         raise NotImplementedError
 
     def _observe(self, sim_state: torch.Tensor) -> torch.Tensor:
-        """Observation `(n, state_dim)` float32 of simulator states `(n, sim_dim)`: a new
+        """Observation `(n, *obs_shape)` of `obs_dtype` (float32 `(n, state_dim)` by default)
+        of simulator states `(n, sim_dim)`: a new
         tensor, never a view of `sim_state` (on a CPU, `step` resets finished sub-envs in place
         after taking `final_state`)."""
         raise NotImplementedError
@@ -150,7 +159,8 @@ class TorchVecEnv(VecEnv):
     def _make_spec(self) -> EnvSpec:
         """The env's spec: each field is the attribute of the same name (class attributes and
         `self.num_envs`)."""
-        return EnvSpec(**{f.name: getattr(self, f.name) for f in dataclasses.fields(EnvSpec)})
+        fields = dataclasses.fields(EnvSpec)  # obs_shape, obs_dtype where set (a vector if not)
+        return EnvSpec(**{f.name: getattr(self, f.name) for f in fields if hasattr(self, f.name)})
 
     def _check_action(self, action: torch.Tensor) -> None:
         """Raise `EnvError` unless `action` has the contract's shape."""

@@ -17,6 +17,7 @@ Nothing the env raises escapes: exceptions become problems naming their type and
 
 from __future__ import annotations
 
+import math
 import re
 import warnings
 from typing import Any, Literal, NamedTuple
@@ -29,9 +30,7 @@ from gymnasium import spaces
 from xiaoyarl.envs import BACKENDS, is_torch_native, make_env
 from xiaoyarl.envs.base import EnvSpec, VecEnv
 from xiaoyarl.envs.gym import (
-    IMAGE_ADVICE,
     WRAP_ADVICE,
-    is_image_space,
     make_gym_env,
     resolve_gym_id,
     time_limit_of,
@@ -165,16 +164,9 @@ def _check_spaces(env: gymnasium.Env, found: _Findings) -> bool:
         found.add(
             "obs-space",
             "error",
-            f"observation space {obs_space} is not supported: xiaoyarl needs a Box "
-            f"(observations are flattened to a float32 vector). To use this env, {WRAP_ADVICE}.",
-        )
-        usable = False
-    elif is_image_space(obs_space):
-        found.add(
-            "obs-image",
-            "error",
-            f"observation space {obs_space} holds images, which xiaoyarl cannot learn from "
-            f"yet: {IMAGE_ADVICE}.",
+            f"observation space {obs_space} is not supported: xiaoyarl needs a Box (a vector, "
+            f"flattened to float32 if it has more axes, or an image (H, W, C), (C, H, W) or (H, "
+            f"W), uint8 kept as uint8). To use this env, {WRAP_ADVICE}.",
         )
         usable = False
     if isinstance(act_space, spaces.Box):
@@ -554,6 +546,9 @@ def _check_spec(spec: Any, num_envs: int, found: _Findings) -> bool:
     for field in ("state_dim", "action_dim", "max_step"):
         if not (isinstance(getattr(spec, field), int) and getattr(spec, field) >= 1):
             wrong.append(f"{field} is {getattr(spec, field)!r}, not a positive int")
+    if math.prod(spec.obs_shape) != spec.state_dim:
+        wrong.append(f"state_dim {spec.state_dim} is not the number of values of obs_shape "
+                     f"{spec.obs_shape} ({math.prod(spec.obs_shape)})")  # fmt: skip
     if not spec.if_discrete:
         low, high = spec.action_low, spec.action_high
         if low is None or high is None or not (len(low) == len(high) == spec.action_dim):
@@ -585,7 +580,7 @@ def _vec_trajectory(
     Returns None when the env raised or returned data too malformed to go on with.
     """
     spec = env.spec
-    n, s, max_step = spec.num_envs, spec.state_dim, spec.max_step
+    n, s, max_step = spec.num_envs, spec.obs_shape, spec.max_step
     try:
         state, info = env.reset(seed=seed)
     except Exception as e:
@@ -597,7 +592,7 @@ def _vec_trajectory(
             )
         return None
     if found is not None:
-        if not _check_tensor(state, "the state from reset()", (n, s), torch.float32, found):
+        if not _check_tensor(state, "the state from reset()", (n, *s), spec.obs_dtype, found):
             return None
         _check_vec_info_type(info, "reset()", found)
         _check_finite(state, "the state from reset()", found)
@@ -617,7 +612,7 @@ def _vec_trajectory(
                     f"the VecEnv's step() raised at step {t}: {_sentence(_describe(e))}",
                 )
             return None
-        if found is not None and not _check_step_types(out, n, s, t, found):
+        if found is not None and not _check_step_types(out, spec, t, found):
             return None
         state, reward, terminated, truncated, info = out
         final = info["final_state"]
@@ -633,7 +628,7 @@ def _vec_trajectory(
         done = terminated | truncated
         for tensor, what in ((state, "state"), (reward, "reward"), (final, "final_state")):
             _check_finite(tensor, f"the {what} from step() {t}", found)
-        same = (final == state).all(1)  # (n,)
+        same = (final == state).flatten(1).all(1)  # (n,)
         _check_step_semantics(t, length, done, terminated, truncated, same, max_step, found)
         done_events += int(done.sum())
         not_reset += int((done & same).sum())
@@ -657,12 +652,13 @@ def _vec_trajectory(
         torch.stack(rewards) if rewards else torch.zeros(0, n),
         torch.stack(terms) if terms else torch.zeros(0, n, dtype=torch.bool),
         torch.stack(truncs) if truncs else torch.zeros(0, n, dtype=torch.bool),
-        torch.stack(finals) if finals else torch.zeros(0, n, s),
+        torch.stack(finals) if finals else torch.zeros(0, n, *s, dtype=spec.obs_dtype),
     )
 
 
-def _check_step_types(out: Any, n: int, s: int, t: int, found: _Findings) -> bool:
+def _check_step_types(out: Any, spec: EnvSpec, t: int, found: _Findings) -> bool:
     """Types, dtypes, shapes and device of what the VecEnv's step() returned."""
+    n, s = spec.num_envs, spec.obs_shape
     if not (isinstance(out, tuple) and len(out) == 5):
         found.add(
             "vec-step-api",
@@ -672,7 +668,7 @@ def _check_step_types(out: Any, n: int, s: int, t: int, found: _Findings) -> boo
         )
         return False
     state, reward, terminated, truncated, info = out
-    ok = _check_tensor(state, "the state from step()", (n, s), torch.float32, found)
+    ok = _check_tensor(state, "the state from step()", (n, *s), spec.obs_dtype, found)
     ok = _check_tensor(reward, "the reward from step()", (n,), torch.float32, found) and ok
     ok = _check_tensor(terminated, "terminated from step()", (n,), torch.bool, found) and ok
     ok = _check_tensor(truncated, "truncated from step()", (n,), torch.bool, found) and ok
@@ -689,7 +685,8 @@ def _check_step_types(out: Any, n: int, s: int, t: int, found: _Findings) -> boo
         return False
     final = info["final_state"]
     ok = (
-        _check_tensor(final, "info['final_state'] from step()", (n, s), torch.float32, found) and ok
+        _check_tensor(final, "info['final_state'] from step()", (n, *s), spec.obs_dtype, found)
+        and ok
     )
     return ok
 

@@ -50,16 +50,6 @@ WRAP_ADVICE = (
     "in your own module, register the wrapped env there, and pass 'my_module:MyEnv-v0'"
 )
 
-# Why pixel observations are refused, and what to do instead (also used by `envs/check.py`).
-IMAGE_ADVICE = (
-    "xiaoyarl's networks are MLPs on flat state vectors, and pixels are not flattened silently "
-    "(an MLP on raw pixels learns next to nothing); a CNN encoder is not built yet. Use a "
-    "state-based variant of the task (for an Atari game, its 128-byte RAM: "
-    "--set env_kwargs={obs_type: ram}; or the env's own state-observation option), or wrap the "
-    "env in your own module with a wrapper that produces a feature vector and pass "
-    "'my_module:MyEnv-v0'"
-)
-
 # Games of the Arcade Learning Environment (the Atari-57 benchmark), to recognise Atari ids
 # such as 'ALE/Pong-v5', 'PongNoFrameskip-v4' or 'Breakout-ram-v4' when ale-py is missing.
 _ATARI_GAMES = frozenset(
@@ -99,8 +89,9 @@ class GymVecEnv(VecEnv):
     `env_id` is a registered id (`"CartPole-v1"`) or `"my_module:MyEnv-v0"`, which imports
     `my_module` first so that it can register `MyEnv-v0` (found on `sys.path`, else in the
     current directory, as `python -m` would). `env_kwargs` go to `gymnasium.make`.
-    Observations must be a `Box` of numbers, not images (flattened to float32
-    `(num_envs, state_dim)`); actions a `Discrete` (int64 `(num_envs,)`) or a finite `Box`
+    Observations must be a `Box` of numbers: images (3-D, or 2-D uint8) keep their shape, and
+    uint8 stays uint8 (`spec.obs_shape`, `spec.obs_dtype`); other Boxes are flattened to float32
+    `(num_envs, state_dim)`. Actions a `Discrete` (int64 `(num_envs,)`) or a finite `Box`
     (float `(num_envs, action_dim)` in `[-1, 1]`, clipped to it and rescaled linearly to the
     env's bounds).
 
@@ -165,13 +156,17 @@ class GymVecEnv(VecEnv):
 
         # One flat host buffer crosses to torch per step; the arrays below are views into it:
         # state (N, S), final_state (N, S), reward (N,), terminated (N,), truncated (N,).
+        # Images keep their own dtype (uint8) in a second buffer of state and final_state.
         n, s = num_envs, self.spec.state_dim
-        self._buf = np.zeros(2 * n * s + 3 * n, dtype=np.float32)
-        self._state = self._buf[: n * s].reshape(n, s)
-        self._final = self._buf[n * s : 2 * n * s].reshape(n, s)
-        self._reward = self._buf[2 * n * s : 2 * n * s + n]
-        self._terminated = self._buf[2 * n * s + n : 2 * n * s + 2 * n]
-        self._truncated = self._buf[2 * n * s + 2 * n :]
+        obs_size = 2 * n * s if self._obs_float else 0
+        self._buf = np.zeros(obs_size + 3 * n, dtype=np.float32)
+        obs = self._buf if self._obs_float else np.zeros(2 * n * s, dtype=self._obs_np_dtype)
+        self._obs_buf = obs[: 2 * n * s]
+        self._state = obs[: n * s].reshape(n, s)
+        self._final = obs[n * s : 2 * n * s].reshape(n, s)
+        self._reward = self._buf[obs_size : obs_size + n]
+        self._terminated = self._buf[obs_size + n : obs_size + 2 * n]
+        self._truncated = self._buf[obs_size + 2 * n :]
 
     # --- construction helpers ------------------------------------------------------------------
     def _read_spec(self, env: gymnasium.Env, registered_id: str) -> EnvSpec:
@@ -184,13 +179,15 @@ class GymVecEnv(VecEnv):
                 f"observation space (it is flattened to a float32 vector). To use this env, "
                 f"{WRAP_ADVICE}."
             )
-        if is_image_space(obs_space):
-            raise EnvError(
-                f"{name}: observation space {obs_space} holds images, which xiaoyarl cannot "
-                f"learn from yet: {IMAGE_ADVICE}."
-            )
         self._obs_shape = tuple(obs_space.shape)
         state_dim = int(np.prod(self._obs_shape))
+        # images keep their shape (and uint8 stays uint8: the network scales it); other Boxes
+        # are flattened to float32 vectors
+        image = is_image_space(obs_space)
+        self._obs_float = not (image and obs_space.dtype == np.uint8)
+        self._obs_np_dtype = np.dtype(np.float32 if self._obs_float else np.uint8)
+        obs_shape = self._obs_shape if image else (state_dim,)
+        obs_dtype = torch.float32 if self._obs_float else torch.uint8
 
         action_low = action_high = None
         if isinstance(act_space, spaces.Discrete):
@@ -234,6 +231,8 @@ class GymVecEnv(VecEnv):
             target_return=None if reward_threshold is None else float(reward_threshold),
             action_low=action_low,
             action_high=action_high,
+            obs_shape=obs_shape,
+            obs_dtype=obs_dtype,
         )
 
     # --- the contract --------------------------------------------------------------------------
@@ -256,7 +255,7 @@ class GymVecEnv(VecEnv):
                 self._write_obs(self._state, i, obs, "on reset()")
             self._check_finite(self._state, "on reset()")
         self._needs_reset = False
-        return torch.tensor(self._state, device=self.device), {}
+        return torch.tensor(self._state, device=self.device).view(-1, *self.spec.obs_shape), {}
 
     def step(
         self, action: torch.Tensor
@@ -272,14 +271,14 @@ class GymVecEnv(VecEnv):
         else:
             self._step_sync(actions)
 
-        # One host -> device copy, then contiguous views of it.
-        n, s = self.num_envs, self.spec.state_dim
+        # One host -> device copy (two for images), then contiguous views of it.
+        n, s, shape = self.num_envs, self.spec.state_dim, self.spec.obs_shape
         t = torch.tensor(self._buf, device=self.device)
-        state = t[: n * s].view(n, s)
-        final_state = t[n * s : 2 * n * s].view(n, s)
-        reward = t[2 * n * s : 2 * n * s + n]
-        terminated = t[2 * n * s + n : 2 * n * s + 2 * n].bool()
-        truncated = t[2 * n * s + 2 * n :].bool()
+        obs = t if self._obs_float else torch.tensor(self._obs_buf, device=self.device)
+        state = obs[: n * s].view(n, *shape)
+        final_state = obs[n * s : 2 * n * s].view(n, *shape)
+        flags = t[t.shape[0] - 3 * n :]  # reward, terminated, truncated
+        reward, terminated, truncated = flags[:n], flags[n : 2 * n].bool(), flags[2 * n :].bool()
         return state, reward, terminated, truncated, {"final_state": final_state}
 
     def close(self) -> None:
@@ -333,7 +332,7 @@ class GymVecEnv(VecEnv):
                 self._write_obs(state, i, obs, f"on the auto-reset after step {self._num_steps}")
             else:
                 state[i] = final[i]
-        if not np.isfinite(self._buf[: 2 * final.size]).all():  # state and final_state
+        if self._obs_float and not np.isfinite(self._obs_buf).all():  # state and final_state
             self._check_finite(final, f"at step {self._num_steps}")
             self._check_finite(state, f"on the auto-reset after step {self._num_steps}")
 
@@ -556,10 +555,7 @@ def _atari_error(env_id: str, registered_id: str) -> EnvError:
     if not _register_atari():
         return EnvError(
             f"'{env_id}' is an Atari game, and Atari envs need the ale-py package "
-            f"(`pip install -e '.[atari]'`, or `pip install ale-py`; it ships the game ROMs). "
-            f"Note also that Atari observations are pixels, which xiaoyarl cannot learn from "
-            f"yet: with ale-py installed, --set env_kwargs={{obs_type: ram}} gives the game's "
-            f"128-byte RAM as the state."
+            f"(`pip install -e '.[atari]'`, or `pip install ale-py`; it ships the game ROMs)."
         )
     games = sorted(i for i in gymnasium.registry if i.startswith("ALE/"))
     close = difflib.get_close_matches(registered_id, games, n=3)

@@ -18,6 +18,14 @@ from xiaoyarl.errors import EnvError
 # Torch-native envs of the applications above this layer, by id: "module:Class", imported when
 # the registry is first built, as gymnasium's entry points are (envs/ imports no application).
 ENTRY_POINTS = {"StockTrading-v0": "xiaoyarl.finance.env:StockTradingEnv"}
+# MinAtar's five games (Young and Tian 2019) in torch, under the `minatar` package's own ids
+# (its minimal action sets); imported when the registry is first built
+MINATAR_GAMES = {"Asterix": "asterix", "Breakout": "breakout", "Freeway": "freeway",
+                 "Seaquest": "seaquest", "SpaceInvaders": "space_invaders"}  # fmt: skip
+ENTRY_POINTS.update(
+    (f"MinAtar/{game}-v1", f"xiaoyarl.envs.minatar.{module}:{game}Env")
+    for game, module in MINATAR_GAMES.items()
+)
 
 
 @functools.cache

@@ -25,6 +25,9 @@ def policy_state(agent: AgentBase) -> dict:
     state = {
         "actor_class": type(agent.actor).__name__,
         "state_dim": spec.state_dim,
+        "obs_shape": list(spec.obs_shape),
+        "obs_dtype": str(spec.obs_dtype).removeprefix("torch."),
+        "encoder": config.encoder,
         "action_dim": spec.action_dim,
         "net_dims": list(config.net_dims),
         "state_norm": config.state_norm,

@@ -40,7 +40,7 @@ class CentralizedCritic(MultiAgentOffPolicy, AgentDDPG):
     first in the bases, before DDPG or TD3; it names DDPG among its own so that the hooks it
     calls are known (the agents' method resolution order is the same either way)."""
 
-    def make_critic(self, norm: RunningNorm) -> nn.Module:
+    def make_critic(self, norm: nn.Module) -> nn.Module:
         # differs: the critic sees the global state, the agent's id and every agent's action
         spec, cfg = self.multi_spec, self.config
         assert cfg.net_dims is not None and cfg.num_critics is not None, "set by resolve_config"

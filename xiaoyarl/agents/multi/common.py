@@ -132,6 +132,9 @@ class MultiAgentOffPolicy(AgentOffPolicy):
         return (self.config.buffer_size, spec.num_envs, layout.width, layout.action_width,
                 False, spec.max_step)  # fmt: skip
 
+    def buffer_obs(self) -> tuple[tuple[int, ...] | None, torch.dtype]:
+        return None, torch.float32  # differs: a joint step packed in one float vector
+
     def next_observation(self, obs: torch.Tensor, info: dict) -> torch.Tensor:
         return self.layout.pack(obs, info["state"], info.get("avail_actions"))
 

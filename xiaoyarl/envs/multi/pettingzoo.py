@@ -44,7 +44,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from xiaoyarl.envs.gym import IMAGE_ADVICE, is_image_space
+from xiaoyarl.envs.gym import is_image_space
 from xiaoyarl.envs.multi.base import MultiAgentEnvSpec, MultiAgentVecEnv
 from xiaoyarl.errors import EnvError
 
@@ -52,6 +52,13 @@ DEFAULT_MAX_STEP = 1000  # time limit given to envs that declare none
 
 INSTALL_ADVICE = "install the multi-agent extra with `pip install -e '.[multi]'` (pettingzoo, mpe2)"
 _EXTRA_MODULES = ("pettingzoo", "mpe2")  # modules that the 'multi' extra installs
+# the multi-agent agents read vectors (each agent's observation with its id); image encoders are
+# the single-agent agents'
+_IMAGE_ADVICE = (
+    "the multi-agent algorithms read vector observations, not images; wrap the env so that each "
+    "agent observes a feature vector (e.g. its state), in your own module, and pass "
+    "'my_module:env_fn'"
+)
 _OBS_ADVICE = (
     "PettingZooVecEnv needs Box observations (or a dict with a Box 'observation' and an "
     "'action_mask'); wrap the env (e.g. with supersuit's flatten wrappers) in your own module "
@@ -206,7 +213,7 @@ class PettingZooVecEnv(MultiAgentVecEnv):
                 self._dict_obs = True
                 space = space.spaces["observation"]
             if not isinstance(space, spaces.Box) or is_image_space(space):
-                why = IMAGE_ADVICE if isinstance(space, spaces.Box) else _OBS_ADVICE
+                why = _IMAGE_ADVICE if isinstance(space, spaces.Box) else _OBS_ADVICE
                 raise EnvError(
                     f"{self.env_id}: agent '{agent}' has observation space {space}, which is "
                     f"not supported: {why}."

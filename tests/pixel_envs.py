@@ -1,0 +1,58 @@
+"""Small image envs and a user encoder for the pixel tests (`module:Id` ids of this module)."""
+
+from __future__ import annotations
+
+import gymnasium
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import nn
+
+
+class BrightSide(gymnasium.Env):
+    """An 8x8 RGB image (H, W, C) uint8 lit on its left or right half, drawn anew each step;
+    action 0 (left) or 1 (right) earns 1 where it names the lit half. 10 steps an episode:
+    a random policy returns 5, one that reads the image 10."""
+
+    observation_space = spaces.Box(0, 255, (8, 8, 3), np.uint8)
+    action_space = spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.side = int(self.np_random.integers(2))
+        return self._obs(), {}
+
+    def _obs(self):
+        obs = np.full((8, 8, 3), 20, dtype=np.uint8)
+        obs[:, 4 * self.side : 4 * self.side + 4, :] = 230
+        return obs
+
+    def step(self, action):
+        reward = float(int(action) == self.side)
+        self.side = int(self.np_random.integers(2))
+        return self._obs(), reward, False, False, {}
+
+
+gymnasium.register("BrightSide-v0", entry_point=BrightSide, max_episode_steps=10,
+                   reward_threshold=9.0)  # fmt: skip
+
+
+class TinyEncoder(nn.Module):
+    """A user's encoder: mean of each channel of a (H, W, C) image, then a linear layer."""
+
+    def __init__(self, obs_shape: tuple[int, ...]) -> None:
+        super().__init__()
+        self.out_dim = 8
+        self.linear = nn.Linear(obs_shape[-1], self.out_dim)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.linear(obs.mean(dim=(1, 2))))
+
+
+class NoWidth(nn.Module):
+    """An encoder that forgets to say how wide its features are."""
+
+    def __init__(self, obs_shape: tuple[int, ...]) -> None:
+        super().__init__()
+
+        self.linear = nn.Linear(obs_shape[-1], 4)

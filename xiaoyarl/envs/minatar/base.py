@@ -1,0 +1,107 @@
+"""The base of the torch-native MinAtar games: sticky actions and the layout they share.
+
+MinAtar: Young and Tian, "MinAtar: An Atari-Inspired Testbed for Thorough and Reproducible
+Reinforcement Learning Experiments", 2019. Each game is a 10x10 grid with one boolean channel
+per kind of object; observations are `(channels, 10, 10)` bool (channels first, as the encoders
+take them; the `minatar` package gives `(10, 10, channels)`).
+
+As in the package's `Environment`, with probability `sticky_action_prob` (0.1) a step repeats
+the previous action instead of the one given. The package keeps the previous action across
+episodes; here a new episode starts from "no-op" (as gymnax's MinAtar does), which changes only
+the first step of an episode, and only when the repeat is drawn.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+
+from xiaoyarl.envs.base import TorchVecEnv
+from xiaoyarl.errors import EnvError
+
+# MinAtar's full action set; a game acts on the indices of its minimal subset (the "-v1" ids)
+ACTION_MAP = ("n", "l", "u", "r", "d", "f")
+
+
+class MinAtarEnv(TorchVecEnv):
+    """A MinAtar game stepping all sub-envs as tensors.
+
+    sim_state `(n, 1 + game_dim)`: column 0 holds the previous full action (for sticky actions),
+    the rest is the game's own state (`game_dim` floats, laid out by the game). A game sets
+    `name`, `channels`, `game_dim`, `minimal_actions` (letters of `ACTION_MAP`) and implements
+    `_game_initial`, `_game_step` and `_game_observe`, with every random draw from
+    `self.generator`.
+    """
+
+    if_discrete = True
+    obs_shape: ClassVar[tuple[int, ...]]
+    obs_dtype: ClassVar[torch.dtype] = torch.bool
+    # MinAtar sets no time limit (Freeway ends itself); a long cap keeps a strong agent's
+    # episodes finite. Truncation bootstraps, so it does not change what is learnt.
+    max_step = 10_000
+    target_return = None
+    channels: ClassVar[int]
+    game_dim: ClassVar[int]
+    minimal_actions: ClassVar[tuple[str, ...]]
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if "channels" in cls.__dict__:  # a game (not an intermediate base)
+            cls.obs_shape = (cls.channels, 10, 10)
+            cls.state_dim = cls.channels * 100
+            cls.sim_dim = 1 + cls.game_dim
+            cls.action_dim = len(cls.minimal_actions)
+
+    def __init__(
+        self,
+        num_envs: int,
+        device: str | torch.device = "cpu",
+        seed: int | None = None,
+        sticky_action_prob: float = 0.1,
+        difficulty_ramping: bool = True,
+    ) -> None:
+        if not 0.0 <= sticky_action_prob <= 1.0:
+            raise EnvError(
+                f"{self.name}: sticky_action_prob must be in [0, 1], got {sticky_action_prob}."
+            )
+        self.sticky_action_prob = float(sticky_action_prob)
+        self.ramping = bool(difficulty_ramping)
+        codes = [ACTION_MAP.index(a) for a in self.minimal_actions]
+        self._codes = torch.tensor(codes, dtype=torch.int64, device=device)
+        super().__init__(num_envs, device, seed)
+
+    # --- what a game implements ---
+    def _game_initial(self, n: int) -> torch.Tensor:
+        """`n` initial game states `(n, game_dim)` float32."""
+        raise NotImplementedError
+
+    def _game_step(
+        self, game: torch.Tensor, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One step of every sub-env: game states `(n, game_dim)` and full action codes `(n,)`
+        int64 (indices of `ACTION_MAP`) -> `(next game states, reward (n,), terminated (n,))`."""
+        raise NotImplementedError
+
+    def _game_observe(self, game: torch.Tensor) -> torch.Tensor:
+        """The grid `(n, channels, 10, 10)` bool of game states `(n, game_dim)`."""
+        raise NotImplementedError
+
+    # --- TorchVecEnv ---
+    def _sample_initial(self, n: int) -> torch.Tensor:
+        no_op = torch.zeros((n, 1), device=self.device)
+        return torch.cat([no_op, self._game_initial(n)], 1)
+
+    def _dynamics(
+        self, sim_state: torch.Tensor, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        full = self._codes.index_select(0, action)  # (n,) indices of ACTION_MAP
+        if self.sticky_action_prob > 0:
+            draw = torch.rand(action.shape[0], generator=self.generator, device=self.device)
+            repeat = draw < self.sticky_action_prob
+            full = torch.where(repeat, sim_state[:, 0].long(), full)
+        game, reward, terminated = self._game_step(sim_state[:, 1:], full)
+        return torch.cat([full.float().unsqueeze(1), game], 1), reward, terminated
+
+    def _observe(self, sim_state: torch.Tensor) -> torch.Tensor:
+        return self._game_observe(sim_state[:, 1:])
