@@ -342,7 +342,8 @@ def evaluate(
                 f"{run_dirs[0]} on {config.env_id} {config.env_kwargs or ''}: an ensemble is "
                 "evaluated on one env."
             )
-    with build_env(config, episodes, torch.device("cpu"), config.backend, seed) as env:
+    with build_env(config, episodes, torch.device("cpu"), config.backend, seed,
+                   evaluation=True) as env:  # fmt: skip
         policy.reset()
         returns = run_episodes(env, policy.act_normalized, seed=seed)
     return {

@@ -81,14 +81,14 @@ def default_run_dir(config: Config) -> Path:
     return Path("runs") / f"{env}_{config.algo}_{config.seed}"
 
 
-def build_env(
-    config: Config, num_envs: int, device: torch.device, backend: str, seed: int
-) -> VecEnv | MultiAgentVecEnv:
-    """The run's env (or evaluation env) of `num_envs` sub-envs: single- or multi-agent."""
+def build_env(config: Config, num_envs: int, device: torch.device, backend: str, seed: int,
+              evaluation: bool = False) -> VecEnv | MultiAgentVecEnv:  # fmt: skip
+    """The run's env (or, `evaluation`, an env to evaluate on) of `num_envs` sub-envs: single- or
+    multi-agent."""
     if is_multi_agent(config.env_id):
         return make_multi_agent_env(config.env_id, num_envs, device, seed, config.env_kwargs)
     return make_env(config.env_id, num_envs, device, backend, seed, config.vector_mode,
-                    config.env_kwargs)  # fmt: skip
+                    config.env_kwargs, evaluation)  # fmt: skip
 
 
 def check_state(state: torch.Tensor, spec: EnvSpec | MultiAgentEnvSpec, where: str) -> None:
@@ -162,6 +162,12 @@ def train_agent(
         backend = config.backend  # make_env refuses a torch backend without a torch-native env
     if multi_agent and not torch_native:
         backend = "pettingzoo"
+    if backend == "gymnasium":  # an Atari game's preprocessing, written in its config.yaml
+        from xiaoyarl.envs.gym import atari_env_kwargs
+
+        config = dataclasses.replace(
+            config, env_kwargs=atari_env_kwargs(config.env_id, config.env_kwargs)
+        )
     run_dir = Path(config.cwd) if config.cwd else default_run_dir(config)
     ckpt_path = run_dir / "checkpoint" / "state.pt"
     if ranks is not None and distributed.restarted_by_launcher() and ckpt_path.is_file():
@@ -217,7 +223,7 @@ def _run(
     try:
         if not parallel and main:
             eval_env = build_env(config, config.eval_episodes, device, backend,
-                                 evaluation_seed(config.seed))  # fmt: skip
+                                 evaluation_seed(config.seed), evaluation=True)  # fmt: skip
         spec = env.spec
         agent_spec = spec
         if parallel:  # the learner sees the workers' sub-envs side by side
@@ -247,7 +253,7 @@ def _run(
 
             def make_confirm_env():  # noqa: E306 - built only when an evaluation needs it
                 return build_env(config, config.confirm_episodes, device, backend,
-                                 config.seed + 20_000)  # fmt: skip
+                                 config.seed + 20_000, evaluation=True)  # fmt: skip
 
         evaluator = None
         if main and not parallel:

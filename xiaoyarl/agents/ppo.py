@@ -163,13 +163,9 @@ class AgentPPO(AgentBase):
         super().load_sub_env_state(state)
         self.reward_scaler.returns.copy_(state["returns"])
 
-    def actor_objective(
-        self,
-        ratio: torch.Tensor,
-        advantage: torch.Tensor,
-        logprob: torch.Tensor,
-        ratio_clip: float | torch.Tensor | None = None,
-    ) -> torch.Tensor:
+    def actor_objective(self, ratio: torch.Tensor, advantage: torch.Tensor,
+                        logprob: torch.Tensor, ratio_clip: float | torch.Tensor | None = None,
+                        ) -> torch.Tensor:  # fmt: skip
         """PPO's clipped surrogate, per sample (to be maximized); `ratio_clip` None: the
         config's."""
         eps = self.config.ratio_clip if ratio_clip is None else ratio_clip
@@ -185,13 +181,9 @@ class AgentPPO(AgentBase):
             return outputs
         return outputs * (self.value_norm.var + 1e-8).sqrt() + self.value_norm.mean
 
-    def value_loss(
-        self,
-        critic_states: torch.Tensor,
-        returns: torch.Tensor,
-        old_outputs: torch.Tensor,
-        ratio_clip: float | torch.Tensor | None = None,
-    ) -> torch.Tensor:
+    def value_loss(self, critic_states: torch.Tensor, returns: torch.Tensor,
+                   old_outputs: torch.Tensor,
+                   ratio_clip: float | torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
         """The critic's loss per sample `(B,)`: the squared (or Huber, `value_loss`) error of its
         output against the returns (standardised under value normalisation); with
         `value_clip`, the larger of that and the loss of the output clipped to +-ratio_clip
@@ -208,13 +200,10 @@ class AgentPPO(AgentBase):
             loss = torch.max(loss, clipped)
         return loss
 
-    def ppo_loss(
-        self,
-        batch: PPOBatch,
-        mean: Callable[[torch.Tensor], torch.Tensor],
-        ratio_clip: float | torch.Tensor | None = None,
-        lambda_entropy: float | torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def ppo_loss(self, batch: PPOBatch, mean: Callable[[torch.Tensor], torch.Tensor],
+                 ratio_clip: float | torch.Tensor | None = None,
+                 lambda_entropy: float | torch.Tensor | None = None,
+                 ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
         """The loss of one mini-batch step, actor's and critic's summed (they share no
         parameters), and its log: `LOSS_NAMES` `(5,)`. `mean`: the mini-batch mean of a
         per-sample loss. `ratio_clip`, `lambda_entropy`: None, the config's."""

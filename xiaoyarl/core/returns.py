@@ -15,15 +15,9 @@ from typing import Any, cast
 import torch
 
 
-def compute_gae(
-    rewards: torch.Tensor,
-    values: torch.Tensor,
-    next_values: torch.Tensor,
-    terminals: torch.Tensor,
-    truncates: torch.Tensor,
-    gamma: float,
-    lambda_gae: float,
-) -> torch.Tensor:
+def compute_gae(rewards: torch.Tensor, values: torch.Tensor, next_values: torch.Tensor,
+                terminals: torch.Tensor, truncates: torch.Tensor, gamma: float,
+                lambda_gae: float) -> torch.Tensor:  # fmt: skip
     """GAE advantages `(T, N)` from `(T, N)` inputs.
 
     `next_values[t]` is V of the state step t reached (the true last state when the episode ended

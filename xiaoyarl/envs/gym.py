@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from xiaoyarl.envs.atari import MAX_FRAMES, atari_settings, gym_kwargs, wrap_atari
 from xiaoyarl.envs.base import EnvSpec, VecEnv
 from xiaoyarl.envs.targets import DEFAULT_TARGET_RETURNS
 from xiaoyarl.errors import EnvError
@@ -75,6 +76,23 @@ def is_image_space(space: spaces.Space) -> bool:
     return ndim == 3 or (space.dtype == np.uint8 and ndim >= 2)
 
 
+def atari_env_kwargs(env_id: str, env_kwargs: dict | None) -> dict | None:
+    """`env_kwargs` of an Atari id (`module:` prefix allowed) with its preprocessing settings
+    written out (`env_kwargs["atari"]`, `envs/atari.py`), as a run's config.yaml records them;
+    other ids' as they are."""
+    if not is_atari_screen(env_id.rpartition(":")[2], env_kwargs or {}):
+        return env_kwargs
+    settings = atari_settings((env_kwargs or {}).get("atari"))
+    return {**(env_kwargs or {}), "atari": False if settings is None else settings}
+
+
+def is_atari_screen(registered_id: str, kwargs: dict) -> bool:
+    """Whether an id and its kwargs give an Atari game's screen (the preprocessing's input), not
+    its 128-byte RAM (a vector, used as it is)."""
+    ram = "-ram" in registered_id or kwargs.get("obs_type") == "ram"
+    return is_atari_id(registered_id) and not ram
+
+
 def is_atari_id(env_id: str) -> bool:
     """Whether `env_id` names an Atari game (`ALE/...`, or a known game with a -v0/-v4 id)."""
     if env_id.startswith("ALE/"):
@@ -111,6 +129,7 @@ class GymVecEnv(VecEnv):
         seed: int | None = None,
         vector_mode: str = "sync",
         env_kwargs: dict | None = None,
+        evaluation: bool = False,
     ) -> None:
         if not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise EnvError(f"num_envs must be a positive integer, got {num_envs!r}.")
@@ -131,7 +150,14 @@ class GymVecEnv(VecEnv):
         self._num_steps = 0  # step() calls since construction, for error messages
 
         registered_id, kwargs = resolve_gym_id(env_id, env_kwargs)
-        first = make_gym_env(env_id, registered_id, kwargs)
+        # Atari games get the standard preprocessing (`envs/atari.py`), evaluation its own part
+        self._atari: dict | None = None
+        if is_atari_screen(registered_id, kwargs):
+            kwargs = dict(kwargs)
+            self._atari = atari_settings(kwargs.pop("atari", None))
+            kwargs = gym_kwargs(registered_id, kwargs) if self._atari else kwargs
+        make = (registered_id, kwargs, self._atari, evaluation)
+        first = make_sub_env(env_id, *make)
         try:
             self.spec = self._read_spec(first, registered_id)
         except EnvError:
@@ -142,7 +168,7 @@ class GymVecEnv(VecEnv):
             self._envs = [first]
             try:
                 for _ in range(num_envs - 1):
-                    self._envs.append(make_gym_env(env_id, registered_id, kwargs))
+                    self._envs.append(make_sub_env(env_id, *make))
             except EnvError:
                 self.close()
                 raise
@@ -150,7 +176,10 @@ class GymVecEnv(VecEnv):
             first.close()
             # Workers make the env from the id as given, so a spawned worker imports the module.
             self._venv = gymnasium.vector.AsyncVectorEnv(
-                [_CheckedEnvFn(env_id, kwargs, self.spec.name, i) for i in range(num_envs)],
+                [
+                    _CheckedEnvFn(env_id, kwargs, self.spec.name, i, self._atari, evaluation)
+                    for i in range(num_envs)
+                ],  # fmt: skip
                 autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP,
             )
 
@@ -216,6 +245,10 @@ class GymVecEnv(VecEnv):
             )
 
         max_step = env.spec.max_episode_steps if env.spec is not None else None
+        if is_atari_id(registered_id) and max_step is None:  # ALE's frame limit, in agent steps
+            skip = self._atari["frame_skip"] if self._atari else env.unwrapped._frameskip  # type: ignore[attr-defined]
+            frames = env.spec.kwargs.get("max_num_frames_per_episode") if env.spec else None
+            max_step = (frames or MAX_FRAMES) // (skip if isinstance(skip, int) else 1)
         if max_step is None:
             max_step = time_limit_of(env) or DEFAULT_MAX_STEP
         reward_threshold = env.spec.reward_threshold if env.spec is not None else None
@@ -405,11 +438,16 @@ class _CheckedObs(gymnasium.Wrapper):
 class _CheckedEnvFn:
     """Picklable factory of one checked sub-env for an async worker."""
 
-    def __init__(self, env_id: str, kwargs: dict, name: str, index: int) -> None:
+    def __init__(self, env_id: str, kwargs: dict, name: str, index: int, atari: dict | None,
+                 evaluation: bool) -> None:  # fmt: skip
         self.env_id, self.kwargs, self.name, self.index = env_id, kwargs, name, index
+        self.atari, self.evaluation = atari, evaluation
 
     def __call__(self) -> gymnasium.Env:
-        return _CheckedObs(gymnasium.make(self.env_id, **self.kwargs), self.name, self.index)
+        env = gymnasium.make(self.env_id, **self.kwargs)
+        if self.atari is not None:
+            env = wrap_atari(env, self.atari, self.evaluation)
+        return _CheckedObs(env, self.name, self.index)
 
 
 def _obs_error(
@@ -459,7 +497,9 @@ def resolve_gym_id(env_id: str, env_kwargs: dict | None) -> tuple[str, dict]:
         raise _unknown_env_error(env_id, registered_id) from e
 
     kwargs = dict(env_kwargs or {})
-    if kwargs.get("max_episode_steps") is None and registration.max_episode_steps is None:
+    ends_itself = is_atari_id(registered_id)  # ALE cuts a game at its own frame limit
+    if (kwargs.get("max_episode_steps") is None and registration.max_episode_steps is None
+            and not ends_itself):  # fmt: skip
         kwargs["max_episode_steps"] = DEFAULT_MAX_STEP  # every episode ends; spec.max_step holds
     return registered_id, kwargs
 
@@ -497,6 +537,13 @@ def _missing_module(e: BaseException) -> str | None:
             return seen.name
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+def make_sub_env(env_id: str, registered_id: str, kwargs: dict, atari: dict | None,
+                 evaluation: bool) -> gymnasium.Env:  # fmt: skip
+    """One sub-env: `make_gym_env`, with the Atari preprocessing where `atari` gives it."""
+    env = make_gym_env(env_id, registered_id, kwargs)
+    return env if atari is None else wrap_atari(env, atari, evaluation)
 
 
 def make_gym_env(env_id: str, registered_id: str, kwargs: dict) -> gymnasium.Env:

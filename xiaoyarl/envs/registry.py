@@ -59,6 +59,7 @@ def make_env(
     seed: int | None = None,
     vector_mode: str = "sync",
     env_kwargs: dict | None = None,
+    evaluation: bool = False,
 ) -> VecEnv:
     """A vectorized env of `num_envs` sub-envs on `device`.
 
@@ -70,6 +71,8 @@ def make_env(
     vector_mode: how gymnasium sub-envs run, "sync" (in this process) or "async" (one process each).
     env_kwargs: keyword arguments of the env: the torch-native env's constructor (e.g. the
     market of "StockTrading-v0"), or `gymnasium.make`'s.
+    evaluation: an env to evaluate on, not to train on: Atari games then play whole games with
+    unclipped rewards (`envs/atari.py`); other envs are the same either way.
     """
     if backend not in BACKENDS:
         raise EnvError(f"unknown env backend '{backend}'; choose one of {', '.join(BACKENDS)}.")
@@ -95,4 +98,4 @@ def make_env(
     from xiaoyarl.envs.gym import GymVecEnv
 
     return GymVecEnv(env_id, num_envs, device=device, seed=seed, vector_mode=vector_mode,
-                     env_kwargs=env_kwargs)  # fmt: skip
+                     env_kwargs=env_kwargs, evaluation=evaluation)  # fmt: skip

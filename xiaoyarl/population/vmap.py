@@ -438,7 +438,8 @@ class VmapSlot(Slot):
                      f"their last checkpoints")  # fmt: skip
             return
         train_seconds = time.perf_counter() - start
-        eval_env = build_env(first, m * first.eval_episodes, device, backend, first.seed + 10_000)
+        eval_env = build_env(first, m * first.eval_episodes, device, backend, first.seed + 10_000,
+                             evaluation=True)  # fmt: skip
         returns = model.evaluate(eval_env, seed=seed + 10_000)
         scores, spreads = returns.mean(1), returns.std(1, unbiased=False)
         eval_env.close()

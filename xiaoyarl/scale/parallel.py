@@ -164,13 +164,14 @@ def _evaluator_main(config_dict: dict, spec: EnvSpec, setup: dict, comm: dict) -
         config = config_from_dict(config_dict)
         device = torch.device(setup["device"])
         env = make_env(config.env_id, config.eval_episodes, device, comm["backend"],
-                       setup["eval_seed"], config.vector_mode, config.env_kwargs)  # fmt: skip
+                       setup["eval_seed"], config.vector_mode, config.env_kwargs,
+                       evaluation=True)  # fmt: skip
         agent = make_agent(config.algo, spec, config, device, learner=False)
 
         def make_confirm_env():
             return make_env(config.env_id, config.confirm_episodes, device, comm["backend"],
                             setup["eval_seed"] + 10_000, config.vector_mode,
-                            config.env_kwargs)  # fmt: skip
+                            config.env_kwargs, evaluation=True)  # fmt: skip
 
         evaluator = Evaluator(
             env,

@@ -1,0 +1,105 @@
+"""Atari through gymnasium's ale-py with the standard preprocessing (`envs/atari.py`): the frames
+the agent sees, what is for training only (lives, clipped rewards), the settings a run writes,
+and PPO and DQN training a few thousand steps on Pong. Skipped without the `atari` extra."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import yaml
+
+pytest.importorskip("ale_py")
+pytest.importorskip("cv2")
+
+from xiaoyarl import train_agent  # noqa: E402
+from xiaoyarl.config import Config  # noqa: E402
+from xiaoyarl.envs import make_env  # noqa: E402
+from xiaoyarl.envs.atari import ATARI_DEFAULTS  # noqa: E402
+from xiaoyarl.errors import EnvError  # noqa: E402
+
+
+@pytest.mark.parametrize("env_id", ["ALE/Breakout-v5", "BreakoutNoFrameskip-v4"])
+def test_the_agent_sees_four_stacked_84x84_grayscale_frames(env_id):
+    with make_env(env_id, 2, seed=0) as env:
+        spec = env.spec
+        assert spec.obs_shape == (4, 84, 84) and spec.obs_dtype == torch.uint8
+        assert spec.action_dim == 4 and spec.if_discrete
+        assert spec.max_step == 108_000 // 4  # ALE's own limit on a game, in agent steps
+        state, _ = env.reset(seed=0)
+        assert state.shape == (2, 4, 84, 84) and state.dtype == torch.uint8
+
+
+def run_random(env, steps: int):
+    """Total reward and episode ends of `steps` random steps of every sub-env."""
+    total, ends = torch.zeros(env.spec.num_envs), 0
+    env.reset(seed=0)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(steps):
+        action = torch.randint(env.spec.action_dim, (env.spec.num_envs,), generator=generator)
+        _, reward, terminated, truncated, _ = env.step(action)
+        total += reward
+        ends += int((terminated | truncated).sum())
+    return total, ends
+
+
+def test_training_ends_an_episode_at_each_lost_life_and_evaluation_plays_whole_games():
+    """Breakout has 5 lives: random play loses them quickly; the training env ends an episode
+    at each, the evaluation env only when the game is over (about 5x fewer ends)."""
+    with make_env("ALE/Breakout-v5", 2, seed=0) as train:
+        _, train_ends = run_random(train, 600)
+    with make_env("ALE/Breakout-v5", 2, seed=0, evaluation=True) as evaluation:
+        _, eval_ends = run_random(evaluation, 600)
+    assert train_ends >= 3 * max(eval_ends, 1), (train_ends, eval_ends)
+
+
+def test_training_clips_rewards_and_evaluation_reports_the_game_score():
+    """Breakout's higher rows score 4 and 7: the evaluation env reports them, the training env
+    gives their sign."""
+    seen_train, seen_eval = set(), set()
+    for evaluation, seen in ((False, seen_train), (True, seen_eval)):
+        with make_env("ALE/Breakout-v5", 1, seed=0, evaluation=evaluation,
+                      env_kwargs={"atari": {"episodic_life": False}}) as env:  # fmt: skip
+            env.reset(seed=0)
+            for step in range(3000):
+                action = torch.tensor([1 if step % 2 else 2 + (step // 7) % 2])  # fire, move
+                _, reward, *_ = env.step(action)
+                seen.add(reward.item())
+    assert seen_train <= {0.0, 1.0}
+    assert seen_eval <= {0.0, 1.0, 4.0, 7.0} and len(seen_eval) >= 2
+
+
+def test_raw_frames_and_bad_settings():
+    with make_env("ALE/Pong-v5", 1, env_kwargs={"atari": False}) as env:
+        assert env.spec.obs_shape == (210, 160, 3)
+    with make_env("ALE/Pong-v5", 1, env_kwargs={"atari": {"frame_stack": 2}}) as env:
+        assert env.spec.obs_shape == (2, 84, 84)
+    with pytest.raises(EnvError, match="unknown setting.*grayscale.*noop_max"):
+        make_env("ALE/Pong-v5", 1, env_kwargs={"atari": {"grayscale": False}})
+
+
+@pytest.mark.parametrize(
+    ("algo", "fields"),
+    [
+        ("ppo", {"num_envs": 4, "horizon_len": 128}),
+        (
+            "dqn",
+            {
+                "num_envs": 4,
+                "learning_starts": 1000,
+                "buffer_size": 4000,
+                "repeat_times": 0.25,
+                "batch_size": 32,
+            },
+        ),
+    ],
+)
+def test_trains_on_pong_and_writes_its_preprocessing(algo, fields, tmp_path):
+    config = Config(algo=algo, env_id="ALE/Pong-v5", max_steps=2048, eval_every=2048,
+                    eval_episodes=1, confirm_episodes=0, threads=1, cwd=str(tmp_path),
+                    **fields)  # fmt: skip
+    summary = train_agent(config, log=None)
+    assert summary["total_steps"] >= 2048
+    saved = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    assert saved["env_kwargs"]["atari"] == ATARI_DEFAULTS
+    # a whole game of Pong ends at 21 points: the evaluation's score is the game's own
+    assert -21.0 <= summary["best_eval_mean"] <= 21.0

@@ -1,0 +1,147 @@
+"""Atari games (the Arcade Learning Environment, through ale-py and gymnasium) with the standard
+preprocessing, applied to every `ALE/<Game>-v5` and `<Game>NoFrameskip-v4` id.
+
+The preprocessing of Mnih et al., "Human-level control through deep reinforcement learning",
+Nature 2015, as Stable-Baselines3's and CleanRL's Atari scripts apply it, from gymnasium's own
+wrappers (`AtariPreprocessing`, `FrameStackObservation`) and three small ones below:
+
+- `noop_max` (30): up to that many no-op actions at the start of each game;
+- `frame_skip` (4): each action repeated over 4 frames, the observation the pixel-wise max of the
+  last two (Atari sprites flicker);
+- `screen_size` (84): frames in grayscale, resized to 84x84;
+- `frame_stack` (4): the last 4 frames stacked, `(4, 84, 84)` uint8;
+- `fire_reset` (true): press FIRE to start a game (or a life) in games that wait for it;
+- for training only, `episodic_life` (true): a lost life ends the learner's episode (the game
+  goes on from there, it is not reset), and `clip_rewards` (true): rewards clipped to their sign.
+
+Evaluation plays whole games (all lives) and reports the game's own, unclipped score, as papers
+do. The settings are `env_kwargs: {atari: {...}}`, filled with these defaults in the run's
+config.yaml; `env_kwargs: {atari: false}` gives the raw env. `ALE/<Game>-v5` keeps v5's sticky
+actions (an action repeats the previous one with probability 0.25, Machado et al., "Revisiting
+the Arcade Learning Environment", JAIR 2018); `NoFrameskip-v4` ids have none.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation, TransformReward
+
+from xiaoyarl.errors import EnvError
+
+ATARI_DEFAULTS: dict[str, Any] = {
+    "noop_max": 30,
+    "frame_skip": 4,
+    "screen_size": 84,
+    "frame_stack": 4,
+    "fire_reset": True,
+    "episodic_life": True,
+    "clip_rewards": True,
+}
+MAX_FRAMES = 108_000  # ALE's own limit on a game's frames (30 minutes at 60 frames a second)
+
+
+def atari_settings(given: Any) -> dict[str, Any] | None:
+    """The preprocessing settings of `env_kwargs["atari"]`: the defaults where it is absent or
+    true, with its own values over them where it is a mapping; None where it is false (the raw
+    env). An unknown setting gets an `EnvError` naming it and the known ones."""
+    if given is False:
+        return None
+    if given is None or given is True:
+        return dict(ATARI_DEFAULTS)
+    if not isinstance(given, dict):
+        raise EnvError(
+            f"env_kwargs atari={given!r}: expected a mapping of preprocessing settings, true "
+            f"(the defaults) or false (the raw env)."
+        )
+    unknown = sorted(set(given) - set(ATARI_DEFAULTS))
+    if unknown:
+        raise EnvError(
+            f"env_kwargs atari has unknown setting(s) {', '.join(unknown)}; the settings are "
+            f"{', '.join(ATARI_DEFAULTS)}."
+        )
+    return {**ATARI_DEFAULTS, **given}
+
+
+class EpisodicLife(gymnasium.Wrapper):
+    """A lost life ends the episode (terminated) for the learner; the next `reset` then goes on
+    from there with a no-op step, and only resets the game once it is really over."""
+
+    def __init__(self, env: gymnasium.Env) -> None:
+        super().__init__(env)
+        self.lives = 0
+        self.game_over = True
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.game_over = terminated or truncated
+        lives = self.env.unwrapped.ale.lives()  # type: ignore[attr-defined]
+        if 0 < lives < self.lives:
+            terminated = True
+        self.lives = lives
+        return obs, reward, terminated, truncated, info
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict]:
+        if self.game_over or kwargs.get("seed") is not None:
+            obs, info = self.env.reset(**kwargs)
+        else:  # a life was lost: go on from there
+            obs, _, terminated, truncated, info = self.env.step(0)
+            if terminated or truncated:
+                obs, info = self.env.reset(**kwargs)
+        self.game_over = False
+        self.lives = self.env.unwrapped.ale.lives()  # type: ignore[attr-defined]
+        return obs, info
+
+
+class FireReset(gymnasium.Wrapper):
+    """Press FIRE after each reset, in games whose second action is FIRE (Breakout, ...): they
+    wait for it to start, and an agent may take long to find that out."""
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict]:
+        self.env.reset(**kwargs)
+        obs, _, terminated, truncated, info = self.env.step(1)
+        if terminated or truncated:
+            obs, info = self.env.reset(**kwargs)
+        return obs, info
+
+
+def clip_reward(reward: Any) -> float:
+    """The sign of a reward: -1, 0 or 1."""
+    return float(np.sign(reward))
+
+
+def wants_fire(env: gymnasium.Env) -> bool:
+    """Whether the game's second action is FIRE (the games that wait for it)."""
+    meanings = env.unwrapped.get_action_meanings()  # type: ignore[attr-defined]
+    return len(meanings) >= 3 and meanings[1] == "FIRE"
+
+
+def gym_kwargs(env_id: str, kwargs: dict) -> dict:
+    """`gymnasium.make`'s kwargs of a preprocessed game: `AtariPreprocessing` skips frames
+    itself, so ALE's own frame skip is 1."""
+    return {**kwargs, "frameskip": 1} if env_id.startswith("ALE/") else kwargs
+
+
+def wrap_atari(env: gymnasium.Env, settings: dict[str, Any], evaluation: bool) -> gymnasium.Env:
+    """`env` (ALE, frame skip 1) with the preprocessing of `settings`; `evaluation` leaves out
+    what is for training only (episodic lives, clipped rewards)."""
+    try:
+        env = AtariPreprocessing(env, noop_max=settings["noop_max"],
+                                 frame_skip=settings["frame_skip"],
+                                 screen_size=settings["screen_size"])  # fmt: skip
+    except gymnasium.error.DependencyNotInstalled as e:  # OpenCV resizes the frames
+        raise EnvError(
+            "the Atari preprocessing resizes frames with OpenCV, which is not installed: "
+            "`pip install -e '.[atari]'` (or `pip install opencv-python-headless`)."
+        ) from e
+    if settings["episodic_life"] and not evaluation:
+        env = EpisodicLife(env)
+    if settings["fire_reset"] and wants_fire(env):
+        env = FireReset(env)
+    if settings["clip_rewards"] and not evaluation:
+        env = TransformReward(env, clip_reward)
+    if settings["frame_stack"] > 1:
+        env = FrameStackObservation(env, settings["frame_stack"])
+    return env
