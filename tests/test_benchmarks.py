@@ -36,6 +36,8 @@ BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
             "| sac | Pendulum-v1 | 4 |",
         ),
         ("trading.py", "--quick", "| random walk |"),
+        ("memory.py", "--seeds 0 --max-steps 1024", "| gru | 0/1 |"),
+        ("minatar_throughput.py", "--games Breakout --seconds 0.05", "Breakout: package x1"),
         (
             "learning.py",
             "--algos dqn sac --seeds 0 --max-steps 300 --set learning_starts=100",

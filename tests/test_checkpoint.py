@@ -207,6 +207,9 @@ TINY_OFF = {"num_envs": 4, "learning_starts": 128, "batch_size": 32, "net_dims":
         ("a2c", "CartPole-v1", {"num_envs": 16, "horizon_len": 8}),
         ("pqn", "CartPole-v1", {"num_envs": 16, "horizon_len": 8, "state_norm": True}),
         ("a2c", "Pendulum-v1", {"num_envs": 16, "horizon_len": 8}),
+        # the hidden states and episode starts of recurrent policies
+        ("ppo", "CartPoleNoVelocity-v1", {"num_envs": 4, "horizon_len": 32, "recurrent": "lstm"}),
+        ("a2c", "Pendulum-v1", {"num_envs": 16, "horizon_len": 8, "recurrent": "gru"}),
         # the H-term's trajectory buffer (an episode ends before the checkpoint, one after)
         ("sac", "Pendulum-v1", {**TINY_OFF, "num_envs": 1, "h_term": True, "h_term_start": 200}),
         (

@@ -121,6 +121,9 @@ class Config:
     learning_rate: float | None = option(None, "Adam's step size; None: automatic per algorithm")
     encoder: str = option("auto", "auto (by obs shape), mlp, nature, impala, minatar, module:Class")
     share_encoder: bool = option(True, "ppo, a2c: actor and critic share an image encoder")
+    recurrent: str | None = option(None, "ppo, a2c: a policy with memory, lstm or gru (None: "
+        "feed-forward)", ("lstm", "gru"))  # fmt: skip
+    recurrent_dim: int = option(128, "ppo, a2c with recurrent: units of the LSTM or GRU")
     clip_grad_norm: float = option(0.5, "max global gradient norm per network")
     gamma: float = option(0.99, "discount factor")
     state_norm: bool | None = option(None, "running mean/std of observations; None: on-policy only")

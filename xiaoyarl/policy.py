@@ -3,7 +3,8 @@ runs' policies acting as one) and `evaluate(run_dir or run_dirs)`."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +14,7 @@ from torch import nn
 
 from xiaoyarl.config import Config
 from xiaoyarl.config_io import load_config
+from xiaoyarl.core.multi_discrete import ActorMultiDiscretePPO
 from xiaoyarl.core.nets import ActorDiscretePPO, ActorPPO, RunningNorm
 from xiaoyarl.core.off_policy_nets import (
     Actor,
@@ -29,6 +31,7 @@ from xiaoyarl.train.checkpoint import load_plain
 
 if TYPE_CHECKING:
     from xiaoyarl.agents.multi.value_decomposition import RecurrentGreedy
+    from xiaoyarl.core.recurrent import RecurrentEncoder
 
 # Actor classes by name, so a saved policy (`actor.pt`) can be rebuilt without pickling modules.
 ACTORS: dict[str, type[nn.Module]] = {
@@ -36,6 +39,7 @@ ACTORS: dict[str, type[nn.Module]] = {
     for cls in (
         ActorPPO,
         ActorDiscretePPO,
+        ActorMultiDiscretePPO,
         QNet,
         QNetDuel,
         QNetLayerNorm,
@@ -69,8 +73,17 @@ class Policy:
 
             built = make_encoder(meta["encoder"], self.obs_shape, norm)
             encoder, width = built, built.out_dim
+        self.memory: RecurrentEncoder | None = None  # a recurrent policy's (its hidden states)
+        self.hidden: torch.Tensor | None = None
+        if meta.get("recurrent"):
+            from xiaoyarl.core.recurrent import RecurrentEncoder
+
+            self.memory = RecurrentEncoder(encoder, width, meta["recurrent_dim"], meta["recurrent"])
+            encoder, width = self.memory, self.memory.out_dim
+        nvec = meta.get("action_nvec")  # multi-discrete actions: each component's choices
+        extra = {} if nvec is None else {"nvec": tuple(nvec)}
         self.actor = ACTORS[meta["actor_class"]](
-            width, meta["action_dim"], meta["net_dims"], encoder
+            width, meta["action_dim"], meta["net_dims"], encoder, **extra
         )
         self.actor.load_state_dict(meta["actor"])
         self.actor.to(self.device).eval()
@@ -92,11 +105,31 @@ class Policy:
     def act_normalized(self, state: torch.Tensor) -> torch.Tensor:
         """Deterministic action as agents see it (continuous in [-1, 1]) for a torch batch
         `(batch, state_dim)` on `self.device`."""
-        return self.actor(state)
+        with self._remembering(state.shape[0]):
+            return self.actor(state)
+
+    @contextlib.contextmanager
+    def _remembering(self, batch: int) -> Iterator[None]:
+        """A recurrent policy: continue each of the `batch` episodes from its hidden state (new
+        ones after `reset()`, or for a new batch size), and keep the next one."""
+        if self.memory is None:
+            yield
+            return
+        if self.hidden is None or self.hidden.shape[0] != batch:
+            self.hidden = self.memory.initial(batch)
+        starts = torch.zeros(1, batch, dtype=torch.bool, device=self.device)
+        with self.memory.context(self.hidden, starts):
+            yield
+        assert self.memory.hiddens is not None
+        self.hidden = self.memory.hiddens[0]
 
     @torch.no_grad()
     def sample_normalized(self, state: torch.Tensor) -> torch.Tensor:
         """Exploring action as agents see it (see the class docstring) for a torch batch."""
+        with self._remembering(state.shape[0]):
+            return self._sample(state)
+
+    def _sample(self, state: torch.Tensor) -> torch.Tensor:
         actor: Any = self.actor  # the actor classes differ in their methods: found by hasattr
         if hasattr(actor, "get_action"):  # PPO / A2C: a sample, clipped as the env receives it
             return actor.convert_action_for_env(actor.get_action(state)[0])
@@ -143,7 +176,8 @@ class Policy:
 
     def reset(self) -> None:
         """Forget what a recurrent policy remembers of the episodes so far (feed-forward
-        policies remember nothing)."""
+        policies remember nothing): the next `predict` starts new episodes."""
+        self.hidden = None
 
 
 class MultiAgentPolicy(Policy):

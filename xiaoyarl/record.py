@@ -121,6 +121,7 @@ def _play(
     count = 0
     for i in range(episodes):
         obs, _ = env.reset(seed=seed + i)
+        policy.reset()  # a recurrent policy starts the episode with a fresh hidden state
         done = False
         while True:
             yield _render(env, env_id)

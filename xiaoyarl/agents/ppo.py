@@ -8,18 +8,19 @@ Estimation", 2016.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 import torch
 
 from xiaoyarl.agents.base import AgentBase
 from xiaoyarl.config import Config
 from xiaoyarl.core.nets import ActorDiscretePPO, ActorPPO, CriticV, RewardScaler, RunningNorm
+from xiaoyarl.core.reduce import MiniBatches
 from xiaoyarl.core.returns import clipped_surrogate, compute_gae
 from xiaoyarl.envs.base import EnvSpec
 
 if TYPE_CHECKING:
-    from xiaoyarl.agents.protocols import OptimizerKit
+    from xiaoyarl.agents.protocols import OptimizerKit, Steps
 
 
 class Rollout(NamedTuple):
@@ -92,7 +93,7 @@ class AgentPPO(AgentBase):
     if_discrete = False
     config_fields = frozenset({"ratio_clip", "lambda_gae_adv", "lambda_entropy", "reward_norm",
                                "value_norm", "value_clip", "value_loss", "huber_delta",
-                               "share_encoder"})  # fmt: skip
+                               "share_encoder", "recurrent", "recurrent_dim"})  # fmt: skip
     actor_class: type[ActorPPO | ActorDiscretePPO] = ActorPPO
     actor: ActorPPO | ActorDiscretePPO
 
@@ -137,7 +138,7 @@ class AgentPPO(AgentBase):
         self.optimizers = {"actor": self.make_optimizer(self.actor),
                            "critic": self.make_optimizer(critic)}  # fmt: skip
 
-    rollout_class = Rollout
+    rollout_class: ClassVar[Callable[..., Steps]] = Rollout
 
     def explore_step(self, state: torch.Tensor) -> tuple[torch.Tensor, tuple]:
         action, logprob = self.actor.get_action(state)
@@ -244,9 +245,9 @@ class AgentPPO(AgentBase):
         with torch.no_grad():
             dones = rollout.terminals | rollout.truncates
             rewards = self.reward_scaler(rollout.rewards, dones)
-            old_outputs = self.critic(critic_now.flatten(0, 1))  # (T * N,) before the update
+            old_outputs, next_outputs = self.critic_outputs(critic_now, critic_next)
             values = self.value(old_outputs).view(horizon_len, num_envs)
-            next_values = self.value(self.critic(critic_next.flatten(0, 1)))
+            next_values = self.value(next_outputs)
             advantages = compute_gae(rewards, values, next_values.view(horizon_len, num_envs),
                                      rollout.terminals, rollout.truncates, cfg.gamma,
                                      cfg.lambda_gae_adv)  # fmt: skip
@@ -261,6 +262,26 @@ class AgentPPO(AgentBase):
                         rollout.actions.flatten(0, 1), masks, rollout.logprobs.flatten(),
                         advantages, returns, old_outputs)  # fmt: skip
 
+    def critic_outputs(self, states: torch.Tensor, next_states: torch.Tensor,
+                       ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+        """The critic's outputs `(T * N,)` before the update on the rollout's states `(T, N,
+        ...)` and on the states its steps reached."""
+        return self.critic(states.flatten(0, 1)), self.critic(next_states.flatten(0, 1))
+
+    def minibatches(self, horizon_len: int, num_envs: int) -> MiniBatches:
+        """`repeat_times` epochs of `batch_size` transitions drawn from the whole batch
+        (`reducer`)."""
+        cfg = self.config
+        assert cfg.batch_size and cfg.repeat_times, "resolve_config sets them"
+        return self.reducer.minibatches(horizon_len * num_envs, num_envs, cfg.batch_size,
+                                        cfg.repeat_times, self.device)  # fmt: skip
+
+    def minibatch_loss(self, data: PPOBatch, idx: torch.Tensor,
+                       mean: Callable[[torch.Tensor], torch.Tensor],
+                       ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+        """`ppo_loss` of the transitions `idx` `(B,)` of the batch."""
+        return self.ppo_loss(type(data)._make(None if x is None else x[idx] for x in data), mean)
+
     def update_state_norms(self, data: PPOBatch) -> None:
         """Merge the batch's states into the running normalisers: after the update, so that
         old and new log-probabilities agree."""
@@ -272,16 +293,12 @@ class AgentPPO(AgentBase):
         """GAE on the rollout (`ppo_batch`), then `repeat_times` epochs of mini-batch steps on
         the clipped objective and the value loss; returns the mean of each loss over the steps.
         The mini-batches are the whole batch's (`reducer`)."""
-        cfg = self.config
         horizon_len, num_envs = rollout.rewards.shape
         data = self.ppo_batch(rollout)
-        assert cfg.batch_size and cfg.repeat_times, "resolve_config sets them"
-        batches = self.reducer.minibatches(horizon_len * num_envs, num_envs, cfg.batch_size,
-                                           cfg.repeat_times, self.device)  # fmt: skip
+        batches = self.minibatches(horizon_len, num_envs)
         logs = torch.zeros(len(LOSS_NAMES), device=self.device)
         for idx in batches.indices:
-            minibatch = PPOBatch._make(None if x is None else x[idx] for x in data)
-            loss, step_logs = self.ppo_loss(minibatch, batches.mean)
+            loss, step_logs = self.minibatch_loss(data, idx, batches.mean)
             self.optimizer_steps(loss, (self.optimizers["actor"], self.actor),
                                  (self.optimizers["critic"], self.critic))  # fmt: skip
             logs += step_logs

@@ -24,8 +24,10 @@ from xiaoyarl.agents.multi.centralized_critic import (
 )
 from xiaoyarl.agents.multi.mappo import AgentDiscreteMAPPO, AgentMAPPO
 from xiaoyarl.agents.multi.value_decomposition import AgentQMIX, AgentVDN
+from xiaoyarl.agents.multi_discrete import MULTI_DISCRETE
 from xiaoyarl.agents.ppo import AgentDiscretePPO, AgentPPO
 from xiaoyarl.agents.pqn import AgentPQN
+from xiaoyarl.agents.recurrent import RECURRENT
 from xiaoyarl.agents.redq import AgentREDQ
 from xiaoyarl.agents.sac import AgentModSAC, AgentSAC, AgentSACDiscrete
 from xiaoyarl.agents.td3 import AgentTD3
@@ -104,7 +106,19 @@ def make_agent(
     into a learner: the H-term (`h_term`, `agents/hterm.py`)."""
     # the class fits the spec (`agent_class`): a multi-agent agent takes a MultiAgentEnvSpec,
     # which type[AgentBase] (whose __init__ takes an EnvSpec) cannot say
-    build = cast("Callable[..., AgentBase]", agent_class(algo, spec))
+    chosen = agent_class(algo, spec)
+    nvec = getattr(spec, "action_nvec", None)  # multi-discrete actions (single-agent envs)
+    if nvec is not None:
+        if chosen not in MULTI_DISCRETE or config.recurrent:
+            raise ConfigError(
+                f"algorithm '{algo}'{' with recurrent' * bool(config.recurrent)} cannot act in "
+                f"{spec.name}, whose actions are multi-discrete {list(nvec)}; ppo and a2c can "
+                f"(feed-forward)."
+            )
+        chosen = MULTI_DISCRETE[chosen]
+    if config.recurrent:  # the same agent with a recurrent policy (ppo, a2c)
+        chosen = RECURRENT[chosen]  # type: ignore[index]
+    build = cast("Callable[..., AgentBase]", chosen)
     agent = build(spec, config, device, learner, LeanKit())
     if config.h_term and learner:
         agent.auxiliary = HTerm(config, device)

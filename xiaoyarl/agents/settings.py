@@ -56,6 +56,11 @@ def check_config(config: Config) -> Config:
             f"explore_noise_std^2), which has no log-probability without noise; set "
             f"explore_noise_std > 0 or h_term off (the default noise is 0.1)."
         )
+    if config.recurrent and (config.h_term or config.runner != "single"):
+        raise ConfigError(
+            f"invalid config: recurrent={config.recurrent!r} trains in one process (runner "
+            f"single) and without the H-term for now; remove runner=parallel or h_term."
+        )
     if config.algo == "redq" and config.num_critics and config.redq_subset > config.num_critics:
         raise ConfigError(
             f"invalid config: redq_subset={config.redq_subset!r}; redq_subset must be at most "

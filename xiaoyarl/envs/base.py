@@ -42,7 +42,9 @@ class EnvSpec:
     """What an agent needs to know about a vectorized env.
 
     `action_dim` is the number of discrete actions when `if_discrete`, else the length of the
-    continuous action vector. `action_low/high` are the env's own bounds (continuous only);
+    continuous action vector. Multi-discrete actions (`action_nvec`: the number of choices of
+    each of K components; MultiBinary is K twos) are int64 `(num_envs, K)`, and `action_dim` is
+    `sum(action_nvec)`. `action_low/high` are the env's own bounds (continuous only);
     agents always act in `[-1, 1]`. `target_return` is None when nothing defines "solved".
     """
 
@@ -57,6 +59,7 @@ class EnvSpec:
     action_high: tuple[float, ...] | None = None
     obs_shape: tuple[int, ...] = ()
     obs_dtype: torch.dtype = torch.float32
+    action_nvec: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:  # () is a vector of state_dim (frozen: set it this way)
         object.__setattr__(self, "obs_shape", tuple(self.obs_shape) or (self.state_dim,))

@@ -227,8 +227,22 @@ class MountainCarContinuousEnv(TorchVecEnv):
         return sim_state.clone()  # a copy, so a caller writing into it cannot move the car
 
 
+class CartPoleNoVelocityEnv(CartPoleEnv):
+    """CartPole-v1 observed without its velocities: the cart's position and the pole's angle
+    only, `(n, 2)`. One observation does not tell where the cart and pole are heading, so a
+    policy must remember (recurrent PPO); the dynamics, rewards and limits are CartPole-v1's.
+    As RL Zoo's `CartPoleNoVel-v1` (its recurrent PPO benchmark)."""
+
+    name = "CartPoleNoVelocity-v1"
+    state_dim = 2
+
+    def _observe(self, sim_state: torch.Tensor) -> torch.Tensor:
+        return sim_state[:, 0::2].clone()  # x and theta
+
+
 TORCH_ENVS: dict[str, type[TorchVecEnv]] = {
     "CartPole-v1": CartPoleEnv,
+    "CartPoleNoVelocity-v1": CartPoleNoVelocityEnv,
     "Pendulum-v1": PendulumEnv,
     "Acrobot-v1": AcrobotEnv,
     "MountainCarContinuous-v0": MountainCarContinuousEnv,

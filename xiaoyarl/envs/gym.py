@@ -219,9 +219,21 @@ class GymVecEnv(VecEnv):
         obs_dtype = torch.float32 if self._obs_float else torch.uint8
 
         action_low = action_high = None
+        self._act_nvec = None  # multi-discrete: the choices of each component
         if isinstance(act_space, spaces.Discrete):
             if_discrete, action_dim = True, int(act_space.n)
             self._act_start = int(act_space.start)
+        elif isinstance(act_space, spaces.MultiDiscrete | spaces.MultiBinary):
+            binary = isinstance(act_space, spaces.MultiBinary)
+            nvec = np.full(act_space.shape, 2) if binary else act_space.nvec  # type: ignore[union-attr]
+            if nvec.ndim != 1:
+                raise EnvError(f"{name}: action space {act_space} has {nvec.ndim} axes; multi-"
+                               f"discrete actions are one vector: {WRAP_ADVICE}.")  # fmt: skip
+            self._act_nvec = tuple(int(k) for k in nvec)
+            if_discrete, action_dim = True, int(sum(self._act_nvec))
+            start = 0 if binary else act_space.start  # type: ignore[union-attr]
+            self._act_offsets = np.asarray(start, dtype=np.int64)
+            self._act_dtype = act_space.dtype
         elif isinstance(act_space, spaces.Box):
             if_discrete, action_dim = False, int(np.prod(act_space.shape))
             low = act_space.low.reshape(-1).astype(np.float64)
@@ -240,8 +252,9 @@ class GymVecEnv(VecEnv):
             action_low, action_high = tuple(low.tolist()), tuple(high.tolist())
         else:
             raise EnvError(
-                f"{name}: action space {act_space} is not supported; GymVecEnv supports Discrete "
-                f"and Box action spaces. For a MultiDiscrete or Dict action space, {WRAP_ADVICE}."
+                f"{name}: action space {act_space} is not supported; GymVecEnv supports Discrete, "
+                f"MultiDiscrete, MultiBinary and Box action spaces. For a Dict or Tuple action "
+                f"space, {WRAP_ADVICE}."
             )
 
         max_step = env.spec.max_episode_steps if env.spec is not None else None
@@ -266,6 +279,7 @@ class GymVecEnv(VecEnv):
             action_high=action_high,
             obs_shape=obs_shape,
             obs_dtype=obs_dtype,
+            action_nvec=self._act_nvec,
         )
 
     # --- the contract --------------------------------------------------------------------------
@@ -330,6 +344,15 @@ class GymVecEnv(VecEnv):
     def _to_env_actions(self, action: torch.Tensor) -> Any:
         """Agent actions -> what the sub-envs take: a list of ints, or `(N, *shape)` floats."""
         n = self.num_envs
+        if self._act_nvec is not None:
+            k = len(self._act_nvec)
+            if tuple(action.shape) != (n, k):
+                raise EnvError(
+                    f"{self.spec.name}: multi-discrete actions must have shape ({n}, {k}) (one "
+                    f"int per component and sub-env), got {tuple(action.shape)}."
+                )
+            a = action.detach().cpu().numpy().astype(np.int64) + self._act_offsets
+            return a.astype(self._act_dtype, copy=False)
         if self.spec.if_discrete:
             if tuple(action.shape) != (n,):
                 raise EnvError(
@@ -348,7 +371,7 @@ class GymVecEnv(VecEnv):
         return a.astype(self._act_dtype, copy=False).reshape(n, *self._act_shape)
 
     def _step_sync(self, actions: Any) -> None:
-        if self.spec.if_discrete:
+        if self.spec.if_discrete and self._act_nvec is None:
             actions = actions.tolist()  # plain ints, as hand-written envs expect
         final, state, shape = self._final, self._state, self._obs_shape
         for i, env in enumerate(self._envs):

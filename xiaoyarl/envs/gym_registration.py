@@ -20,6 +20,7 @@ NAMESPACE = "xiaoyarl"
 # env id -> (time limit `max_step`, `target_return`), as the torch-native env's class sets them
 TORCH_ENV_LIMITS = {
     "CartPole-v1": (500, 475.0),
+    "CartPoleNoVelocity-v1": (500, 475.0),
     "Pendulum-v1": (200, -200.0),
     "Acrobot-v1": (500, -100.0),
     "MountainCarContinuous-v0": (999, 90.0),

@@ -74,9 +74,9 @@ def check_vmap_population(config: Config, search_space: dict) -> None:
             f"{', '.join(PER_MEMBER)} per member, not {', '.join(varied)}. Search those with "
             f"the process backend (the default)."
         )
-    if config.h_term or config.runner != "single":
+    if config.h_term or config.runner != "single" or config.recurrent:
         raise ConfigError("--population-backend vmap trains plain single-process PPO members "
-                          "(no h_term, runner single).")  # fmt: skip
+                          "(no h_term, runner single, no recurrent policy).")  # fmt: skip
 
 
 @dataclass

@@ -28,6 +28,9 @@ def policy_state(agent: AgentBase) -> dict:
         "obs_shape": list(spec.obs_shape),
         "obs_dtype": str(spec.obs_dtype).removeprefix("torch."),
         "encoder": config.encoder,
+        "recurrent": config.recurrent,  # and its width: `Policy` rebuilds the recurrent encoder
+        "recurrent_dim": config.recurrent_dim,
+        "action_nvec": None if spec.action_nvec is None else list(spec.action_nvec),
         "action_dim": spec.action_dim,
         "net_dims": list(config.net_dims),
         "state_norm": config.state_norm,

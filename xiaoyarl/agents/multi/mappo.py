@@ -109,7 +109,7 @@ class AgentMAPPO(AgentPPO):
 
     # --- exploring ---
     # each agent explores into its own rollout class and learns from it (`update_net`)
-    rollout_class = MultiRollout  # type: ignore[assignment]
+    rollout_class = MultiRollout
 
     def explore_step(self, packed: torch.Tensor) -> tuple[torch.Tensor, tuple]:
         # differs: joint steps; the actor acts for every agent, its log-probability per agent

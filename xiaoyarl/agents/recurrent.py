@@ -1,0 +1,233 @@
+"""Recurrent PPO and A2C (`--set recurrent=lstm|gru`): policies with memory, for tasks where one
+observation does not tell the state (partial observability).
+
+The networks read observations through a `RecurrentEncoder` (`core/recurrent.py`): the usual
+encoder, then an LSTM (Hochreiter and Schmidhuber 1997) or a GRU (Cho et al. 2014) of
+`recurrent_dim` units, whose output the actor's and the critic's heads (`net_dims`) read. Actor
+and critic share it, as in CleanRL's recurrent PPO, so one hidden state per sub-env carries the
+episode so far.
+
+What changes against the feed-forward agent:
+- exploring carries the hidden state from step to step and zeroes it where an episode starts;
+  the rollout stores the hidden state before each step and the episode starts;
+- values are computed over each sub-env's whole rollout as one sequence, from its stored first
+  hidden state; the value of the state a step reached (for the bootstrap, also through
+  truncation) continues from the hidden state after that step;
+- mini-batches are whole sub-envs' sequences (truncated backpropagation through time over the
+  rollout): `batch_size // horizon_len` sub-envs each, every epoch a new partition;
+- evaluation and saved policies keep their own hidden states (`reset()` starts anew);
+- the hidden states and episode starts are part of the checkpoint, so a resume continues
+  bit-exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+
+import torch
+from torch import nn
+
+from xiaoyarl.agents.a2c import AgentA2C, AgentDiscreteA2C
+from xiaoyarl.agents.ppo import AgentDiscretePPO, AgentPPO, PPOBatch, Rollout
+from xiaoyarl.core.recurrent import RecurrentEncoder
+from xiaoyarl.core.reduce import MiniBatches
+from xiaoyarl.errors import ConfigError
+
+if TYPE_CHECKING:
+    from xiaoyarl.agents.protocols import Steps
+    from xiaoyarl.core.encoders import Encoder
+    from xiaoyarl.core.nets import RunningNorm
+
+
+class RecurrentRollout(NamedTuple):
+    """`Rollout`'s fields and what a recurrent agent adds; T = horizon_len, N = num_envs,
+    Hs = the hidden state's width."""
+
+    states: torch.Tensor  # (T, N, *obs_shape)
+    actions: torch.Tensor  # (T, N, A) or (T, N)
+    logprobs: torch.Tensor  # (T, N)
+    rewards: torch.Tensor  # (T, N)
+    terminals: torch.Tensor  # (T, N) bool
+    truncates: torch.Tensor  # (T, N) bool
+    next_states: torch.Tensor  # (T, N, *obs_shape): before any auto-reset
+    hiddens: torch.Tensor  # (T, N, Hs): the hidden state before each step
+    starts: torch.Tensor  # (T, N) bool: the step begins an episode (its hidden state is zeroed)
+    critic_states: torch.Tensor | None = None
+    next_critic_states: torch.Tensor | None = None
+    action_masks: torch.Tensor | None = None
+
+
+class Recurrent:
+    """The recurrent version of a PPO-family agent (mixed in before it: see the module)."""
+
+    rollout_class: ClassVar[Callable[..., Steps]] = RecurrentRollout
+    # set by the PPO-family agent this is mixed into
+    config: Any
+    device: torch.device
+    actor: Any
+    critic: Any
+    feature_dim: int
+
+    def __init__(self, spec, config, device, learner=True, kit=None) -> None:  # noqa: ANN001
+        if not config.share_encoder:
+            raise ConfigError(
+                "recurrent=... with share_encoder=false: recurrent PPO and A2C share one "
+                "recurrent encoder between actor and critic (one hidden state per sub-env); "
+                "remove share_encoder=false."
+            )
+        super().__init__(spec, config, device, learner, kit)  # type: ignore[call-arg]
+        self.memory: RecurrentEncoder = self.actor.norm
+        n = spec.num_envs
+        self.hidden = self.memory.initial(n)  # (N, Hs) where exploring goes on
+        self.starts = torch.ones(n, dtype=torch.bool, device=device)  # (N,) next step begins one
+        self.sequences: tuple[torch.Tensor, torch.Tensor] | None = None  # of the batch updated
+
+    def make_encoder(self) -> Encoder | RunningNorm:
+        inner = super().make_encoder()  # type: ignore[misc]
+        encoder = RecurrentEncoder(inner, inner.out_dim, self.config.recurrent_dim,
+                                   self.config.recurrent)  # fmt: skip
+        self.feature_dim = encoder.out_dim
+        return encoder.to(self.device)  # type: ignore[return-value]
+
+    # --- exploring ---
+    def observe(self, state: torch.Tensor, info: dict) -> torch.Tensor:
+        self.starts.fill_(True)  # the env was reset: every sub-env begins an episode
+        return super().observe(state, info)  # type: ignore[misc]
+
+    def explore_step(self, state: torch.Tensor) -> tuple[torch.Tensor, tuple]:
+        hidden, starts = self.hidden, self.starts
+        with self.memory.context(hidden, starts.unsqueeze(0)):
+            action, logprob = self.actor.get_action(state)
+        assert self.memory.hiddens is not None
+        self.hidden = self.memory.hiddens[0]
+        return self.actor.convert_action_for_env(action), (state, action, logprob, hidden, starts)
+
+    def record(self, kept: tuple, reward: torch.Tensor, terminal: torch.Tensor,
+               truncate: torch.Tensor, info: dict) -> tuple[torch.Tensor, ...]:  # fmt: skip
+        state, action, logprob, hidden, starts = kept
+        self.starts = terminal | truncate  # the next step of these sub-envs begins an episode
+        return (state, action, logprob, reward, terminal, truncate, info["final_state"], hidden,
+                starts)  # fmt: skip
+
+    # --- the update ---
+    def ppo_batch(self, rollout: Rollout) -> PPOBatch:
+        assert isinstance(rollout, RecurrentRollout), "a recurrent agent explores its rollouts"
+        self.sequences = (rollout.hiddens[0], rollout.starts)  # each sub-env's sequence
+        return super().ppo_batch(rollout)
+
+    def critic_outputs(self, states: torch.Tensor, next_states: torch.Tensor,
+                       ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+        """Values along each sub-env's sequence; a reached state's from the hidden state after
+        its step (before any reset)."""
+        assert self.sequences is not None, "set by ppo_batch"
+        first, starts = self.sequences
+        with self.memory.context(first, starts):
+            outputs = self.critic(states.flatten(0, 1))
+        assert self.memory.hiddens is not None
+        after = self.memory.hiddens.flatten(0, 1)  # (T * N, Hs)
+        with self.memory.context(after, torch.zeros_like(starts.view(1, -1))):
+            next_outputs = self.critic(next_states.flatten(0, 1))
+        return outputs, next_outputs
+
+    def minibatches(self, horizon_len: int, num_envs: int) -> MiniBatches:
+        """Whole sub-envs' sequences: `batch_size // horizon_len` sub-envs a mini-batch (at
+        least one), `repeat_times` epochs, each a new partition of the sub-envs; indices into
+        the flat, time-major batch."""
+        cfg = self.config
+        per = min(num_envs, max(1, cfg.batch_size // horizon_len))
+        count = max(1, int(cfg.repeat_times * num_envs / per))
+        order = torch.cat([torch.randperm(num_envs, device=self.device)
+                           for _ in range(-(-count * per // num_envs))])  # fmt: skip
+        steps = torch.arange(horizon_len, device=self.device).unsqueeze(1) * num_envs
+        groups = [order[i * per : (i + 1) * per] for i in range(count)]
+        return MiniBatches([(steps + group).flatten() for group in groups], torch.mean)
+
+    def minibatch_loss(self, data: PPOBatch, idx: torch.Tensor,
+                       mean: Callable[[torch.Tensor], torch.Tensor],
+                       ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+        assert self.sequences is not None, "set by ppo_batch"
+        first, starts = self.sequences
+        group = idx[: idx.shape[0] // starts.shape[0]]  # the sub-envs: step 0's indices
+        with self.memory.context(first[group], starts[:, group]):
+            return super().minibatch_loss(data, idx, mean)  # type: ignore[misc]
+
+    # --- acting, evaluating, checkpoints ---
+    @torch.no_grad()
+    def act(self, state: torch.Tensor) -> torch.Tensor:
+        """Not for a recurrent policy: it acts on the episode so far (`evaluation_policy`)."""
+        raise RuntimeError("a recurrent agent acts through evaluation_policy(), which keeps "
+                           "its hidden states")  # fmt: skip
+
+    def evaluation_policy(self) -> RecurrentActing:
+        return RecurrentActing(self.actor, self.memory)
+
+    def explore_logprob(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError("the H-term is not available with recurrent policies")
+
+    def recurrent_state(self) -> dict:
+        return {"hidden": self.hidden.clone(), "starts": self.starts.clone()}
+
+    def load_recurrent_state(self, state: dict) -> None:
+        self.hidden = state["hidden"].to(self.device).clone()
+        self.starts = state["starts"].to(self.device).clone()
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "recurrent": self.recurrent_state()}  # type: ignore[misc]
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)  # type: ignore[misc]
+        self.load_recurrent_state(state["recurrent"])
+
+    def sub_env_state(self) -> dict:
+        return {**super().sub_env_state(), "recurrent": self.recurrent_state()}  # type: ignore[misc]
+
+    def load_sub_env_state(self, state: dict) -> None:
+        super().load_sub_env_state(state)  # type: ignore[misc]
+        self.load_recurrent_state(state["recurrent"])
+
+
+class RecurrentActing:
+    """A recurrent actor's deterministic policy over one batch of episodes: `(state (B, ...)) ->
+    action`, carrying a hidden state per sub-env from call to call; `reset()` (the evaluator
+    calls it when its env resets) starts new episodes."""
+
+    def __init__(self, actor: nn.Module, memory: RecurrentEncoder) -> None:
+        self.actor, self.memory = actor, memory
+        self.hidden: torch.Tensor | None = None
+
+    def reset(self) -> None:
+        self.hidden = None
+
+    @torch.no_grad()
+    def __call__(self, state: torch.Tensor) -> torch.Tensor:
+        batch = state.shape[0]
+        starts = torch.zeros(1, batch, dtype=torch.bool, device=state.device)
+        if self.hidden is None or self.hidden.shape[0] != batch:
+            self.hidden = self.memory.initial(batch)
+        with self.memory.context(self.hidden, starts):
+            action = self.actor(state)
+        assert self.memory.hiddens is not None
+        self.hidden = self.memory.hiddens[0]
+        return action
+
+
+class AgentRecurrentPPO(Recurrent, AgentPPO):
+    """PPO with a recurrent policy and value function, continuous actions."""
+
+
+class AgentRecurrentDiscretePPO(Recurrent, AgentDiscretePPO):
+    """PPO with a recurrent policy and value function, discrete actions."""
+
+
+class AgentRecurrentA2C(Recurrent, AgentA2C):
+    """A2C with a recurrent policy and value function, continuous actions."""
+
+
+class AgentRecurrentDiscreteA2C(Recurrent, AgentDiscreteA2C):
+    """A2C with a recurrent policy and value function, discrete actions."""
+
+
+# the recurrent agent of each feed-forward one
+RECURRENT = {AgentPPO: AgentRecurrentPPO, AgentDiscretePPO: AgentRecurrentDiscretePPO,
+             AgentA2C: AgentRecurrentA2C, AgentDiscreteA2C: AgentRecurrentDiscreteA2C}  # fmt: skip

@@ -1,0 +1,110 @@
+"""Recurrent layers: one step or a whole sequence of a GRU or an LSTM with a hidden state that
+restarts where episodes start, and `RecurrentEncoder`, an encoder whose features carry the
+episode so far (recurrent PPO and A2C, `agents/recurrent.py`).
+
+A hidden state is one tensor per sequence, `(batch, hidden_size)`: a GRU's h, or an LSTM's h and
+c side by side (`2 * hidden_size` wide), so rollouts and checkpoints store either the same way.
+A zero hidden state starts every episode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+from torch import nn
+
+RNN_KINDS = ("lstm", "gru")
+
+
+def make_rnn(kind: str, input_dim: int, hidden_dim: int) -> nn.GRU | nn.LSTM:
+    """One GRU or LSTM layer (time-major), orthogonal recurrent weights, zero biases."""
+    rnn = (nn.LSTM if kind == "lstm" else nn.GRU)(input_dim, hidden_dim)
+    for name, weight in rnn.named_parameters():
+        if name.startswith("weight_hh"):
+            nn.init.orthogonal_(weight)
+        elif name.startswith("bias"):
+            nn.init.zeros_(weight)
+    return rnn
+
+
+def state_width(rnn: nn.GRU | nn.LSTM) -> int:
+    """The width of the one-tensor hidden state of `rnn` (an LSTM's h and c side by side)."""
+    return rnn.hidden_size * (2 if isinstance(rnn, nn.LSTM) else 1)
+
+
+def rnn_step(rnn: nn.GRU | nn.LSTM, x: torch.Tensor, hidden: torch.Tensor,
+             ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """One time step: inputs `(B, F)`, hidden state `(B, state_width)` -> outputs `(B, H)` and
+    the next hidden state."""
+    if isinstance(rnn, nn.LSTM):
+        h, c = hidden.chunk(2, dim=-1)
+        out, (h, c) = rnn(
+            x.unsqueeze(0), (h.unsqueeze(0).contiguous(), c.unsqueeze(0).contiguous())
+        )
+        return out[0], torch.cat([h[0], c[0]], dim=-1)
+    out, _ = rnn(x.unsqueeze(0), hidden.unsqueeze(0).contiguous())
+    return out[0], out[0]
+
+
+def rnn_sequence(rnn: nn.GRU | nn.LSTM, x: torch.Tensor, hidden: torch.Tensor,
+                 starts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """A sequence: inputs `(T, B, F)` from hidden state `(B, state_width)`, with `starts` `(T, B)`
+    bool marking the steps that begin an episode (the hidden state is zeroed before them) ->
+    outputs `(T, B, H)` and the hidden state after each step `(T, B, state_width)`."""
+    outputs, hiddens = [], []
+    for t in range(x.shape[0]):
+        hidden = hidden * (~starts[t]).unsqueeze(-1)
+        out, hidden = rnn_step(rnn, x[t], hidden)
+        outputs.append(out)
+        hiddens.append(hidden)
+    return torch.stack(outputs), torch.stack(hiddens)
+
+
+class RecurrentEncoder(nn.Module):
+    """Observations through an inner encoder (the running normaliser of vectors, or a CNN),
+    then a GRU or an LSTM of `hidden_dim` units: features `(batch, hidden_dim)` that carry the
+    episode so far.
+
+    What it continues from is set for each call by `context(hidden, starts)`: inputs arrive
+    flat and time-major, `(T * B, ...)` for `starts` of shape `(T, B)` (T = 1: one step of B
+    sequences); after the call `hiddens` `(T, B, state_width)` holds the hidden state after each
+    step. An actor and a critic that share it run the same sequence.
+    """
+
+    def __init__(self, inner: nn.Module, inner_dim: int, hidden_dim: int, kind: str) -> None:
+        super().__init__()
+        self.inner = inner
+        self.rnn = make_rnn(kind, inner_dim, hidden_dim)
+        self.out_dim = hidden_dim
+        self.state_dim = state_width(self.rnn)
+        self._context: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.hiddens: torch.Tensor | None = None
+
+    def initial(self, batch: int) -> torch.Tensor:
+        """Zero hidden states `(batch, state_dim)` on the encoder's device."""
+        return torch.zeros(batch, self.state_dim, device=next(self.rnn.parameters()).device)
+
+    @contextlib.contextmanager
+    def context(self, hidden: torch.Tensor, starts: torch.Tensor) -> Iterator[RecurrentEncoder]:
+        """Calls inside continue `hidden` `(B, state_dim)` over `starts` `(T, B)` steps."""
+        self._context = (hidden, starts)
+        try:
+            yield self
+        finally:
+            self._context = None
+
+    def update(self, obs: torch.Tensor) -> None:
+        """No statistics of its own (the agent updates its running normaliser)."""
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        if self._context is None:
+            raise RuntimeError(
+                "a recurrent encoder needs its context (hidden state and episode starts): call "
+                "it inside `encoder.context(hidden, starts)`"
+            )
+        hidden, starts = self._context
+        features = self.inner(obs).view(*starts.shape, -1)  # (T, B, F)
+        outputs, self.hiddens = rnn_sequence(self.rnn, features, hidden, starts)
+        return outputs.flatten(0, 1)
