@@ -56,3 +56,38 @@ class NoWidth(nn.Module):
         super().__init__()
 
         self.linear = nn.Linear(obs_shape[-1], 4)
+
+
+class BrightSideDict(BrightSide):
+    """BrightSide as a Dict observation: the image, a `cue` vector (1,) that swaps the answer
+    when 1, a `steps` Discrete(10) (the step in the episode) and a `mission` text, which
+    xiaoyarl cannot read (`env_kwargs: {obs_keys: [...]}` leaves it out). The right action is
+    the lit side, or the other one under the cue: a policy must read the image and the cue."""
+
+    observation_space = spaces.Dict({
+        "image": spaces.Box(0, 255, (8, 8, 3), np.uint8),
+        "cue": spaces.Box(0.0, 1.0, (1,), np.float32),
+        "steps": spaces.Discrete(10),
+        "mission": spaces.Text(32),
+    })  # fmt: skip
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        self.cue = int(self.np_random.integers(2))
+        return self._dict(), {}
+
+    def _dict(self):
+        return {"image": self._obs(), "cue": np.array([self.cue], dtype=np.float32),
+                "steps": min(self.t, 9), "mission": "findthelight"}  # fmt: skip
+
+    def step(self, action):
+        reward = float(int(action) == (self.side ^ self.cue))
+        self.side = int(self.np_random.integers(2))
+        self.cue = int(self.np_random.integers(2))
+        self.t += 1
+        return self._dict(), reward, False, False, {}
+
+
+gymnasium.register("BrightSideDict-v0", entry_point=BrightSideDict, max_episode_steps=10,
+                   reward_threshold=9.0)  # fmt: skip

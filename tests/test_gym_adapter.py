@@ -52,12 +52,12 @@ ENV_MODULE = textwrap.dedent(
             return self._obs(), float(action), False, False, {}
 
 
-    class DictObs(Counter):
-        observation_space = spaces.Dict({"x": spaces.Box(-1, 1, (2,))})
+    class TupleObs(Counter):
+        observation_space = spaces.Tuple((spaces.Box(-1, 1, (2,)),))
 
 
-    class MultiDiscreteAct(Counter):
-        action_space = spaces.MultiDiscrete([2, 2])
+    class DictAct(Counter):
+        action_space = spaces.Dict({"a": spaces.Discrete(2)})
 
 
     class UnboundedAct(Counter):
@@ -67,8 +67,8 @@ ENV_MODULE = textwrap.dedent(
     for name, cls, steps in [
         ("Counter", Counter, 5),
         ("CounterNoLimit", Counter, None),
-        ("DictObs", DictObs, 5),
-        ("MultiDiscreteAct", MultiDiscreteAct, 5),
+        ("TupleObs", TupleObs, 5),
+        ("DictAct", DictAct, 5),
         ("UnboundedAct", UnboundedAct, 5),
     ]:
         gymnasium.register(f"{__name__}/{name}-v0", entry_point=cls, max_episode_steps=steps)
@@ -311,8 +311,8 @@ def test_module_that_does_not_register_the_id_raises(env_module):
 @pytest.mark.parametrize(
     ("name", "pattern"),
     [
-        ("DictObs", "observation space Dict"),
-        ("MultiDiscreteAct", "action space MultiDiscrete"),
+        ("TupleObs", "observation space Tuple"),
+        ("DictAct", "action space Dict"),
         ("UnboundedAct", "infinite bounds"),
     ],
 )

@@ -98,3 +98,10 @@ def test_algorithms_that_cannot_take_multi_discrete_actions_say_which_can(algo, 
                                 batched=False)  # fmt: skip
         with pytest.raises(ConfigError, match=r"multi-discrete \[2, 2, 2\]; ppo and a2c"):
             make_agent(algo, env.spec, config, torch.device("cpu"))
+
+
+@pytest.mark.parametrize("env_id", ["action_envs:CopyDigits-v0", "action_envs:CopyBits-v0"])
+def test_the_env_checker_passes_multi_discrete_envs(env_id):
+    from xiaoyarl.envs.check import check_env
+
+    assert check_env(env_id) == []

@@ -5,6 +5,8 @@ policies."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -20,6 +22,11 @@ from xiaoyarl.envs import make_env
 from xiaoyarl.errors import ConfigError
 
 ENV = "pixel_envs:BrightSide-v0"  # (8, 8, 3) uint8 images, channels last
+
+
+def obs(shape):
+    """What an encoder is built from: an env spec's observation fields."""
+    return SimpleNamespace(obs_shape=shape, obs_keys=None)
 
 
 def agent_and_env(algo: str, num_envs: int = 4, **fields):
@@ -84,16 +91,17 @@ def test_the_replay_buffer_of_pixels_takes_a_quarter_of_the_memory():
     ],
 )
 def test_encoders_give_their_papers_widths(kind, shape, out_dim):
-    encoder = make_encoder(kind, shape, RunningNorm(int(np.prod(shape))))
-    obs = torch.randint(0, 256, (2, *shape), dtype=torch.uint8)
-    features = encoder(obs)
+    encoder = make_encoder(kind, obs(shape), RunningNorm(int(np.prod(shape))))
+    batch = torch.randint(0, 256, (2, *shape), dtype=torch.uint8)
+    features = encoder(batch)
     assert encoder.out_dim == out_dim and features.shape == (2, out_dim)
     assert isinstance(encoder, FlatEncoder if kind == "mlp" else CNNEncoder)
 
 
 def test_vectors_read_through_the_shared_normaliser_as_before():
     norm = RunningNorm(4)
-    assert make_encoder("auto", (4,), norm) is norm and make_encoder("mlp", (4,), norm) is norm
+    assert make_encoder("auto", obs((4,)), norm) is norm
+    assert make_encoder("mlp", obs((4,)), norm) is norm
 
 
 def test_image_layout_finds_the_channels():
@@ -106,7 +114,7 @@ def test_image_layout_finds_the_channels():
 
 
 def test_a_users_encoder_class_by_module_and_name():
-    encoder = make_encoder("pixel_envs:TinyEncoder", (8, 8, 3), RunningNorm(192))
+    encoder = make_encoder("pixel_envs:TinyEncoder", obs((8, 8, 3)), RunningNorm(192))
     assert encoder.out_dim == 8
     assert encoder(torch.full((2, 8, 8, 3), 255, dtype=torch.uint8)).shape == (2, 8)
     agent, env = agent_and_env("ppo", encoder="pixel_envs:TinyEncoder")
@@ -126,7 +134,7 @@ def test_a_users_encoder_class_by_module_and_name():
 )
 def test_bad_encoders_say_what_is_wrong(kind, shape, words):
     with pytest.raises(ConfigError) as excinfo:
-        make_encoder(kind, shape, RunningNorm(int(np.prod(shape))))
+        make_encoder(kind, obs(shape), RunningNorm(int(np.prod(shape))))
     assert all(w in str(excinfo.value) for w in words), str(excinfo.value)
 
 

@@ -68,10 +68,12 @@ class Policy:
         norm = RunningNorm(meta["state_dim"], meta["state_norm"], meta.get("state_norm_clip", 10.0))
         encoder: nn.Module = norm
         width = meta["state_dim"]
-        if len(self.obs_shape) > 1 or meta.get("encoder", "auto") not in ("auto", "mlp"):
+        self.obs_keys = meta.get("obs_keys")  # Dict observations: how they are packed
+        image = len(self.obs_shape) > 1 or self.obs_keys
+        if image or meta.get("encoder", "auto") not in ("auto", "mlp"):
             from xiaoyarl.core.encoders import make_encoder  # images: not loaded for vectors
 
-            built = make_encoder(meta["encoder"], self.obs_shape, norm)
+            built = make_encoder(meta["encoder"], self, norm)
             encoder, width = built, built.out_dim
         self.memory: RecurrentEncoder | None = None  # a recurrent policy's (its hidden states)
         self.hidden: torch.Tensor | None = None
@@ -149,9 +151,12 @@ class Policy:
         return (action + noise).clamp(-1.0, 1.0)
 
     def predict(
-        self, obs: np.ndarray | torch.Tensor, deterministic: bool = True
+        self, obs: np.ndarray | torch.Tensor | dict, deterministic: bool = True
     ) -> np.ndarray | torch.Tensor:
-        """Actions for one observation or a batch, in the env's own units (see the class)."""
+        """Actions for one observation or a batch, in the env's own units (see the class); a
+        Dict env's observations as the env gives them (a dict of arrays) or packed."""
+        if isinstance(obs, dict):
+            obs = self._pack(obs)
         is_numpy = not isinstance(obs, torch.Tensor)
         state = torch.as_tensor(np.asarray(obs) if is_numpy else obs, dtype=self.obs_dtype)
         shape, rank = self.obs_shape, len(self.obs_shape)
@@ -169,6 +174,23 @@ class Policy:
         if single:
             action = action[0]
         return action.cpu().numpy() if is_numpy else action
+
+    def _pack(self, obs: dict) -> np.ndarray:
+        """A Dict observation (or a batch of them) as the env adapter packs it: the keys side by
+        side, each flattened, a Discrete one-hot (`EnvSpec.obs_keys`)."""
+        if not self.obs_keys:
+            raise ValueError("this policy was not trained on Dict observations; pass arrays.")
+        key, shape, kind = self.obs_keys[0]
+        first = np.asarray(obs[key])
+        single = first.ndim == (0 if kind == "onehot" else len(shape))
+        parts = []
+        for key, shape, kind in self.obs_keys:
+            value = np.asarray(obs[key])
+            if kind == "onehot":
+                value = np.eye(shape[0], dtype=np.float32)[value]
+            parts.append(value.reshape(1 if single else value.shape[0], -1).astype(np.float32))
+        packed = np.concatenate(parts, axis=1)
+        return packed[0] if single else packed
 
     def __call__(self, obs: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
         """`predict(obs, deterministic=True)`."""
@@ -251,10 +273,12 @@ class MultiAgentPolicy(Policy):
 
     def predict(
         self,
-        obs: np.ndarray | torch.Tensor,
+        obs: np.ndarray | torch.Tensor | dict,
         deterministic: bool = True,
         avail: np.ndarray | torch.Tensor | None = None,
     ) -> np.ndarray | torch.Tensor:
+        if isinstance(obs, dict):
+            raise ValueError("multi-agent policies take the agents' observations as an array.")
         is_numpy = not isinstance(obs, torch.Tensor)
         x = torch.as_tensor(np.asarray(obs) if is_numpy else obs, dtype=torch.float32)
         single = x.dim() == 2

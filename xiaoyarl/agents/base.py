@@ -93,10 +93,11 @@ class AgentBase:
         vectors the shared `state_norm` itself; for images a new CNN on the agent's device.
         Sets `feature_dim`, the width of what it returns."""
         encoder: Encoder | RunningNorm = self.state_norm
-        if len(self.spec.obs_shape) > 1 or self.config.encoder not in ("auto", "mlp"):
+        vector = len(self.spec.obs_shape) == 1 and not self.spec.obs_keys
+        if not vector or self.config.encoder not in ("auto", "mlp"):
             from xiaoyarl.core.encoders import make_encoder  # not loaded where all are vectors
 
-            encoder = make_encoder(self.config.encoder, self.spec.obs_shape, self.state_norm)
+            encoder = make_encoder(self.config.encoder, self.spec, self.state_norm)
         self.feature_dim = encoder.out_dim
         return encoder.to(self.device)
 

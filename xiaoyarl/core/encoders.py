@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib
 import math
+from typing import Protocol, cast
 
 import torch
 from torch import nn
@@ -176,6 +177,39 @@ class UserEncoder(Encoder):
         return self.body(to_float(obs))
 
 
+class DictEncoder(Encoder):
+    """Dict observations, packed side by side in one float32 vector (`EnvSpec.obs_keys`): each
+    image key through its own CNN (chosen as "auto" chooses; uint8 values scaled to [0, 1]),
+    the other keys (vectors, one-hots) through the agent's running normaliser, all features
+    side by side."""
+
+    def __init__(self, keys: tuple[tuple[str, tuple[int, ...], str], ...], norm: RunningNorm,
+                 ) -> None:  # fmt: skip
+        super().__init__()
+        self.norm = norm
+        self.keys = keys
+        self.sizes = [math.prod(shape) for _, shape, _ in keys]
+        self.cnns = nn.ModuleDict({
+            key: CNNS[encoder_kind("auto", shape)](shape)
+            for key, shape, _ in keys if image_layout(shape) is not None
+        })  # fmt: skip
+        widths = [cast(CNNEncoder, self.cnns[key]).out_dim if key in self.cnns else size
+                  for (key, _, _), size in zip(keys, self.sizes, strict=True)]  # fmt: skip
+        self.out_dim = sum(widths)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        raw = obs.split(self.sizes, dim=-1)
+        normed = self.norm(obs).split(self.sizes, dim=-1)
+        features = []
+        for (key, shape, kind), x, y in zip(self.keys, raw, normed, strict=True):
+            if key in self.cnns:
+                image = x.view(x.shape[0], *shape) * (1 / 255 if kind == "uint8" else 1)
+                features.append(self.cnns[key](image))
+            else:
+                features.append(y)
+        return torch.cat(features, dim=-1)
+
+
 CNNS = {"nature": nature_cnn, "impala": impala_cnn, "minatar": minatar_cnn}
 
 
@@ -207,10 +241,23 @@ def encoder_kind(kind: str, obs_shape: tuple[int, ...]) -> str:
     return "minatar" if min(h, w) < MIN_NATURE_SIZE else "nature"
 
 
-def make_encoder(kind: str, obs_shape: tuple[int, ...], norm: RunningNorm) -> Encoder | RunningNorm:
-    """A new encoder of `kind` for observations of `obs_shape`. "mlp" (and "auto" for vectors)
-    returns `norm`, the agent's running normaliser itself for vectors (shared by all its
-    networks, as before encoders existed), or a `FlatEncoder` around it for other shapes."""
+class ObsSpec(Protocol):
+    """What an encoder is built from: an env spec's observation fields (`envs/base.py`)."""
+
+    @property
+    def obs_shape(self) -> tuple[int, ...]: ...
+    @property
+    def obs_keys(self) -> tuple[tuple[str, tuple[int, ...], str], ...] | None: ...
+
+
+def make_encoder(kind: str, spec: ObsSpec, norm: RunningNorm) -> Encoder | RunningNorm:
+    """A new encoder of `kind` for the observations `spec` describes. "mlp" (and "auto" for
+    vectors) returns `norm`, the agent's running normaliser itself for vectors (shared by all
+    its networks, as before encoders existed), or a `FlatEncoder` around it for other shapes;
+    "auto" for Dict observations, a `DictEncoder`."""
+    obs_shape = spec.obs_shape
+    if spec.obs_keys and kind == "auto":
+        return DictEncoder(spec.obs_keys, norm)
     kind = encoder_kind(kind, obs_shape)
     if kind == "mlp":
         return norm if len(obs_shape) == 1 else FlatEncoder(norm)

@@ -44,8 +44,11 @@ class EnvSpec:
     `action_dim` is the number of discrete actions when `if_discrete`, else the length of the
     continuous action vector. Multi-discrete actions (`action_nvec`: the number of choices of
     each of K components; MultiBinary is K twos) are int64 `(num_envs, K)`, and `action_dim` is
-    `sum(action_nvec)`. `action_low/high` are the env's own bounds (continuous only);
-    agents always act in `[-1, 1]`. `target_return` is None when nothing defines "solved".
+    `sum(action_nvec)`. Dict observations arrive packed in one float32 vector, the keys side by
+    side; `obs_keys` says how to unpack them: `(key, shape, kind)` per key, kind "uint8" (an
+    image or other uint8 Box, values 0-255), "float" (another Box) or "onehot" (a Discrete).
+    `action_low/high` are the env's own bounds (continuous only); agents always act in
+    `[-1, 1]`. `target_return` is None when nothing defines "solved".
     """
 
     name: str
@@ -60,6 +63,7 @@ class EnvSpec:
     obs_shape: tuple[int, ...] = ()
     obs_dtype: torch.dtype = torch.float32
     action_nvec: tuple[int, ...] | None = None
+    obs_keys: tuple[tuple[str, tuple[int, ...], str], ...] | None = None  # Dict: see below
 
     def __post_init__(self) -> None:  # () is a vector of state_dim (frozen: set it this way)
         object.__setattr__(self, "obs_shape", tuple(self.obs_shape) or (self.state_dim,))

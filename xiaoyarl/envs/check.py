@@ -31,11 +31,12 @@ from xiaoyarl.envs import BACKENDS, is_torch_native, make_env
 from xiaoyarl.envs.base import EnvSpec, VecEnv
 from xiaoyarl.envs.gym import (
     WRAP_ADVICE,
+    dict_layout,
     make_gym_env,
     resolve_gym_id,
     time_limit_of,
 )
-from xiaoyarl.errors import ConfigError, XiaoyaError
+from xiaoyarl.errors import ConfigError, EnvError, XiaoyaError
 
 # Steps of the raw gymnasium env replayed to check its seeding (the VecEnv replays all steps).
 SEEDING_STEPS = 100
@@ -160,13 +161,20 @@ def _check_spaces(env: gymnasium.Env, found: _Findings) -> bool:
     """Check the observation and action spaces; False if xiaoyarl cannot use them."""
     usable = True
     obs_space, act_space = env.observation_space, env.action_space
-    if not isinstance(obs_space, spaces.Box):
+    if isinstance(obs_space, spaces.Dict):  # packed into one vector, if every key can be read
+        try:
+            dict_layout(obs_space, "this env")
+        except EnvError as e:
+            found.add("obs-space", "error", str(e))
+            usable = False
+    elif not isinstance(obs_space, spaces.Box):
         found.add(
             "obs-space",
             "error",
             f"observation space {obs_space} is not supported: xiaoyarl needs a Box (a vector, "
             f"flattened to float32 if it has more axes, or an image (H, W, C), (C, H, W) or (H, "
-            f"W), uint8 kept as uint8). To use this env, {WRAP_ADVICE}.",
+            f"W), uint8 kept as uint8) or a Dict of Box and Discrete keys. To use this env, "
+            f"{WRAP_ADVICE}.",
         )
         usable = False
     if isinstance(act_space, spaces.Box):
@@ -179,12 +187,13 @@ def _check_spaces(env: gymnasium.Env, found: _Findings) -> bool:
                 f"with gymnasium.wrappers.RescaleAction in your own module.",
             )
             usable = False
-    elif not isinstance(act_space, spaces.Discrete):
+    elif not isinstance(act_space, spaces.Discrete | spaces.MultiDiscrete | spaces.MultiBinary):
         found.add(
             "act-space",
             "error",
-            f"action space {act_space} is not supported: xiaoyarl supports Discrete and finite "
-            f"Box action spaces. For a MultiDiscrete or Dict action space, {WRAP_ADVICE}.",
+            f"action space {act_space} is not supported: xiaoyarl supports Discrete, "
+            f"MultiDiscrete, MultiBinary and finite Box action spaces. For a Dict or Tuple "
+            f"action space, {WRAP_ADVICE}.",
         )
         usable = False
     return usable
@@ -566,6 +575,10 @@ def _check_spec(spec: Any, num_envs: int, found: _Findings) -> bool:
 def _random_actions(spec: EnvSpec, num_envs: int, num_steps: int, seed: int) -> torch.Tensor:
     """Uniform random actions `(num_steps, num_envs[, action_dim])` in xiaoyarl's convention."""
     generator = torch.Generator().manual_seed(seed)
+    if spec.action_nvec is not None:  # each component uniform among its own choices
+        parts = [torch.randint(k, (num_steps, num_envs), generator=generator)
+                 for k in spec.action_nvec]  # fmt: skip
+        return torch.stack(parts, dim=-1)
     if spec.if_discrete:
         return torch.randint(spec.action_dim, (num_steps, num_envs), generator=generator)
     shape = (num_steps, num_envs, spec.action_dim)
@@ -850,6 +863,11 @@ def _same_tensor(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
 
 
 def _same_array(a: Any, b: Any) -> bool:
+    a, b = (x.item() if isinstance(x, np.ndarray) and x.dtype == object and x.ndim == 0 else x
+            for x in (a, b))  # fmt: skip
+    if isinstance(a, dict) or isinstance(b, dict):  # Dict observations: key by key
+        same_keys = isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys()
+        return same_keys and all(_same_array(a[k], b[k]) for k in a)
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape:
         return False

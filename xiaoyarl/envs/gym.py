@@ -156,8 +156,12 @@ class GymVecEnv(VecEnv):
             kwargs = dict(kwargs)
             self._atari = atari_settings(kwargs.pop("atari", None))
             kwargs = gym_kwargs(registered_id, kwargs) if self._atari else kwargs
-        make = (registered_id, kwargs, self._atari, evaluation)
+        keep = kwargs.pop("obs_keys", None)  # Dict observations: the keys to read
+        make = (registered_id, kwargs, self._atari, evaluation, keep)
         first = make_sub_env(env_id, *make)
+        packed = isinstance(first, gymnasium.wrappers.FlattenObservation)
+        inner = first.env.observation_space if packed else None  # type: ignore[attr-defined]
+        self._obs_keys = dict_layout(inner, env_id) if isinstance(inner, spaces.Dict) else None
         try:
             self.spec = self._read_spec(first, registered_id)
         except EnvError:
@@ -177,7 +181,7 @@ class GymVecEnv(VecEnv):
             # Workers make the env from the id as given, so a spawned worker imports the module.
             self._venv = gymnasium.vector.AsyncVectorEnv(
                 [
-                    _CheckedEnvFn(env_id, kwargs, self.spec.name, i, self._atari, evaluation)
+                    _CheckedEnvFn(env_id, kwargs, self.spec.name, i, self._atari, evaluation, keep)
                     for i in range(num_envs)
                 ],  # fmt: skip
                 autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP,
@@ -280,6 +284,7 @@ class GymVecEnv(VecEnv):
             obs_shape=obs_shape,
             obs_dtype=obs_dtype,
             action_nvec=self._act_nvec,
+            obs_keys=self._obs_keys,
         )
 
     # --- the contract --------------------------------------------------------------------------
@@ -462,15 +467,15 @@ class _CheckedEnvFn:
     """Picklable factory of one checked sub-env for an async worker."""
 
     def __init__(self, env_id: str, kwargs: dict, name: str, index: int, atari: dict | None,
-                 evaluation: bool) -> None:  # fmt: skip
+                 evaluation: bool, keep: list[str] | None) -> None:  # fmt: skip
         self.env_id, self.kwargs, self.name, self.index = env_id, kwargs, name, index
-        self.atari, self.evaluation = atari, evaluation
+        self.atari, self.evaluation, self.keep = atari, evaluation, keep
 
     def __call__(self) -> gymnasium.Env:
         env = gymnasium.make(self.env_id, **self.kwargs)
         if self.atari is not None:
             env = wrap_atari(env, self.atari, self.evaluation)
-        return _CheckedObs(env, self.name, self.index)
+        return _CheckedObs(pack_dict(env, self.keep, self.name), self.name, self.index)
 
 
 def _obs_error(
@@ -563,10 +568,54 @@ def _missing_module(e: BaseException) -> str | None:
 
 
 def make_sub_env(env_id: str, registered_id: str, kwargs: dict, atari: dict | None,
-                 evaluation: bool) -> gymnasium.Env:  # fmt: skip
-    """One sub-env: `make_gym_env`, with the Atari preprocessing where `atari` gives it."""
+                 evaluation: bool, keep: list[str] | None = None) -> gymnasium.Env:  # fmt: skip
+    """One sub-env: `make_gym_env`, with the Atari preprocessing where `atari` gives it, and
+    Dict observations packed into one vector (`pack_dict`, of the `keep` keys only)."""
     env = make_gym_env(env_id, registered_id, kwargs)
-    return env if atari is None else wrap_atari(env, atari, evaluation)
+    env = env if atari is None else wrap_atari(env, atari, evaluation)
+    return pack_dict(env, keep, env_id)
+
+
+def dict_layout(space: spaces.Dict, name: str) -> tuple[tuple[str, tuple[int, ...], str], ...]:
+    """`(key, shape, kind)` of each key of a Dict observation space, in its order: kind "uint8"
+    or "float" for a Box, "onehot" for a Discrete (`EnvSpec.obs_keys`); an `EnvError` naming a
+    key of another kind (text, nested dicts, ...) and how to leave it out."""
+    layout = []
+    for key, sub in space.spaces.items():
+        if isinstance(sub, spaces.Box):
+            kind = "uint8" if sub.dtype == np.uint8 else "float"
+            layout.append((key, tuple(int(d) for d in sub.shape), kind))
+        elif isinstance(sub, spaces.Discrete):
+            layout.append((key, (int(sub.n),), "onehot"))
+        else:
+            readable = (spaces.Box, spaces.Discrete)
+            keep = [k for k, s in space.spaces.items() if isinstance(s, readable)]
+            raise EnvError(
+                f"{name}: observation key '{key}' is a {type(sub).__name__} space, which "
+                f"xiaoyarl cannot encode (it reads Box and Discrete keys). Leave it out with "
+                f"--set 'env_kwargs={{obs_keys: [{', '.join(keep)}]}}' (the keys to keep)."
+            )
+    return tuple(layout)
+
+
+def pack_dict(env: gymnasium.Env, keep: list[str] | None, name: str) -> gymnasium.Env:
+    """An env with Dict observations as one flat vector: the `keep` keys (all where None), each
+    flattened (a Discrete one-hot) and side by side, in the space's order; others as they are."""
+    if not isinstance(env.observation_space, spaces.Dict):
+        if keep is not None:
+            raise EnvError(f"{name}: env_kwargs obs_keys is for Dict observation spaces; this "
+                           f"env's is {env.observation_space}.")  # fmt: skip
+        return env
+    if keep is not None:
+        missing = sorted(set(keep) - set(env.observation_space.spaces))
+        if missing:
+            keys = ", ".join(env.observation_space.spaces)
+            raise EnvError(f"{name}: env_kwargs obs_keys names {', '.join(missing)}, not keys "
+                           f"of its observations ({keys}).")  # fmt: skip
+        env = gymnasium.wrappers.FilterObservation(env, keep)
+    assert isinstance(env.observation_space, spaces.Dict)
+    dict_layout(env.observation_space, name)  # refuses what cannot be packed, naming the key
+    return gymnasium.wrappers.FlattenObservation(env)
 
 
 def make_gym_env(env_id: str, registered_id: str, kwargs: dict) -> gymnasium.Env:

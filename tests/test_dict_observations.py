@@ -1,0 +1,80 @@
+"""Dict observations: packed side by side by the gymnasium adapter, read by one encoder per key
+(a CNN for the image, the running normaliser for vectors and one-hots), a key that cannot be
+read refused with the keys to keep, learning from an image and a vector together, and saved
+policies that take the env's dicts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from xiaoyarl import load_policy, train_agent
+from xiaoyarl.agents.registry import make_agent
+from xiaoyarl.agents.settings import resolve_config
+from xiaoyarl.config import Config
+from xiaoyarl.core.encoders import CNNEncoder, DictEncoder
+from xiaoyarl.envs import make_env
+from xiaoyarl.errors import EnvError
+
+ENV = "pixel_envs:BrightSideDict-v0"
+KEEP = {"obs_keys": ["image", "cue", "steps"]}
+
+
+def test_a_key_that_cannot_be_read_is_named_with_the_keys_to_keep():
+    with pytest.raises(EnvError) as excinfo:
+        make_env(ENV, 2)
+    message = str(excinfo.value)
+    assert "'mission' is a Text space" in message
+    assert "env_kwargs={obs_keys: [cue, image, steps]}" in message  # the space's (sorted) order
+    with pytest.raises(EnvError, match="obs_keys names colour, not keys"):
+        make_env(ENV, 2, env_kwargs={"obs_keys": ["image", "colour"]})
+    with pytest.raises(EnvError, match="obs_keys is for Dict observation spaces"):
+        make_env("CartPole-v1", 2, backend="gymnasium", env_kwargs=KEEP)
+
+
+def test_the_keys_are_packed_side_by_side_and_read_by_one_encoder_each():
+    with make_env(ENV, 2, seed=0, env_kwargs=KEEP) as env:
+        spec = env.spec
+        assert spec.obs_keys == (("cue", (1,), "float"), ("image", (8, 8, 3), "uint8"),
+                                 ("steps", (10,), "onehot"))  # fmt: skip
+        assert spec.obs_shape == (1 + 192 + 10,) and spec.obs_dtype == torch.float32
+        state, _ = env.reset(seed=0)
+        assert state[:, 1 + 192 :].tolist() == [[1.0] + [0.0] * 9] * 2  # step 0, one-hot
+        assert set(state[:, 1 : 1 + 192].unique().tolist()) == {20.0, 230.0}  # the pixels
+        config = resolve_config(Config(algo="ppo", env_id=ENV, env_kwargs=KEEP), batched=False)
+        agent = make_agent("ppo", spec, config, torch.device("cpu"))
+    encoder = agent.actor.norm
+    assert isinstance(encoder, DictEncoder) and isinstance(encoder.cnns["image"], CNNEncoder)
+    assert encoder.out_dim == 1 + 16 * 6 * 6 + 10  # the image through a MinAtar CNN
+    seen = []
+    hook = encoder.cnns["image"].convs.register_forward_pre_hook(
+        lambda _, args: seen.append(args[0]))  # fmt: skip
+    encoder(state)
+    hook.remove()
+    assert seen[0].shape == (2, 3, 8, 8) and float(seen[0].max()) == pytest.approx(230 / 255)
+
+
+def test_learns_from_an_image_and_a_vector_and_the_saved_policy_takes_dicts(tmp_path):
+    """The right action needs the image (which side is lit) and the cue (whether to swap)."""
+    config = Config(algo="ppo", env_id=ENV, env_kwargs=KEEP, seed=0, threads=1, num_envs=8,
+                    horizon_len=32, max_steps=60_000, eval_every=2_000, confirm_episodes=20,
+                    cwd=str(tmp_path))  # fmt: skip
+    summary = train_agent(config, log=None)
+    assert summary["solved"], summary
+    policy = load_policy(tmp_path)
+    left = np.full((8, 8, 3), 20, dtype=np.uint8)
+    left[:, :4] = 230
+    single = {"image": left, "cue": np.array([0.0], np.float32), "steps": 3, "mission": "x"}
+    assert policy.predict(single) == 0
+    batch = {"image": np.stack([left, left]), "cue": np.array([[0.0], [1.0]], np.float32),
+             "steps": np.array([1, 2])}  # fmt: skip
+    assert policy.predict(batch).tolist() == [0, 1]
+
+
+def test_the_env_checker_names_the_key_it_cannot_read():
+    from xiaoyarl.envs.check import check_env
+
+    problems = check_env(ENV)
+    assert [p.severity for p in problems] == ["error"]
+    assert "'mission' is a Text space" in problems[0].message
