@@ -59,3 +59,37 @@ gymnasium.register("CopyDigits-v0", entry_point=CopyDigits, max_episode_steps=10
                    reward_threshold=9.0)  # fmt: skip
 gymnasium.register("CopyBits-v0", entry_point=CopyBits, max_episode_steps=10,
                    reward_threshold=9.0)  # fmt: skip
+
+
+class PickAllowed(gymnasium.Env):
+    """Four values in [0, 1) and the actions allowed this step (`info["action_mask"]`, a random
+    non-empty subset): picking the allowed action of the largest value earns 1, another allowed
+    one 0, and a masked one raises (the env is broken on purpose). 10 steps an episode: random
+    allowed play returns about 5, the best 10."""
+
+    observation_space = spaces.Box(0.0, 1.0, (4,), np.float32)
+    action_space = spaces.Discrete(4)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return self._draw()
+
+    def _draw(self):
+        self.values = self.np_random.random(4).astype(np.float32)
+        self.mask = self.np_random.random(4) < 0.5
+        if not self.mask.any():
+            self.mask[self.np_random.integers(4)] = True
+        return self.values.copy(), {"action_mask": self.mask.copy()}
+
+    def step(self, action):
+        action = int(action)
+        if not self.mask[action]:
+            raise AssertionError(f"masked action {action} taken; allowed {self.mask.tolist()}")
+        best = np.flatnonzero(self.mask)[np.argmax(self.values[self.mask])]
+        reward = float(action == best)
+        obs, info = self._draw()
+        return obs, reward, False, False, info
+
+
+gymnasium.register("PickAllowed-v0", entry_point=PickAllowed, max_episode_steps=10,
+                   reward_threshold=9.0)  # fmt: skip

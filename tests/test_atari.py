@@ -77,6 +77,22 @@ def test_raw_frames_and_bad_settings():
         make_env("ALE/Pong-v5", 1, env_kwargs={"atari": {"grayscale": False}})
 
 
+def test_envpool_runs_the_games_with_its_own_preprocessing():
+    """`--backend envpool`: the same frames, lives and scores as through gymnasium."""
+    pytest.importorskip("envpool")
+    with make_env("ALE/Breakout-v5", 2, backend="envpool", seed=0) as train:
+        assert train.spec.obs_shape == (4, 84, 84) and train.spec.obs_dtype == torch.uint8
+        assert train.spec.max_step == 27_000
+        _, train_ends = run_random(train, 600)
+    with make_env("ALE/Breakout-v5", 2, backend="envpool", seed=0, evaluation=True) as game:
+        _, game_ends = run_random(game, 600)
+    assert train_ends >= 3 * max(game_ends, 1), (train_ends, game_ends)
+
+
+BACKENDS = ["gymnasium", "envpool"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize(
     ("algo", "fields"),
     [
@@ -93,13 +109,16 @@ def test_raw_frames_and_bad_settings():
         ),
     ],
 )
-def test_trains_on_pong_and_writes_its_preprocessing(algo, fields, tmp_path):
-    config = Config(algo=algo, env_id="ALE/Pong-v5", max_steps=2048, eval_every=2048,
-                    eval_episodes=1, confirm_episodes=0, threads=1, cwd=str(tmp_path),
-                    **fields)  # fmt: skip
+def test_trains_on_pong_and_writes_its_preprocessing(backend, algo, fields, tmp_path):
+    if backend == "envpool":
+        pytest.importorskip("envpool")
+    config = Config(algo=algo, env_id="ALE/Pong-v5", backend=backend, max_steps=2048,
+                    eval_every=2048, eval_episodes=1, confirm_episodes=0, threads=1,
+                    cwd=str(tmp_path), **fields)  # fmt: skip
     summary = train_agent(config, log=None)
     assert summary["total_steps"] >= 2048
     saved = yaml.safe_load((tmp_path / "config.yaml").read_text())
-    assert saved["env_kwargs"]["atari"] == ATARI_DEFAULTS
+    if backend == "gymnasium":  # EnvPool's preprocessing is its own, with the same settings
+        assert saved["env_kwargs"]["atari"] == ATARI_DEFAULTS
     # a whole game of Pong ends at 21 points: the evaluation's score is the game's own
     assert -21.0 <= summary["best_eval_mean"] <= 21.0

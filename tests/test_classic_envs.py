@@ -20,7 +20,8 @@ from xiaoyarl.envs.base import TorchVecEnv
 from xiaoyarl.envs.classic import TORCH_ENVS
 from xiaoyarl.envs.targets import DEFAULT_TARGET_RETURNS
 
-ENV_IDS = list(TORCH_ENVS)
+# the envs with a gymnasium twin (CartPoleNoVelocity-v1 is CartPole-v1 observed in part)
+ENV_IDS = [env_id for env_id in TORCH_ENVS if env_id != "CartPoleNoVelocity-v1"]
 NUM_TRANSITIONS = 600
 
 
@@ -334,3 +335,22 @@ def test_cuda_matches_cpu(env_id: str) -> None:
     )
     torch.testing.assert_close(r_gpu.cpu(), r_cpu, atol=1e-4, rtol=1e-5)
     assert torch.equal(term_gpu.cpu(), term_cpu)
+
+
+def test_cartpole_without_velocities_is_cartpole_observed_in_part():
+    """Same dynamics, rewards and limits as CartPole-v1 from the same seed; it observes the
+    cart's position and the pole's angle only."""
+    full, part = (
+        TORCH_ENVS["CartPole-v1"](8, seed=3),
+        TORCH_ENVS["CartPoleNoVelocity-v1"](8, seed=3),
+    )
+    assert part.spec.state_dim == 2 and part.spec.max_step == full.spec.max_step
+    a, _ = full.reset(seed=3)
+    b, _ = part.reset(seed=3)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(300):
+        action = torch.randint(2, (8,), generator=generator)
+        torch.testing.assert_close(b, a[:, [0, 2]])
+        a, ra, ta, ua, _ = full.step(action)
+        b, rb, tb, ub, _ = part.step(action)
+        assert torch.equal(ra, rb) and torch.equal(ta, tb) and torch.equal(ua, ub)

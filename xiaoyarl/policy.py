@@ -61,6 +61,10 @@ class Policy:
     `explore_noise_std` on a deterministic one (DDPG, TD3), epsilon-greedy with the final
     `explore_rate` for Q-learning (DQN family)."""
 
+    obs_shape: tuple[int, ...]
+    memory: RecurrentEncoder | None
+    hidden: torch.Tensor | None
+
     def __init__(self, meta: dict, device: str | torch.device = "cpu") -> None:
         self._bind(meta, device)
         if meta["actor_class"] not in ACTORS:
@@ -75,13 +79,16 @@ class Policy:
 
             built = make_encoder(meta["encoder"], self, norm)
             encoder, width = built, built.out_dim
-        self.memory: RecurrentEncoder | None = None  # a recurrent policy's (its hidden states)
-        self.hidden: torch.Tensor | None = None
         if meta.get("recurrent"):
             from xiaoyarl.core.recurrent import RecurrentEncoder
 
-            self.memory = RecurrentEncoder(encoder, width, meta["recurrent_dim"], meta["recurrent"])
-            encoder, width = self.memory, self.memory.out_dim
+            memory = RecurrentEncoder(encoder, width, meta["recurrent_dim"], meta["recurrent"])
+            self.memory, encoder, width = memory, memory, memory.out_dim
+        q_actor = issubclass(ACTORS[meta["actor_class"]], QNet)
+        if self.masked and q_actor:  # the DQN family's networks read [observation, mask] rows
+            from xiaoyarl.agents.masked import MaskSlice
+
+            encoder = MaskSlice(encoder, meta["state_dim"])
         nvec = meta.get("action_nvec")  # multi-discrete actions: each component's choices
         extra = {} if nvec is None else {"nvec": tuple(nvec)}
         self.actor = ACTORS[meta["actor_class"]](
@@ -94,6 +101,9 @@ class Policy:
         """What `predict` needs besides the actions: the env's shapes and action bounds."""
         self.meta = meta
         self.device = torch.device(device)
+        self.masked = bool(meta.get("action_mask"))  # the env's info says the allowed actions
+        self.memory = None  # a recurrent policy's encoder, and its hidden states
+        self.hidden = None
         self.state_dim = meta["state_dim"]
         # one observation's shape and dtype (runs saved before images were read: a vector)
         self.obs_shape = tuple(meta.get("obs_shape", (self.state_dim,)))
@@ -150,11 +160,33 @@ class Policy:
         noise = torch.randn_like(action) * noise_std
         return (action + noise).clamp(-1.0, 1.0)
 
+    @torch.no_grad()
+    def masked_action(self, state: torch.Tensor, mask: torch.Tensor,
+                      deterministic: bool) -> torch.Tensor:  # fmt: skip
+        """An allowed action per row of `state`, `mask` `(batch, A)` bool: the best one, or
+        (`deterministic=False`) as the agent explores."""
+        from xiaoyarl.agents.masked import masked_greedy, random_allowed
+
+        actor: Any = self.actor
+        if not isinstance(actor, QNet):  # PPO, A2C: the masked categorical policy
+            return actor(state, mask) if deterministic else actor.get_action(state, mask)[0]
+        greedy = masked_greedy(actor.q_values(torch.cat([state, mask.float()], dim=-1)), mask)
+        if deterministic:
+            return greedy
+        epsilon = self.meta.get("explore_rate", Config.explore_rate)
+        explore = torch.rand(greedy.shape, device=self.device) < epsilon
+        return torch.where(explore, random_allowed(mask), greedy)
+
     def predict(
-        self, obs: np.ndarray | torch.Tensor | dict, deterministic: bool = True
+        self,
+        obs: np.ndarray | torch.Tensor | dict,
+        deterministic: bool = True,
+        action_mask: np.ndarray | torch.Tensor | None = None,
     ) -> np.ndarray | torch.Tensor:
         """Actions for one observation or a batch, in the env's own units (see the class); a
-        Dict env's observations as the env gives them (a dict of arrays) or packed."""
+        Dict env's observations as the env gives them (a dict of arrays) or packed. A policy
+        of an env with action masks takes the allowed actions, `action_mask` `(A,)` or `(batch,
+        A)` bool, and picks among them (all allowed where not given)."""
         if isinstance(obs, dict):
             obs = self._pack(obs)
         is_numpy = not isinstance(obs, torch.Tensor)
@@ -168,7 +200,16 @@ class Policy:
                 f"{tuple(state.shape)}."
             )
         state = state.to(self.device).reshape(-1, *shape)
-        action = self.act_normalized(state) if deterministic else self.sample_normalized(state)
+        if self.masked:
+            mask = torch.ones(state.shape[0], self.meta["action_dim"], dtype=torch.bool,
+                              device=self.device) if action_mask is None else torch.as_tensor(
+                np.asarray(action_mask) if is_numpy else action_mask, dtype=torch.bool
+            ).to(self.device).reshape(state.shape[0], -1)  # fmt: skip
+            action = self.masked_action(state, mask, deterministic)
+        elif deterministic:
+            action = self.act_normalized(state)
+        else:
+            action = self.sample_normalized(state)
         if not self.if_discrete:
             action = self.low + (action + 1.0) * 0.5 * (self.high - self.low)
         if single:

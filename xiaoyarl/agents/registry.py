@@ -16,6 +16,7 @@ from xiaoyarl.agents.base import AgentBase
 from xiaoyarl.agents.ddpg import AgentDDPG
 from xiaoyarl.agents.dqn import AgentD3QN, AgentDoubleDQN, AgentDQN
 from xiaoyarl.agents.hterm import HTerm
+from xiaoyarl.agents.masked import MASKED
 from xiaoyarl.agents.multi.centralized_critic import (
     AgentMADDPG,
     AgentMADDPGDiscrete,
@@ -109,13 +110,11 @@ def make_agent(
     chosen = agent_class(algo, spec)
     nvec = getattr(spec, "action_nvec", None)  # multi-discrete actions (single-agent envs)
     if nvec is not None:
-        if chosen not in MULTI_DISCRETE or config.recurrent:
-            raise ConfigError(
-                f"algorithm '{algo}'{' with recurrent' * bool(config.recurrent)} cannot act in "
-                f"{spec.name}, whose actions are multi-discrete {list(nvec)}; ppo and a2c can "
-                f"(feed-forward)."
-            )
-        chosen = MULTI_DISCRETE[chosen]
+        chosen = _variant(algo, config, chosen, MULTI_DISCRETE, f"act in {spec.name}, whose "
+                          f"actions are multi-discrete {list(nvec)}", "ppo and a2c")  # fmt: skip
+    if getattr(spec, "action_mask", False):  # the env says which actions are allowed
+        chosen = _variant(algo, config, chosen, MASKED, f"honour the action masks of "
+                          f"{spec.name}", "ppo, a2c, dqn, double_dqn and d3qn")  # fmt: skip
     if config.recurrent:  # the same agent with a recurrent policy (ppo, a2c)
         chosen = RECURRENT[chosen]  # type: ignore[index]
     build = cast("Callable[..., AgentBase]", chosen)
@@ -123,3 +122,13 @@ def make_agent(
     if config.h_term and learner:
         agent.auxiliary = HTerm(config, device)
     return agent
+
+
+def _variant(algo: str, config: Config, chosen: type, table: dict, what: str, fits: str) -> type:
+    """The agent `table` gives for `chosen` (its multi-discrete or masked variant), or a
+    ConfigError saying that `algo` cannot `what` and which algorithms can."""
+    if chosen not in table or config.recurrent:
+        recurrent = " with recurrent" if config.recurrent else ""
+        raise ConfigError(f"algorithm '{algo}'{recurrent} cannot {what}; {fits} can "
+                          f"(feed-forward).")  # fmt: skip
+    return table[chosen]

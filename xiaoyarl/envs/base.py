@@ -47,6 +47,8 @@ class EnvSpec:
     `sum(action_nvec)`. Dict observations arrive packed in one float32 vector, the keys side by
     side; `obs_keys` says how to unpack them: `(key, shape, kind)` per key, kind "uint8" (an
     image or other uint8 Box, values 0-255), "float" (another Box) or "onehot" (a Discrete).
+    With `action_mask`, `info["action_mask"]` holds the actions allowed in the returned state
+    and `info["final_action_mask"]` those of `final_state` (discrete actions).
     `action_low/high` are the env's own bounds (continuous only); agents always act in
     `[-1, 1]`. `target_return` is None when nothing defines "solved".
     """
@@ -64,6 +66,7 @@ class EnvSpec:
     obs_dtype: torch.dtype = torch.float32
     action_nvec: tuple[int, ...] | None = None
     obs_keys: tuple[tuple[str, tuple[int, ...], str], ...] | None = None  # Dict: see below
+    action_mask: bool = False  # info["action_mask"] (num_envs, action_dim) bool: allowed actions
 
     def __post_init__(self) -> None:  # () is a vector of state_dim (frozen: set it this way)
         object.__setattr__(self, "obs_shape", tuple(self.obs_shape) or (self.state_dim,))

@@ -19,6 +19,7 @@ NaN/inf raises `EnvError` naming the env, the sub-env and the step.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import importlib
 import os
@@ -93,6 +94,13 @@ def is_atari_screen(registered_id: str, kwargs: dict) -> bool:
     return is_atari_id(registered_id) and not ram
 
 
+def atari_game(env_id: str) -> str | None:
+    """The game an Atari-style id names ("Pong" of "ALE/Pong-v5", "PongNoFrameskip-v4" or
+    EnvPool's "Pong-v5"), or None."""
+    match = _ATARI_ID.fullmatch(env_id)
+    return match["game"] if match else None
+
+
 def is_atari_id(env_id: str) -> bool:
     """Whether `env_id` names an Atari game (`ALE/...`, or a known game with a -v0/-v4 id)."""
     if env_id.startswith("ALE/"):
@@ -159,11 +167,16 @@ class GymVecEnv(VecEnv):
         keep = kwargs.pop("obs_keys", None)  # Dict observations: the keys to read
         make = (registered_id, kwargs, self._atari, evaluation, keep)
         first = make_sub_env(env_id, *make)
+        self._masked = False  # action masks: see below
         packed = isinstance(first, gymnasium.wrappers.FlattenObservation)
         inner = first.env.observation_space if packed else None  # type: ignore[attr-defined]
         self._obs_keys = dict_layout(inner, env_id) if isinstance(inner, spaces.Dict) else None
         try:
             self.spec = self._read_spec(first, registered_id)
+            # action masks (MaskablePPO's convention: each reset's and step's
+            # info["action_mask"]), seen on a first reset of the first sub-env
+            self._masked = "action_mask" in first.reset(seed=seed)[1]
+            self.spec = dataclasses.replace(self.spec, action_mask=self._masked)
         except EnvError:
             first.close()
             raise
@@ -200,6 +213,13 @@ class GymVecEnv(VecEnv):
         self._reward = self._buf[obs_size : obs_size + n]
         self._terminated = self._buf[obs_size + n : obs_size + 2 * n]
         self._truncated = self._buf[obs_size + 2 * n :]
+        if self._masked:  # the allowed actions of state and of final_state
+            if vector_mode != "sync" or not self.spec.if_discrete or self._act_nvec is not None:
+                self.close()
+                raise EnvError(f"{self.spec.name}: action masks (info['action_mask']) are read "
+                               f"for Discrete actions with vector_mode sync.")  # fmt: skip
+            self._mask = np.ones((n, self.spec.action_dim), dtype=bool)
+            self._final_mask = self._mask.copy()
 
     # --- construction helpers ------------------------------------------------------------------
     def _read_spec(self, env: gymnasium.Env, registered_id: str) -> EnvSpec:
@@ -285,6 +305,7 @@ class GymVecEnv(VecEnv):
             obs_dtype=obs_dtype,
             action_nvec=self._act_nvec,
             obs_keys=self._obs_keys,
+            action_mask=self._masked,
         )
 
     # --- the contract --------------------------------------------------------------------------
@@ -303,11 +324,34 @@ class GymVecEnv(VecEnv):
             self._state[:] = obs.reshape(self.num_envs, -1)
         else:
             for i, env in enumerate(self._envs):
-                obs, _ = env.reset(seed=seeds[i])
+                obs, info = env.reset(seed=seeds[i])
                 self._write_obs(self._state, i, obs, "on reset()")
+                if self._masked:
+                    self._read_mask(self._mask, i, info, "on reset()")
             self._check_finite(self._state, "on reset()")
         self._needs_reset = False
-        return torch.tensor(self._state, device=self.device).view(-1, *self.spec.obs_shape), {}
+        state = torch.tensor(self._state, device=self.device).view(-1, *self.spec.obs_shape)
+        return state, self._mask_info()
+
+    def _read_mask(self, out: np.ndarray, i: int, info: dict, when: str) -> None:
+        """Sub-env `i`'s `info["action_mask"]` into row `i` of `out`, checked."""
+        given = info.get("action_mask")
+        mask = np.asarray(() if given is None else given, dtype=bool).reshape(-1)
+        if mask.shape != (self.spec.action_dim,) or not mask.any():
+            raise EnvError(
+                f"{self.spec.name}: sub-env {i} gave info['action_mask'] {given!r} "
+                f"{when}; it must be {self.spec.action_dim} booleans with at least one true, "
+                f"in every reset's and step's info."
+            )
+        out[i] = mask
+
+    def _mask_info(self) -> dict:
+        """The step's (or reset's) action masks as torch bool tensors, where the env gives them."""
+        if not self._masked:
+            return {}
+        device = self.device
+        return {"action_mask": torch.tensor(self._mask, device=device),
+                "final_action_mask": torch.tensor(self._final_mask, device=device)}  # fmt: skip
 
     def step(
         self, action: torch.Tensor
@@ -331,7 +375,8 @@ class GymVecEnv(VecEnv):
         final_state = obs[n * s : 2 * n * s].view(n, *shape)
         flags = t[t.shape[0] - 3 * n :]  # reward, terminated, truncated
         reward, terminated, truncated = flags[:n], flags[n : 2 * n].bool(), flags[2 * n :].bool()
-        return state, reward, terminated, truncated, {"final_state": final_state}
+        info = {"final_state": final_state, **self._mask_info()}
+        return state, reward, terminated, truncated, info
 
     def close(self) -> None:
         """Close every sub-env and stop the async workers; safe to call twice."""
@@ -379,8 +424,11 @@ class GymVecEnv(VecEnv):
         if self.spec.if_discrete and self._act_nvec is None:
             actions = actions.tolist()  # plain ints, as hand-written envs expect
         final, state, shape = self._final, self._state, self._obs_shape
+        masked = self._masked
         for i, env in enumerate(self._envs):
-            obs, reward, terminated, truncated, _ = env.step(actions[i])
+            obs, reward, terminated, truncated, info = env.step(actions[i])
+            if masked:
+                self._read_mask(self._final_mask, i, info, f"at step {self._num_steps}")
             if type(obs) is np.ndarray and obs.shape == shape:  # what `_write_obs` checks
                 final[i] = obs.reshape(-1)
             else:  # converts, or raises with the sub-env's index
@@ -389,10 +437,14 @@ class GymVecEnv(VecEnv):
             self._terminated[i] = terminated
             self._truncated[i] = truncated
             if terminated or truncated:
-                obs, _ = env.reset()
+                obs, info = env.reset()
                 self._write_obs(state, i, obs, f"on the auto-reset after step {self._num_steps}")
+                if masked:
+                    self._read_mask(self._mask, i, info, "on an auto-reset")
             else:
                 state[i] = final[i]
+                if masked:
+                    self._mask[i] = self._final_mask[i]
         if self._obs_float and not np.isfinite(self._obs_buf).all():  # state and final_state
             self._check_finite(final, f"at step {self._num_steps}")
             self._check_finite(state, f"on the auto-reset after step {self._num_steps}")

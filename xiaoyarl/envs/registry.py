@@ -90,7 +90,7 @@ def make_env(
 
         if env_kwargs:
             raise EnvError("env_kwargs are not passed to EnvPool envs; use backend gymnasium.")
-        return EnvPoolVecEnv(env_id, num_envs, device=device, seed=seed)
+        return EnvPoolVecEnv(env_id, num_envs, device=device, seed=seed, evaluation=evaluation)
     if backend == "playground":
         from xiaoyarl.envs.playground import PlaygroundVecEnv
 

@@ -32,6 +32,7 @@ def policy_state(agent: AgentBase) -> dict:
         "recurrent_dim": config.recurrent_dim,
         "action_nvec": None if spec.action_nvec is None else list(spec.action_nvec),
         "obs_keys": spec.obs_keys,  # Dict observations: how they are packed
+        "action_mask": spec.action_mask,  # the env says the allowed actions (agents/masked.py)
         "action_dim": spec.action_dim,
         "net_dims": list(config.net_dims),
         "state_norm": config.state_norm,

@@ -79,7 +79,8 @@ def run_episodes(
     returns = torch.zeros(n, device=env.device)
     running = torch.ones(n, dtype=torch.bool, device=env.device)
     for t in range(env.spec.max_step):
-        action = policy(state, info.get("avail_actions")) if multi else policy(state)
+        mask = info.get("avail_actions" if multi else "action_mask")  # the allowed actions
+        action = policy(state) if mask is None and not multi else policy(state, mask)
         state, reward, terminal, truncate, info = env.step(action)
         if multi:
             reward = team_reward(cast(MultiAgentEnvSpec, env.spec), reward)

@@ -11,8 +11,6 @@ whose dynamics this reproduces step for step).
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from xiaoyarl.envs.minatar.base import MinAtarEnv
@@ -48,9 +46,8 @@ class AsterixEnv(MinAtarEnv):
     game_dim = N_SCALARS + 4 * N_SLOTS
     minimal_actions = ("n", "l", "u", "r", "d")
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._rows = torch.arange(1, N_SLOTS + 1, device=self.device, dtype=torch.float32)
+    def _constants(self, device: torch.device) -> None:
+        self._rows = torch.arange(1, N_SLOTS + 1, device=device, dtype=torch.float32)
 
     def _spawn_draws(self, n: int) -> torch.Tensor:
         """`(n, 3)` uniforms for one spawn: side, gold, lane. Every step draws them, spawn or

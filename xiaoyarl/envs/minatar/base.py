@@ -69,9 +69,13 @@ class MinAtarEnv(TorchVecEnv):
         self.ramping = bool(difficulty_ramping)
         codes = [ACTION_MAP.index(a) for a in self.minimal_actions]
         self._codes = torch.tensor(codes, dtype=torch.int64, device=device)
+        self._constants(torch.device(device))
         super().__init__(num_envs, device, seed)
 
     # --- what a game implements ---
+    def _constants(self, device: torch.device) -> None:
+        """Set the game's constant tensors on `device` (before any state is drawn)."""
+
     def _game_initial(self, n: int) -> torch.Tensor:
         """`n` initial game states `(n, game_dim)` float32."""
         raise NotImplementedError

@@ -13,8 +13,6 @@ package's `freeway.py`, whose dynamics this reproduces step for step).
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from xiaoyarl.envs.minatar.base import MinAtarEnv
@@ -44,9 +42,8 @@ class FreewayEnv(MinAtarEnv):
     game_dim = 3 + 3 * N_CARS
     minimal_actions = ("n", "u", "d")
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._rows = torch.arange(1, N_CARS + 1, device=self.device, dtype=torch.float32)
+    def _constants(self, device: torch.device) -> None:
+        self._rows = torch.arange(1, N_CARS + 1, device=device, dtype=torch.float32)
 
     def _car_draws(self, n: int) -> torch.Tensor:
         """`(n, 16)` uniforms for one redraw of the cars: 8 for the speeds, 8 for directions.

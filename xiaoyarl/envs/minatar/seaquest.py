@@ -118,18 +118,9 @@ class SeaquestEnv(MinAtarEnv):
     game_dim = GAME_DIM
     minimal_actions = ("n", "l", "u", "r", "d", "f")
 
-    def __init__(
-        self,
-        num_envs: int,
-        device: str | torch.device = "cpu",
-        seed: int | None = None,
-        sticky_action_prob: float = 0.1,
-        difficulty_ramping: bool = True,
-    ) -> None:
-        dev = torch.device(device)
-        self._cols = torch.arange(10, device=dev)
-        self._e_rank = torch.arange(1, E_CAP + 1, device=dev)  # 1-based slot numbers
-        super().__init__(num_envs, device, seed, sticky_action_prob, difficulty_ramping)
+    def _constants(self, device: torch.device) -> None:
+        self._cols = torch.arange(10, device=device)
+        self._e_rank = torch.arange(1, E_CAP + 1, device=device)  # 1-based slot numbers
 
     # --- layout ---
     @staticmethod

@@ -55,21 +55,12 @@ class SpaceInvadersEnv(MinAtarEnv):
     game_dim = N_SCALARS + 300
     minimal_actions = ("n", "l", "r", "f")
 
-    def __init__(
-        self,
-        num_envs: int,
-        device: str | torch.device = "cpu",
-        seed: int | None = None,
-        sticky_action_prob: float = 0.1,
-        difficulty_ramping: bool = True,
-    ) -> None:
-        dev = torch.device(device)
-        self._cols = torch.arange(10, device=dev)
+    def _constants(self, device: torch.device) -> None:
+        self._cols = torch.arange(10, device=device)
         # a fresh wave: rows 0..3, columns 2..7
-        wave = torch.zeros(10, 10, dtype=torch.bool, device=dev)
+        wave = torch.zeros(10, 10, dtype=torch.bool, device=device)
         wave[0:4, 2:8] = True
         self._wave = wave
-        super().__init__(num_envs, device, seed, sticky_action_prob, difficulty_ramping)
 
     def _game_initial(self, n: int) -> torch.Tensor:
         game = torch.zeros((n, self.game_dim), device=self.device)

@@ -1,0 +1,119 @@
+"""Single-agent action masks (`info["action_mask"]`): read by the gymnasium adapter, and never
+taken by PPO, A2C or the DQN family, when exploring, when evaluating, or in the DQN target's
+max and argmax; saved policies pick among the allowed actions; the agents that cannot honour
+masks say which can."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from xiaoyarl import load_policy, train_agent
+from xiaoyarl.agents.masked import (
+    AgentMaskedD3QN,
+    AgentMaskedDQN,
+    AgentMaskedPPO,
+    masked_greedy,
+    random_allowed,
+)
+from xiaoyarl.agents.registry import make_agent
+from xiaoyarl.agents.settings import resolve_config
+from xiaoyarl.config import Config
+from xiaoyarl.core.buffer import Batch
+from xiaoyarl.envs import make_env
+from xiaoyarl.errors import ConfigError
+
+ENV = "action_envs:PickAllowed-v0"  # raises when a masked action is taken
+
+
+def test_the_adapter_passes_the_masks_of_each_state_and_of_each_final_state():
+    with make_env(ENV, 3, seed=0) as env:
+        assert env.spec.action_mask
+        state, info = env.reset(seed=0)
+        mask = info["action_mask"]
+        assert mask.shape == (3, 4) and mask.dtype == torch.bool and mask.any(1).all()
+        for _ in range(12):  # across the 10-step time limit: a truncation and its reset
+            action = random_allowed(mask)
+            state, _, terminated, truncated, info = env.step(action)
+            mask = info["action_mask"]
+            assert info["final_action_mask"].shape == (3, 4)
+            going_on = ~(terminated | truncated)
+            assert torch.equal(mask[going_on], info["final_action_mask"][going_on])
+
+
+def test_masked_helpers_never_pick_a_masked_action():
+    q = torch.tensor([[5.0, 1.0, 3.0], [0.0, 9.0, 2.0], [1.0, 1.0, 1.0]])
+    mask = torch.tensor([[False, True, True], [True, False, False], [False, False, False]])
+    assert masked_greedy(q, mask).tolist() == [2, 0, 0]  # no allowed action: all are
+    picks = random_allowed(mask.repeat(200, 1)).view(200, 3)
+    assert set(picks[:, 0].tolist()) == {1, 2} and set(picks[:, 1].tolist()) == {0}
+
+
+@pytest.mark.parametrize(("algo", "agent"), [("dqn", AgentMaskedDQN), ("d3qn", AgentMaskedD3QN)])
+def test_the_td_targets_max_and_argmax_run_over_the_allowed_next_actions(algo, agent):
+    with make_env(ENV, 2) as env:
+        config = resolve_config(Config(algo=algo, env_id=ENV, num_envs=2, buffer_size=64),
+                                batched=False)  # fmt: skip
+        torch.manual_seed(0)
+        masked = make_agent(algo, env.spec, config, torch.device("cpu"))
+    assert type(masked) is agent
+    next_obs = torch.rand(64, 4)
+    next_mask = torch.rand(64, 4) < 0.5
+    next_mask[:, 0] |= ~next_mask.any(1)
+    packed = masked.pack(next_obs, next_mask)
+    with torch.no_grad():
+        got = masked.next_q(packed)
+        target_q = masked.qnet_target.q_values(packed)
+        online_q = masked.qnet.q_values(packed)
+        if algo == "dqn":
+            expected = torch.stack([target_q[i][next_mask[i]].max() for i in range(64)])
+        else:  # the online network picks among the allowed, the target network scores it
+            best = [torch.nonzero(next_mask[i])[online_q[i][next_mask[i]].argmax()].item()
+                    for i in range(64)]  # fmt: skip
+            expected = target_q[torch.arange(64), best]
+        unmasked = target_q.max(-1).values if algo == "dqn" else target_q.gather(
+            1, online_q.argmax(-1, keepdim=True)).squeeze(1)  # fmt: skip
+    torch.testing.assert_close(got, expected)
+    assert (got != unmasked).any()  # the masks changed some targets
+    states = masked.pack(torch.rand(8, 4), torch.ones(8, 4, dtype=torch.bool))
+    batch = Batch(states, torch.zeros(8, dtype=torch.long), torch.zeros(8),
+                  torch.zeros(8, dtype=torch.bool), packed[:8], torch.arange(8),
+                  torch.ones(8))  # fmt: skip
+    logs, _ = masked.update_step(batch)
+    assert torch.isfinite(logs["critic_loss"])
+
+
+@pytest.mark.parametrize(
+    ("algo", "fields", "agent"),
+    [
+        ("ppo", {"num_envs": 8, "horizon_len": 32, "max_steps": 60_000}, AgentMaskedPPO),
+        ("dqn", {"num_envs": 4, "max_steps": 12_000, "learning_starts": 500,
+                 "explore_decay_steps": 3_000}, AgentMaskedDQN),
+    ],
+)  # fmt: skip
+def test_never_takes_a_masked_action_and_learns_to_pick_among_the_allowed(algo, fields, agent,
+                                                                          tmp_path):  # fmt: skip
+    """The env raises on a masked action, so training and its evaluations through the whole
+    run are the check; picking the best allowed action scores 9 of 10."""
+    config = Config(algo=algo, env_id=ENV, seed=0, threads=1, eval_every=2_000,
+                    confirm_episodes=20, cwd=str(tmp_path), **fields)  # fmt: skip
+    summary = train_agent(config, log=None)
+    assert summary["solved"], summary
+    policy = load_policy(tmp_path)
+    values = np.array([[0.9, 0.1, 0.5, 0.2], [0.9, 0.1, 0.5, 0.2]], dtype=np.float32)
+    mask = np.array([[True, True, True, True], [False, True, True, False]])
+    assert policy.predict(values, action_mask=mask).tolist() == [0, 2]
+    explored = policy.predict(np.tile(values, (50, 1)), deterministic=False,
+                              action_mask=np.tile(mask, (50, 1)))  # fmt: skip
+    assert set(explored[1::2].tolist()) <= {1, 2}
+
+
+@pytest.mark.parametrize(
+    ("algo", "fields"), [("sac_discrete", {}), ("pqn", {}), ("ppo", {"recurrent": "lstm"})]
+)
+def test_agents_that_cannot_honour_masks_say_which_can(algo, fields):
+    with make_env(ENV, 2) as env:
+        config = resolve_config(Config(algo=algo, env_id=ENV, **fields), batched=False)
+        with pytest.raises(ConfigError, match="action masks .* ppo, a2c, dqn, double_dqn"):
+            make_agent(algo, env.spec, config, torch.device("cpu"))

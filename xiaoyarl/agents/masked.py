@@ -1,0 +1,232 @@
+"""Single-agent action masks (an env whose info says which actions are allowed, as
+`info["action_mask"]`, MaskablePPO's convention; `EnvSpec.action_mask`): honoured by PPO, A2C
+and the DQN family when exploring, in the loss, and when evaluating.
+
+- PPO and A2C keep each step's mask in the rollout: exploring samples among the allowed
+  actions, the loss's log-probabilities and entropy are those of the masked policy (a masked
+  action's logit is a large negative number, as the multi-agent agents do), and evaluation picks
+  the best allowed action.
+- The DQN family packs the mask beside the observation, so the replay buffer keeps the mask of
+  every state, and of the true last state of a truncated episode, with no second store; the
+  networks read the observation part. Exploring picks the best allowed action, or (epsilon) a
+  uniformly random allowed one; the TD target's max (DQN) or argmax (Double DQN, D3QN) runs
+  over the next state's allowed actions only.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+
+import torch
+from torch import nn
+
+from xiaoyarl.agents.a2c import AgentDiscreteA2C
+from xiaoyarl.agents.dqn import AgentD3QN, AgentDoubleDQN, AgentDQN
+from xiaoyarl.agents.ppo import AgentDiscretePPO
+from xiaoyarl.core.buffer import Transitions
+from xiaoyarl.core.encoders import Encoder
+
+if TYPE_CHECKING:
+    from xiaoyarl.core.nets import RunningNorm
+
+
+def allowed_or_all(mask: torch.Tensor) -> torch.Tensor:
+    """`mask` `(B, A)`, with every action allowed in rows that allow none (a terminal state's
+    mask, which no target reads, or a padding row): a max over no action is undefined."""
+    return mask | ~mask.any(-1, keepdim=True)
+
+
+def masked_greedy(q: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The best allowed action `(B,)` of Q-values `(B, A)`."""
+    return q.masked_fill(~allowed_or_all(mask), -torch.inf).argmax(-1)
+
+
+def random_allowed(mask: torch.Tensor) -> torch.Tensor:
+    """A uniformly random allowed action `(B,)` per row of `mask` `(B, A)`."""
+    return torch.multinomial(allowed_or_all(mask).float(), 1).squeeze(1)
+
+
+class MaskedRollout(NamedTuple):
+    """`Rollout` (agents/ppo.py) with each step's allowed actions."""
+
+    states: torch.Tensor  # (T, N, *obs_shape)
+    actions: torch.Tensor  # (T, N) int64
+    logprobs: torch.Tensor  # (T, N)
+    rewards: torch.Tensor  # (T, N)
+    terminals: torch.Tensor  # (T, N) bool
+    truncates: torch.Tensor  # (T, N) bool
+    next_states: torch.Tensor  # (T, N, *obs_shape)
+    action_masks: torch.Tensor  # (T, N, A) bool: the actions allowed at each step
+    critic_states: torch.Tensor | None = None
+    next_critic_states: torch.Tensor | None = None
+
+
+class MaskedPPO:
+    """Mixed in before a discrete PPO-family agent (see the module)."""
+
+    rollout_class: ClassVar[Any] = MaskedRollout
+    actor: Any
+    device: torch.device
+    mask: torch.Tensor | None = None  # (N, A) the actions allowed where exploring goes on
+
+    def next_observation(self, state: torch.Tensor, info: dict) -> torch.Tensor:
+        self.mask = info["action_mask"]
+        return state
+
+    def explore_step(self, state: torch.Tensor) -> tuple[torch.Tensor, tuple]:
+        action, logprob = self.actor.get_action(state, self.mask)
+        return action, (state, action, logprob, self.mask)
+
+    def record(self, kept: tuple, reward: torch.Tensor, terminal: torch.Tensor,
+               truncate: torch.Tensor, info: dict) -> tuple[torch.Tensor, ...]:  # fmt: skip
+        state, action, logprob, mask = kept
+        return state, action, logprob, reward, terminal, truncate, info["final_state"], mask
+
+    @torch.no_grad()
+    def act(self, state: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The most likely allowed action (all allowed without a mask)."""
+        return self.actor(state, mask)
+
+    def sub_env_state(self) -> dict:
+        return {**super().sub_env_state(), "mask": self.mask}  # type: ignore[misc]
+
+    def load_sub_env_state(self, state: dict) -> None:
+        super().load_sub_env_state(state)  # type: ignore[misc]
+        self.mask = state["mask"]
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "mask": self.mask}  # type: ignore[misc]
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)  # type: ignore[misc]
+        mask = state["mask"]
+        self.mask = None if mask is None else mask.to(self.device)
+
+
+class MaskSlice(Encoder):
+    """An encoder of packed `[observation, mask]` rows `(B, S + A)`: `inner` on the first S
+    values (the masked DQN family's networks)."""
+
+    def __init__(self, inner: nn.Module, obs_dim: int) -> None:
+        super().__init__()
+        self.inner = inner
+        self.obs_dim = obs_dim
+        self.out_dim = int(inner.out_dim)  # type: ignore[arg-type]
+
+    def forward(self, packed: torch.Tensor) -> torch.Tensor:
+        return self.inner(packed[:, : self.obs_dim])
+
+
+class MaskedDQN:
+    """Mixed in before a DQN-family agent (see the module)."""
+
+    spec: Any
+    config: Any
+    device: torch.device
+    explored: int
+    qnet: Any
+    qnet_target: Any
+    state_norm: RunningNorm
+
+    def __init__(self, spec, config, device, learner=True, kit=None) -> None:  # noqa: ANN001
+        if len(spec.obs_shape) != 1 or spec.obs_keys:
+            from xiaoyarl.errors import ConfigError
+
+            raise ConfigError(
+                f"{spec.name}: the DQN family reads action masks with vector observations; for "
+                f"images or Dict observations with masks use ppo or a2c."
+            )
+        super().__init__(spec, config, device, learner, kit)  # type: ignore[call-arg]
+
+    def make_encoder(self) -> Any:
+        encoder = MaskSlice(super().make_encoder(), self.spec.state_dim)  # type: ignore[misc]
+        return encoder.to(self.device)
+
+    # the packed rows: the observation, then the mask as 0/1
+    def pack(self, state: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return torch.cat([state, mask.float()], dim=-1)
+
+    def split(self, packed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return packed[:, : self.spec.state_dim], packed[:, self.spec.state_dim :] > 0.5
+
+    def buffer_sizes(self) -> tuple:
+        capacity, n, s, a, discrete, max_step = super().buffer_sizes()  # type: ignore[misc]
+        return capacity, n, s + a, a, discrete, max_step
+
+    def buffer_obs(self) -> tuple[tuple[int, ...] | None, torch.dtype]:
+        return None, torch.float32
+
+    def next_observation(self, state: torch.Tensor, info: dict) -> torch.Tensor:
+        return self.pack(state, info["action_mask"])
+
+    def explore_step(self, packed: torch.Tensor) -> tuple[torch.Tensor, tuple]:
+        _, mask = self.split(packed)
+        if self.explored < self.config.learning_starts:
+            action = random_allowed(mask)
+        else:
+            greedy = masked_greedy(self.qnet.q_values(packed), mask)
+            action = self.epsilon_greedy(greedy, random_allowed(mask))  # type: ignore[attr-defined]
+        return action, (packed, action)
+
+    def record(self, kept: tuple, reward: torch.Tensor, terminal: torch.Tensor,
+               truncate: torch.Tensor, info: dict) -> tuple[torch.Tensor, ...]:  # fmt: skip
+        packed, action = kept
+        reached = self.pack(info["final_state"], info["final_action_mask"])
+        return packed, action, reward, terminal, truncate, reached
+
+    def update_normalizers(self, rollout: Transitions) -> None:
+        self.state_norm.update(self.split(rollout.states.flatten(0, 1))[0])
+
+    @torch.no_grad()
+    def act(self, state: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The best allowed action of raw observations (all allowed without a mask)."""
+        mask = torch.ones(state.shape[0], self.spec.action_dim, dtype=torch.bool,
+                          device=state.device) if mask is None else mask  # fmt: skip
+        return masked_greedy(self.qnet.q_values(self.pack(state, mask)), mask)
+
+    def evaluation_policy(self) -> Any:
+        return self.act
+
+
+class MaskedDQNTarget(MaskedDQN):
+    """DQN: max over the next state's allowed actions of the target network's Q."""
+
+    def next_q(self, next_states: torch.Tensor) -> torch.Tensor:
+        q = self.qnet_target.q_values(next_states)
+        mask = allowed_or_all(self.split(next_states)[1])
+        return q.masked_fill(~mask, -torch.inf).max(-1).values
+
+
+class MaskedDoubleTarget(MaskedDQN):
+    """Double DQN, D3QN: the online network picks the best allowed next action."""
+
+    def next_q(self, next_states: torch.Tensor) -> torch.Tensor:
+        best = masked_greedy(self.qnet.q_values(next_states), self.split(next_states)[1])
+        return self.qnet_target.q_values(next_states).gather(1, best.unsqueeze(1)).squeeze(1)
+
+
+class AgentMaskedPPO(MaskedPPO, AgentDiscretePPO):
+    """PPO honouring action masks."""
+
+
+class AgentMaskedA2C(MaskedPPO, AgentDiscreteA2C):
+    """A2C honouring action masks."""
+
+
+class AgentMaskedDQN(MaskedDQNTarget, AgentDQN):
+    """DQN honouring action masks."""
+
+
+class AgentMaskedDoubleDQN(MaskedDoubleTarget, AgentDoubleDQN):
+    """Double DQN honouring action masks."""
+
+
+class AgentMaskedD3QN(MaskedDoubleTarget, AgentD3QN):
+    """D3QN honouring action masks."""
+
+
+# the masked agent of each agent that honours masks
+MASKED: dict[type, type] = {
+    AgentDiscretePPO: AgentMaskedPPO, AgentDiscreteA2C: AgentMaskedA2C, AgentDQN: AgentMaskedDQN,
+    AgentDoubleDQN: AgentMaskedDoubleDQN, AgentD3QN: AgentMaskedD3QN,
+}  # fmt: skip
