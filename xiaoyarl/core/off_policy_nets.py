@@ -20,6 +20,7 @@ from xiaoyarl.core.nets import (
     gaussian_logprob,
     sample_categorical,
 )
+from xiaoyarl.core.recurrent import rnn_sequence, rnn_step
 
 # This process's (rank, number of ranks) in data-parallel training (`scale/distributed.py`).
 DATA_SHARD = [0, 1]
@@ -107,11 +108,13 @@ class RecurrentQNet(nn.Module):
         return self.relu(self.encoder(self.norm(state)))
 
     def step(self, state: torch.Tensor, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        out, _ = self.gru(self.features(state).unsqueeze(0), hidden.unsqueeze(0))
-        return self.head(out[0]), out[0]
+        out, hidden = rnn_step(self.gru, self.features(state), hidden)  # core/recurrent.py's
+        return self.head(out), hidden
 
     def unroll(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        hidden, _ = self.gru(self.features(states))  # (T, B, H), from a zero hidden state
+        features = self.features(states)  # (T, B, F)
+        zero = self.initial_hidden(features.shape[1])
+        hidden, _ = rnn_sequence(self.gru, features, zero, None)  # (T, B, H), one episode
         return self.head(hidden), hidden
 
 

@@ -49,10 +49,17 @@ def rnn_step(rnn: nn.GRU | nn.LSTM, x: torch.Tensor, hidden: torch.Tensor,
 
 
 def rnn_sequence(rnn: nn.GRU | nn.LSTM, x: torch.Tensor, hidden: torch.Tensor,
-                 starts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+                 starts: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """A sequence: inputs `(T, B, F)` from hidden state `(B, state_width)`, with `starts` `(T, B)`
-    bool marking the steps that begin an episode (the hidden state is zeroed before them) ->
-    outputs `(T, B, H)` and the hidden state after each step `(T, B, state_width)`."""
+    bool marking the steps that begin an episode (the hidden state is zeroed before them; None:
+    one episode throughout) -> outputs `(T, B, H)` and the hidden state after each step
+    `(T, B, state_width)`. A GRU over one episode runs as one call (its outputs are its hidden
+    states); otherwise step by step."""
+    if starts is None and isinstance(rnn, nn.GRU):
+        outputs, _ = rnn(x, hidden.unsqueeze(0).contiguous())
+        return outputs, outputs
+    if starts is None:
+        starts = torch.zeros(x.shape[:2], dtype=torch.bool, device=x.device)
     outputs, hiddens = [], []
     for t in range(x.shape[0]):
         hidden = hidden * (~starts[t]).unsqueeze(-1)
