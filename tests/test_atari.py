@@ -122,3 +122,27 @@ def test_trains_on_pong_and_writes_its_preprocessing(backend, algo, fields, tmp_
         assert saved["env_kwargs"]["atari"] == ATARI_DEFAULTS
     # a whole game of Pong ends at 21 points: the evaluation's score is the game's own
     assert -21.0 <= summary["best_eval_mean"] <= 21.0
+
+
+def test_record_shows_the_game_as_it_looks(tmp_path, monkeypatch):
+    """`xiaoyarl record` of an Atari run plays it through the run's own preprocessing and films
+    the game's own colour frames (210 x 160), at the game's pace (60 frames a second / 4)."""
+    from PIL import Image
+
+    from xiaoyarl import record as recording
+
+    config = Config(algo="ppo", env_id="ALE/Breakout-v5", max_steps=256, num_envs=4,
+                    horizon_len=64, eval_every=256, eval_episodes=1, confirm_episodes=0,
+                    threads=1, cwd=str(tmp_path),  # games cut at 2,000 frames: a quick test
+                    env_kwargs={"max_num_frames_per_episode": 2000})  # fmt: skip
+    train_agent(config, log=None)
+    monkeypatch.setattr(recording, "MAX_FRAMES", 120)
+    with pytest.warns(UserWarning, match="stopped recording"):
+        out = recording.record_video(tmp_path, episodes=1)
+    with Image.open(out) as gif:
+        assert gif.size == (160, 210)
+        total = 0
+        for index in range(gif.n_frames):  # identical frames are merged, durations summed
+            gif.seek(index)
+            total += gif.info["duration"]
+    assert abs(total - 120 * 1000 / 15) < 0.1 * 120 * 1000 / 15  # 120 steps at 15 a second

@@ -28,6 +28,7 @@ from xiaoyarl.train.checkpoint import atomic_output
 
 # A frame of a classic-control env is ~0.7 MB of RGB; 10,000 of them are minutes of video.
 MAX_FRAMES = 10_000
+ATARI_FPS = 60  # the console's frames a second
 
 VIDEO_FORMATS = (".gif", ".mp4")
 
@@ -43,7 +44,9 @@ def record_video(
 
     Episode `i` starts from `env.reset(seed=seed + i)`; the policy is deterministic. `out`
     defaults to `run_dir/policy.gif`; a `.mp4` suffix writes an MP4 instead. `fps` defaults to
-    the env's `metadata["render_fps"]`, else 30. Returns the path written."""
+    the env's `metadata["render_fps"]`, else 30; for an Atari run, the console's 60 frames a
+    second divided by its frame skip (one frame is filmed per step). Returns the path
+    written."""
     run_dir = Path(run_dir)
     out = Path(out) if out is not None else run_dir / "policy.gif"
     if out.suffix.lower() not in VIDEO_FORMATS:
@@ -59,9 +62,10 @@ def record_video(
     config_path = run_dir / "config.yaml"
     if not config_path.is_file():
         raise CheckpointError(f"{run_dir} has no config.yaml: it is not a xiaoyarl run folder.")
-    env_id = load_config(config_path).env_id
+    config = load_config(config_path)
+    env_id = config.env_id
 
-    env = _make_render_env(env_id)
+    env = _make_render_env(env_id, config.env_kwargs)
     try:
         obs_shape = env.observation_space.shape
         assert obs_shape is not None  # a Box: GymVecEnv, which trained the policy, needs one
@@ -71,28 +75,41 @@ def record_video(
                 f"{env_id} has observations of size {obs_dim}, but the policy in {run_dir} "
                 f"expects {policy.state_dim}: the run was not trained on this env."
             )
-        fps = fps or env.metadata.get("render_fps") or 30
+        atari = (config.env_kwargs or {}).get("atari")
+        if isinstance(atari, dict):  # one frame filmed per step of `frame_skip` console frames
+            rate = fps or ATARI_FPS / atari["frame_skip"]
+        else:
+            rate = fps or env.metadata.get("render_fps") or 30
         frames = _play(env, env_id, policy, episodes, seed)
         with atomic_output(out) as partial:
             if out.suffix.lower() == ".gif":
-                _write_gif(frames, partial, fps)
+                _write_gif(frames, partial, rate)
             else:
-                _write_mp4(frames, partial, fps)
+                _write_mp4(frames, partial, rate)
     finally:
         env.close()
     return out
 
 
-def _make_render_env(env_id: str) -> gymnasium.Env:
-    """gymnasium's `env_id` rendering `rgb_array` frames, or a clear error why it cannot."""
+def _make_render_env(env_id: str, env_kwargs: dict | None = None) -> gymnasium.Env:
+    """gymnasium's `env_id` rendering `rgb_array` frames, or a clear error why it cannot. The
+    run's own env: with its kwargs, an Atari game's preprocessing (as evaluated: whole games;
+    the video shows the game's own frames) and a Dict observation's packing."""
     # resolve_gym_id imports the module of a module:Env-v0 id
-    from xiaoyarl.envs.gym import make_gym_env, resolve_gym_id
+    from xiaoyarl.envs.atari import atari_settings, gym_kwargs
+    from xiaoyarl.envs.gym import is_atari_screen, make_gym_env, make_sub_env, resolve_gym_id
 
-    registered_id, kwargs = resolve_gym_id(env_id, None)
+    registered_id, kwargs = resolve_gym_id(env_id, env_kwargs)
+    keep = kwargs.pop("obs_keys", None)
+    atari = None
+    if is_atari_screen(registered_id, kwargs):
+        atari = atari_settings(kwargs.pop("atari", None))
+        kwargs = gym_kwargs(registered_id, kwargs) if atari else kwargs
     try:
         with warnings.catch_warnings():  # gymnasium's warning; the error below says it plainly
             warnings.filterwarnings("ignore", message=".*not in the possible render_modes")
-            env = make_gym_env(env_id, registered_id, {**kwargs, "render_mode": "rgb_array"})
+            env = make_sub_env(env_id, registered_id, {**kwargs, "render_mode": "rgb_array"},
+                               atari, True, keep)  # fmt: skip
     except EnvError as error:  # an env without rendering may refuse the render_mode argument
         plain = make_gym_env(env_id, registered_id, kwargs)  # if this fails too, its error says why
         plain.close()
@@ -120,7 +137,7 @@ def _play(
     """Frames `(height, width, 3)` uint8 of `episodes` episodes, at most `MAX_FRAMES`."""
     count = 0
     for i in range(episodes):
-        obs, _ = env.reset(seed=seed + i)
+        obs, info = env.reset(seed=seed + i)
         policy.reset()  # a recurrent policy starts the episode with a fresh hidden state
         done = False
         while True:
@@ -135,9 +152,11 @@ def _play(
                     stacklevel=2,
                 )
                 return
-            # numpy in, numpy out
-            action = cast(np.ndarray, policy(np.asarray(obs, dtype=np.float32).reshape(-1)))
-            obs, _, terminated, truncated, _ = env.step(_to_env_action(action, env.action_space))
+            # numpy in, numpy out; an observation as the policy takes it (images stay uint8)
+            state = np.asarray(obs).reshape(policy.obs_shape)
+            mask = info.get("action_mask") if policy.masked else None
+            action = cast(np.ndarray, policy.predict(state, action_mask=mask))
+            obs, _, terminated, truncated, info = env.step(_to_env_action(action, env.action_space))
             done = terminated or truncated
 
 
@@ -162,6 +181,8 @@ def _to_env_action(action: np.ndarray, space: gymnasium.Space) -> int | np.ndarr
     """The policy's action in the form `env.step` takes (as `GymVecEnv` converts it)."""
     if isinstance(space, spaces.Discrete):
         return int(action) + int(space.start)
+    if isinstance(space, spaces.MultiDiscrete):  # component indices from each start
+        return (np.asarray(action) + space.start).astype(space.dtype)
     return np.asarray(action, dtype=space.dtype).reshape(space.shape)
 
 
