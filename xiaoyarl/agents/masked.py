@@ -25,6 +25,7 @@ from xiaoyarl.agents.dqn import AgentD3QN, AgentDoubleDQN, AgentDQN
 from xiaoyarl.agents.ppo import AgentDiscretePPO
 from xiaoyarl.core.buffer import Transitions
 from xiaoyarl.core.encoders import Encoder
+from xiaoyarl.errors import ConfigError
 
 if TYPE_CHECKING:
     from xiaoyarl.core.nets import RunningNorm
@@ -130,8 +131,6 @@ class MaskedDQN:
 
     def __init__(self, spec, config, device, learner=True, kit=None) -> None:  # noqa: ANN001
         if len(spec.obs_shape) != 1 or spec.obs_keys:
-            from xiaoyarl.errors import ConfigError
-
             raise ConfigError(
                 f"{spec.name}: the DQN family reads action masks with vector observations; for "
                 f"images or Dict observations with masks use ppo or a2c."

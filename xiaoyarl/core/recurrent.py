@@ -15,8 +15,6 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
-RNN_KINDS = ("lstm", "gru")
-
 
 def make_rnn(kind: str, input_dim: int, hidden_dim: int) -> nn.GRU | nn.LSTM:
     """One GRU or LSTM layer (time-major), orthogonal recurrent weights, zero biases."""
