@@ -124,6 +124,46 @@ def test_trains_on_pong_and_writes_its_preprocessing(backend, algo, fields, tmp_
     assert -21.0 <= summary["best_eval_mean"] <= 21.0
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_replay_stores_each_frame_once_and_rebuilds_the_games_stacks(backend):
+    """Breakout's training env (an episode per life, so many starts): the DQN family's replay
+    keeps one frame per state and gives back, bit for bit, the 4-frame stacks a replay of whole
+    stacks gives, through a wrapped ring."""
+    if backend == "envpool":
+        pytest.importorskip("envpool")
+    from xiaoyarl.core.buffer import ReplayBuffer, Transitions
+
+    with make_env("ALE/Breakout-v5", 2, backend=backend, seed=0) as env:
+        spec = env.spec
+        assert spec.frame_stack == 4
+        sizes = (600, 2, spec.state_dim, spec.action_dim, True, spec.max_step, "cpu",
+                 spec.obs_shape, spec.obs_dtype)  # fmt: skip
+        frames, whole = ReplayBuffer(*sizes, frame_stack=4), ReplayBuffer(*sizes)
+        state, _ = env.reset(seed=0)
+        generator = torch.Generator().manual_seed(0)
+        ends = 0
+        for _ in range(16):  # 16 adds of 50 steps: the ring of 300 rows wraps twice
+            rows = []
+            for _ in range(50):
+                action = torch.randint(spec.action_dim, (2,), generator=generator)
+                next_state, reward, terminated, truncated, info = env.step(action)
+                done = terminated | truncated
+                final = torch.where(done.view(-1, 1, 1, 1), info["final_state"], next_state)
+                rows.append((state, action, reward, terminated, truncated, final))
+                state, ends = next_state, ends + int(done.sum())
+            chunk = Transitions(*(torch.stack(column) for column in zip(*rows, strict=True)))
+            frames.add(chunk)
+            whole.add(chunk)
+            batch = frames.sample(256)
+            same = whole._gather(batch.indices, batch.weights)
+            assert torch.equal(batch.states, same.states)
+            assert torch.equal(batch.actions, same.actions)
+            live = ~batch.terminals
+            assert torch.equal(batch.next_states[live], same.next_states[live])
+        assert ends >= 10  # lives lost: episode starts were rebuilt too
+        assert frames.frames.numel() * 4 == whole.states.numel()
+
+
 def test_record_shows_the_game_as_it_looks(tmp_path, monkeypatch):
     """`xiaoyarl record` of an Atari run plays it through the run's own preprocessing and films
     the game's own colour frames (210 x 160), at the game's pace (60 frames a second / 4)."""

@@ -152,3 +152,38 @@ def test_record_errors_are_clear(runs, tmp_path, monkeypatch):
     with pytest.raises(XiaoyaError, match=r"'CartPole-v1'.*pip install -e '\.\[render\]'"):
         record_video(runs["ppo-CartPole"], tmp_path / "video.gif")
     assert list(tmp_path.iterdir()) == []  # no video, and no partial file left behind
+
+
+def test_a_torch_minatar_run_is_filmed_from_its_own_observations(tmp_path):
+    """MinAtar's torch games have no gymnasium id: the recording plays the torch env itself and
+    draws each observation (the whole 10x10 screen), one frame per state, final state included."""
+    import torch
+
+    from xiaoyarl import train_agent
+    from xiaoyarl.envs import make_env
+    from xiaoyarl.envs.minatar.breakout import BreakoutEnv
+
+    config = Config(algo="ppo", env_id="MinAtar/Breakout-v1", max_steps=2048, eval_every=2048,
+                    eval_episodes=1, confirm_episodes=0, threads=1,
+                    cwd=str(tmp_path / "run"))  # fmt: skip
+    train_agent(config, log=None)
+    out = record_video(tmp_path / "run", tmp_path / "breakout.gif", episodes=1, seed=3)
+    # the replay the video must show: the same torch env, seeded alike, the same policy
+    policy = load_policy(tmp_path / "run")
+    with make_env("MinAtar/Breakout-v1", 1, backend="torch", evaluation=True) as env:
+        state, _ = env.reset(seed=3)
+        shown, done = [state[0]], False
+        while not done:
+            action = torch.as_tensor(np.asarray(policy.predict(state[0].numpy()))).view(1)
+            state, _, terminated, truncated, info = env.step(action)
+            done = bool(terminated[0] | truncated[0])
+            shown.append(info["final_state"][0] if done else state[0])
+    with Image.open(out) as gif:
+        assert gif.size == (160, 160)
+        assert gif.info["duration"] == 100  # 10 frames a second
+        gif.seek(len(shown) // 2)
+        middle = np.asarray(gif.convert("RGB"))
+    picture = BreakoutEnv.render_observation(shown[len(shown) // 2])
+    assert picture.shape == (160, 160, 3)
+    # the GIF's palette may shift colours a little: compare which cells are lit
+    assert np.array_equal(middle.max(axis=2) > 60, picture.max(axis=2) > 60)

@@ -27,6 +27,8 @@ CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
 SPREAD_DISCRETE = "cooperative navigation (discrete actions)"
 SPREAD_CONTINUOUS = "cooperative navigation (continuous actions)"
+MINATAR_BREAKOUT = "MinAtar Breakout"
+MINATAR_SPACE_INVADERS = "MinAtar SpaceInvaders"
 
 # env id -> its task: (the task with discrete actions, the task with continuous actions),
 # the second chosen by env_kwargs["continuous_actions"] (ids of one kind name it twice)
@@ -35,6 +37,8 @@ TASKS: dict[str, tuple[str, str]] = {
     "SpreadContinuous-v0": (SPREAD_CONTINUOUS, SPREAD_CONTINUOUS),
     "mpe2:simple_spread_v3": (SPREAD_DISCRETE, SPREAD_CONTINUOUS),
     "mpe2.simple_spread_v3:parallel_env": (SPREAD_DISCRETE, SPREAD_CONTINUOUS),
+    "MinAtar/Breakout-v1": (MINATAR_BREAKOUT, MINATAR_BREAKOUT),
+    "MinAtar/SpaceInvaders-v1": (MINATAR_SPACE_INVADERS, MINATAR_SPACE_INVADERS),
 }
 
 _SPREAD_MAPPO = "multi_agent/spread_mappo.yaml"
@@ -50,6 +54,8 @@ PRESETS: dict[tuple[str, str], str] = {
     ("qmix", SPREAD_DISCRETE): _SPREAD_VALUE_DECOMPOSITION,
     ("maddpg", SPREAD_CONTINUOUS): _SPREAD_CENTRALIZED_CRITIC,
     ("matd3", SPREAD_CONTINUOUS): _SPREAD_CENTRALIZED_CRITIC,
+    ("ppo", MINATAR_BREAKOUT): "minatar/ppo.yaml",
+    ("ppo", MINATAR_SPACE_INVADERS): "minatar/ppo.yaml",
 }
 
 

@@ -19,6 +19,7 @@ from typing import cast
 
 import gymnasium
 import numpy as np
+import torch
 from gymnasium import spaces
 
 from xiaoyarl.config_io import load_config
@@ -91,13 +92,54 @@ def record_video(
     return out
 
 
+class TorchEnvPlayer(gymnasium.Env):
+    """One sub-env of a torch-native env that draws its own observations
+    (`render_observation`, e.g. the MinAtar games, whose observation is the whole screen),
+    played as a gymnasium env: numpy observations as the policy takes them, and frames."""
+
+    render_mode = "rgb_array"
+
+    def __init__(self, env_id: str, env_kwargs: dict | None) -> None:
+        from xiaoyarl.envs.registry import make_env
+
+        self.env = make_env(env_id, 1, backend="torch", env_kwargs=env_kwargs, evaluation=True)
+        spec = self.env.spec
+        self.metadata = {"render_modes": ["rgb_array"],
+                         "render_fps": getattr(self.env, "render_fps", 30)}  # fmt: skip
+        self.observation_space = spaces.Box(0, 255, spec.obs_shape, np.uint8)
+        self.action_space = spaces.Discrete(spec.action_dim)
+        self._shown: torch.Tensor | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):  # noqa: ANN201
+        state, info = self.env.reset(seed=seed)
+        self._shown = state[0]
+        return state[0].numpy(), {}
+
+    def step(self, action):  # noqa: ANN001, ANN201
+        state, reward, terminated, truncated, info = self.env.step(torch.as_tensor([action]))
+        done = bool(terminated[0] | truncated[0])
+        self._shown = info["final_state"][0] if done else state[0]  # not the next episode's
+        return state[0].numpy(), float(reward[0]), bool(terminated[0]), bool(truncated[0]), {}
+
+    def render(self) -> np.ndarray:
+        return type(self.env).render_observation(self._shown)  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        self.env.close()
+
+
 def _make_render_env(env_id: str, env_kwargs: dict | None = None) -> gymnasium.Env:
     """gymnasium's `env_id` rendering `rgb_array` frames, or a clear error why it cannot. The
     run's own env: with its kwargs, an Atari game's preprocessing (as evaluated: whole games;
-    the video shows the game's own frames) and a Dict observation's packing."""
+    the video shows the game's own frames) and a Dict observation's packing. A torch-native
+    env that draws its own observations is played itself (`TorchEnvPlayer`)."""
     # resolve_gym_id imports the module of a module:Env-v0 id
     from xiaoyarl.envs.atari import atari_settings, gym_kwargs
     from xiaoyarl.envs.gym import is_atari_screen, make_gym_env, make_sub_env, resolve_gym_id
+    from xiaoyarl.envs.registry import torch_envs
+
+    if hasattr(torch_envs().get(env_id), "render_observation"):
+        return TorchEnvPlayer(env_id, env_kwargs)
 
     registered_id, kwargs = resolve_gym_id(env_id, env_kwargs)
     keep = kwargs.pop("obs_keys", None)

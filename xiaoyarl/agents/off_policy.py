@@ -132,7 +132,10 @@ class AgentOffPolicy(AgentBase):
         cfg, spec = self.config, self.spec
         sizes = self.buffer_sizes()
         buffer_class = PrioritizedReplayBuffer if cfg.per else ReplayBuffer
-        need = buffer_class.bytes_needed(*sizes, self.buffer_obs()[1].itemsize)
+        obs_shape, obs_dtype = self.buffer_obs()
+        # stacked frames (Atari) are stored once each, unless the agent stores its own layout
+        stack = spec.frame_stack if obs_shape == spec.obs_shape else 1
+        need = buffer_class.bytes_needed(*sizes, obs_dtype.itemsize, stack)
         free = _free_memory(self.device)
         if free is not None and need > 0.8 * free:
             raise ConfigError(
@@ -143,10 +146,10 @@ class AgentOffPolicy(AgentBase):
         if cfg.per:
             assert cfg.repeat_times is not None, "resolve_config sets repeat_times"
             return PrioritizedReplayBuffer(
-                *sizes, self.device, *self.buffer_obs(), alpha=cfg.per_alpha,
+                *sizes, self.device, obs_shape, obs_dtype, stack, alpha=cfg.per_alpha,
                 beta=cfg.per_beta, beta_steps=max(1, round(cfg.per_beta_steps * cfg.repeat_times)),
             )  # fmt: skip
-        return ReplayBuffer(*sizes, self.device, *self.buffer_obs())
+        return ReplayBuffer(*sizes, self.device, obs_shape, obs_dtype, stack)
 
     def make_target(self, net: Net) -> Net:
         """A frozen copy of `net` for targets that shares `net`'s observation normaliser (a

@@ -11,6 +11,18 @@ Shapes: T = horizon_len, N = num_envs, S = state_dim (an observation of any shap
 as its S values, in its own dtype: uint8 images stay uint8; batches give it back shaped as it
 came, `(B, *obs_shape)`), A = action_dim, B = batch size,
 R = rows = capacity // num_envs. A transition's flat position (`Batch.indices`) is `row * N + n`.
+
+Stacked frames (`frame_stack` K > 1: an observation `(K, *frame)` holds the env's last K frames,
+oldest first, as Atari's 4-frame stacks do) are stored once each, as the DQN paper's replay
+stored frames (Mnih et al. 2015; storing each state once, not twice, is what Stable-Baselines3's
+`optimize_memory_usage` does, and this buffer always does): a state keeps only its newest frame,
+and its stack is rebuilt from the frames of the rows before it when sampled, 4x less memory for
+Atari (a million transitions in ~7 GB instead of ~28 GB). What the rebuilding needs is checked
+on `add`, state by state, against the stacks the env gave: a state whose older frames are the
+previous state's frames shifted by one continues it; a new episode's stack padded with its first
+frame (gymnasium's `FrameStackObservation`) or with zeros needs nothing more; any other state
+(an env that stacks in its own way) keeps its whole stack in a side store that grows as needed,
+so a sampled stack always equals, bit for bit, the one the env gave.
 """
 
 from __future__ import annotations
@@ -89,6 +101,9 @@ class ReplayBuffer:
         "last_next_states",
     )
     _COUNTERS: tuple[str, ...] = ("ptr", "size", "trunc_ptr", "trunc_live")
+    # what stacked frames store in place of "states" (see the module docstring)
+    _FRAME_TENSORS: tuple[str, ...] = ("frames", "history", "stack_index", "stack_counts",
+                                       "last_states")  # fmt: skip
 
     def __init__(
         self,
@@ -101,6 +116,7 @@ class ReplayBuffer:
         device: torch.device | str = "cpu",
         obs_shape: tuple[int, ...] | None = None,
         obs_dtype: torch.dtype = torch.float32,
+        frame_stack: int = 1,
     ) -> None:
         for name, value in (
             ("num_envs", num_envs),
@@ -120,6 +136,12 @@ class ReplayBuffer:
         # one observation's shape and type (images stay uint8); stored flat, shaped when sampled
         self.obs_shape = tuple(obs_shape or (state_dim,))
         self.obs_dtype = obs_dtype
+        self.frame_stack = frame_stack
+        if frame_stack > 1 and (self.obs_shape[0] != frame_stack or len(self.obs_shape) < 2):
+            raise ConfigError(
+                f"ReplayBuffer: frame_stack={frame_stack} needs observations of shape "
+                f"({frame_stack}, *frame), the frames on the first axis; got {self.obs_shape}."
+            )
         self.action_dim = action_dim
         self.if_discrete = if_discrete
         self.max_step = max_step
@@ -132,12 +154,15 @@ class ReplayBuffer:
         self.capacity_trunc = num_envs * (self.rows // max_step + 2)
 
         r, n, s, dev = self.rows, num_envs, state_dim, self.device
-        # One store for every state, so a batch's next states are one gather: the ring of
-        # states (R * N rows, time-major) followed by the side ring of truncated last states.
-        self.store = torch.zeros((self.capacity + self.capacity_trunc, s), dtype=obs_dtype,
-                                 device=dev)  # fmt: skip
-        self.states = self.store[: self.capacity].view(r, n, s)  # (R, N, S)
-        self.trunc_states = self.store[self.capacity :]  # (R_trunc, S)
+        if frame_stack > 1:
+            self._init_frames()
+        else:
+            # One store for every state, so a batch's next states are one gather: the ring of
+            # states (R * N rows, time-major) followed by the side ring of truncated last states.
+            self.store = torch.zeros((self.capacity + self.capacity_trunc, s), dtype=obs_dtype,
+                                     device=dev)  # fmt: skip
+            self.states = self.store[: self.capacity].view(r, n, s)  # (R, N, S)
+            self.trunc_states = self.store[self.capacity :]  # (R_trunc, S)
         if if_discrete:
             self.actions = torch.zeros((r, n), dtype=torch.int64, device=dev)  # (R, N)
         else:
@@ -155,6 +180,33 @@ class ReplayBuffer:
         self.trunc_ptr = 0  # slot the next explicit next state goes to
         self.trunc_live = 0  # slots in use by rows still stored
 
+    def _init_frames(self) -> None:
+        """Stacked frames' tensors: each state's newest frame, how to rebuild its older ones."""
+        k, r, n, s, dev = self.frame_stack, self.rows, self.num_envs, self.state_dim, self.device
+        if r < 2 * k:
+            raise ConfigError(
+                f"ReplayBuffer: frame_stack={k} needs at least {2 * k} time rows; raise "
+                f"buffer_size to at least {2 * k * n} for {n} envs."
+            )
+        self.frame_dim = s // k
+        self.frames = torch.zeros((r, n, self.frame_dim), dtype=self.obs_dtype, device=dev)
+        # history[t, n]: h >= 1, the state continues the one before it and its last h + 1
+        # frames are those of rows t - h .. t (h < K - 1: its older frames are those of the
+        # state at row t - h, shifted); for a state that continues none (h = 0), how its older
+        # frames are padded: 0 with its first frame, -1 with zeros, -2 by its own stack, kept
+        # whole in stack_states[stack_index[t, n]]
+        self.history = torch.zeros((r, n), dtype=torch.int8, device=dev)
+        self.stack_index = torch.zeros((r, n), dtype=torch.int32, device=dev)
+        self.stack_counts = torch.zeros(r, dtype=torch.int64, device=dev)  # (R,) slots per row
+        self.stack_states = torch.zeros((max(n, self.capacity // 256), s), dtype=self.obs_dtype,
+                                        device=dev)  # fmt: skip  # a ring that grows as needed
+        self.stack_ptr = 0
+        self.stack_live = 0
+        self.last_states = torch.zeros((n, s), dtype=self.obs_dtype, device=dev)  # newest row's
+        self.trunc_states = torch.zeros((self.capacity_trunc, s), dtype=self.obs_dtype,
+                                        device=dev)  # fmt: skip
+        self.store = self.states = None  # type: ignore[assignment]
+
     def _default_next_index(self, first_row: int, count: int) -> torch.Tensor:
         """`(count, N)` store rows of `states[t + 1, n]` for `count` ring rows from `first_row`."""
         rows = torch.arange(first_row + 1, first_row + count + 1, device=self.device) % self.rows
@@ -170,19 +222,28 @@ class ReplayBuffer:
         if_discrete: bool,
         max_step: int,
         obs_bytes: int = 4,
+        frame_stack: int = 1,
     ) -> int:
         """Bytes the buffer's tensors take, so a caller can refuse one that will not fit.
-        `obs_bytes`: bytes per observation value (4 for float32, 1 for uint8 images)."""
+        `obs_bytes`: bytes per observation value (4 for float32, 1 for uint8 images). With
+        stacked frames, the side store of whole stacks as allocated (it grows if an env's
+        stacks need it)."""
         rows = capacity // num_envs
         action_bytes = 8 if if_discrete else 4 * action_dim
         state_bytes = obs_bytes * state_dim
-        per_transition = state_bytes + action_bytes + 4 + 1 + 8  # state, action, r, term, next
+        per_state = state_bytes if frame_stack == 1 else state_bytes // frame_stack + 1 + 4
+        per_transition = per_state + action_bytes + 4 + 1 + 8  # state, action, r, term, next
         capacity_trunc = num_envs * (rows // max_step + 2)
+        frames = 0
+        if frame_stack > 1:  # stack_states, stack_counts, last_states
+            stored = rows * num_envs
+            frames = max(num_envs, stored // 256) * state_bytes + rows * 8 + num_envs * state_bytes
         return (
             rows * num_envs * per_transition
             + rows * 8  # trunc_counts
             + capacity_trunc * state_bytes  # trunc_states
             + num_envs * state_bytes  # last_next_states
+            + frames
         )
 
     def __len__(self) -> int:
@@ -192,7 +253,7 @@ class ReplayBuffer:
     @property
     def num_sampleable(self) -> int:
         """Number of transitions `sample` draws from (0 until two rows are stored)."""
-        return max(self.size - 1, 0) * self.num_envs
+        return max(self.size - 1 - self._skip_rows(), 0) * self.num_envs
 
     def _check(self, transitions: Transitions) -> None:
         """Raise a ValueError naming the field whose shape breaks the `Transitions` contract."""
@@ -248,6 +309,8 @@ class ReplayBuffer:
             explicit_next = torch.cat([self.last_next_states.unsqueeze(0), next_states])
             first_row = prev
 
+        if self.frame_stack > 1:
+            written = self._frame_rows(states, has_prev=self.size > 0 and keep < self.rows)
         evicted = sum(
             self.trunc_counts[a:b].sum() for a, b in _ring_slices(self.ptr, keep, self.rows)
         )
@@ -279,7 +342,12 @@ class ReplayBuffer:
         done = 0
         for a, b in _ring_slices(self.ptr, keep, self.rows):
             src = slice(done, done + b - a)
-            self.states[a:b] = states[src]
+            if self.frame_stack > 1:
+                for name, value in zip(("frames", "history", "stack_index", "stack_counts"),
+                                       written, strict=True):  # fmt: skip
+                    getattr(self, name)[a:b] = value[src]
+            else:
+                self.states[a:b] = states[src]
             self.actions[a:b] = actions[src]
             self.rewards[a:b] = rewards[src]
             self.terminals[a:b] = terminals[src]
@@ -287,10 +355,84 @@ class ReplayBuffer:
             self.trunc_counts[a:b] = counts[src]
             done += b - a
         self.last_next_states.copy_(next_states[-1])
+        if self.frame_stack > 1:
+            self.last_states.copy_(states[-1])
         self.ptr = (self.ptr + keep) % self.rows
         self.size = min(self.size + keep, self.rows)
         self.trunc_ptr = (self.trunc_ptr + num_new) % self.capacity_trunc
         self.trunc_live = live
+
+    def _frame_rows(self, states: torch.Tensor, has_prev: bool) -> tuple[torch.Tensor, ...]:
+        """What stacked frames store of K new rows of whole states `(K, N, S)`: their newest
+        frames `(K, N, F)`, history and stack_index `(K, N)` and stack_counts `(K,)` (see
+        `_init_frames`); the stacks that cannot be rebuilt go to the side store, whose slots
+        of the rows about to be overwritten are freed first. One host sync."""
+        k_len, n, k, dev = states.shape[0], self.num_envs, self.frame_stack, self.device
+        x = states.view(k_len, n, k, self.frame_dim)
+        before = torch.cat([self.last_states.view(1, n, k, -1), x[:-1]])  # the previous states
+        cont = (x[:, :, :-1] == before[:, :, 1:]).flatten(2).all(2)  # (K, N)
+        if not has_prev:  # the row before is not stored (first add, or all rows rewritten)
+            cont[0] = False
+        t = torch.arange(k_len, device=dev).unsqueeze(1)  # (K, 1)
+        base = torch.where(cont, -1, t).cummax(0).values  # newest row continuing none, or -1
+        prev_h = self.history[(self.ptr - 1) % self.rows].long().clamp(min=0)  # (N,)
+        h = torch.where(base >= 0, t - base, prev_h + 1 + t).clamp(max=k - 1)
+        reset = (x[:, :, :-1] == x[:, :, -1:]).flatten(2).all(2)  # padded with its first frame
+        zero = (x[:, :, :-1] == 0).flatten(2).all(2)  # padded with zeros
+        history = torch.where(cont, h, torch.where(reset, 0, torch.where(zero, -1, -2)))
+        whole = history == -2  # (K, N): kept whole in the side store
+        evicted = sum(
+            self.stack_counts[a:b].sum() for a, b in _ring_slices(self.ptr, k_len, self.rows)
+        )
+        num_new, num_evicted = torch.stack([whole.sum(), torch.as_tensor(evicted)]).tolist()
+        self.stack_live -= num_evicted  # the oldest slots: they belong to the evicted rows
+        if self.stack_live + num_new > self.stack_states.shape[0]:
+            self._grow_stacks(self.stack_live + num_new)
+        capacity = self.stack_states.shape[0]
+        positions = torch.nonzero_static(whole.flatten(), size=num_new).squeeze(1)
+        slots = (self.stack_ptr + torch.arange(num_new, device=dev)) % capacity
+        self.stack_states[slots] = states.reshape(-1, self.state_dim)[positions]
+        index = torch.zeros((k_len, n), dtype=torch.int32, device=dev)
+        index.view(-1)[positions] = slots.to(torch.int32)
+        self.stack_ptr = (self.stack_ptr + num_new) % capacity
+        self.stack_live += num_new
+        return x[:, :, -1], history.to(torch.int8), index, whole.sum(dim=1)
+
+    def _grow_stacks(self, needed: int) -> None:
+        """Reallocate the side store of whole stacks to hold `needed` (at least twice its size),
+        its live slots moved to the front in order."""
+        capacity, live = self.stack_states.shape[0], self.stack_live
+        first = (self.stack_ptr - live) % capacity
+        order = (first + torch.arange(live, device=self.device)) % capacity
+        grown = torch.zeros((max(2 * capacity, needed), self.state_dim), dtype=self.obs_dtype,
+                            device=self.device)  # fmt: skip
+        grown[:live] = self.stack_states[order]
+        self.stack_index = ((self.stack_index.long() - first) % capacity).to(torch.int32)
+        self.stack_states, self.stack_ptr = grown, live
+
+    def _stacked(self, flat: torch.Tensor) -> torch.Tensor:
+        """The whole states `(B, S)` of ring positions `flat (B,)`, rebuilt from stored frames."""
+        k, n, f = self.frame_stack, self.num_envs, self.frame_dim
+        row, col = flat // n, (flat % n).unsqueeze(1)
+        h = self.history.view(-1)[flat].long().clamp(min=0)  # (B,)
+        distance = torch.arange(k - 1, -1, -1, device=self.device)  # (K,) slot k's rows back
+        back = torch.minimum(distance.unsqueeze(0), h.unsqueeze(1))  # (B, K)
+        out = self.frames.view(-1, f)[((row.unsqueeze(1) - back) % self.rows) * n + col]
+        base = ((row - h) % self.rows) * n + col.squeeze(1)  # the state continuing none
+        kind = self.history.view(-1)[base].long().unsqueeze(1)  # (B, 1)
+        padded = distance.unsqueeze(0) > h.unsqueeze(1)  # (B, K): older than the base's frame
+        out = out.masked_fill((padded & (kind == -1)).unsqueeze(2), 0)
+        if self.stack_live > 0:  # slot k of a state h rows past its base is the base's k + h
+            stacks = self.stack_states[self.stack_index.view(-1)[base].long()].view(-1, k, f)
+            src = (torch.arange(k, device=self.device) + h.unsqueeze(1)).clamp(max=k - 1)
+            shifted = stacks.gather(1, src.unsqueeze(2).expand(-1, -1, f))
+            out = torch.where((padded & (kind == -2)).unsqueeze(2), shifted, out)
+        return out.reshape(flat.shape[0], self.state_dim)
+
+    def _skip_rows(self) -> int:
+        """Oldest rows not sampled: with stacked frames, a wrapped ring's oldest K - 1 rows,
+        whose stacks need frames already overwritten."""
+        return self.frame_stack - 1 if self.frame_stack > 1 and self.size == self.rows else 0
 
     def _check_can_sample(self) -> None:
         if self.num_sampleable == 0:
@@ -308,8 +450,9 @@ class ReplayBuffer:
         Uses the global torch RNG of the buffer's device, so a run's RNG checkpoint covers it.
         """
         self._check_can_sample()
-        first = self._oldest_row() * self.num_envs
-        last = first + (self.size - 1) * self.num_envs  # every row but the newest
+        skip = self._skip_rows()
+        first = (self._oldest_row() + skip) * self.num_envs
+        last = first + (self.size - 1 - skip) * self.num_envs  # every row but the newest
         indices = torch.randint(first, last, (batch_size,), device=self.device) % self.capacity
         return self._gather(indices, torch.ones(batch_size, device=self.device))
 
@@ -323,6 +466,9 @@ class ReplayBuffer:
         One host sync per call (the number of episode starts).
         """
         self._check_can_sample()
+        if self.frame_stack > 1:
+            raise ConfigError("ReplayBuffer.sample_episodes: stacked frames are replayed as "
+                              "transitions only; whole episodes need frame_stack=1.")  # fmt: skip
         rows, n, oldest = self.rows, self.num_envs, self._oldest_row()
         sampleable = self.size - 1  # rows before the newest one, oldest first
         order = (oldest + torch.arange(sampleable, device=self.device)) % rows  # (K,)
@@ -363,18 +509,28 @@ class ReplayBuffer:
         """The transitions at flat positions `indices (B,)`."""
         next_index = self.next_index.view(-1).index_select(0, indices)  # (B,)
         shape = (indices.shape[0], *self.obs_shape)
+        if self.frame_stack > 1:
+            ring = next_index < self.capacity  # (B,) else a truncated episode's last state
+            side = (next_index - self.capacity).clamp(0, self.capacity_trunc - 1)
+            states = self._stacked(indices)
+            next_states = torch.where(ring.unsqueeze(1),
+                                      self._stacked(torch.where(ring, next_index, indices)),
+                                      self.trunc_states.index_select(0, side))  # fmt: skip
+        else:
+            states = self.store.index_select(0, indices)
+            next_states = self.store.index_select(0, next_index)
         return Batch(
-            states=self.store.index_select(0, indices).view(shape),
+            states=states.view(shape),
             actions=self.actions.flatten(0, 1).index_select(0, indices),
             rewards=self.rewards.view(-1).index_select(0, indices),
             terminals=self.terminals.view(-1).index_select(0, indices),
-            next_states=self.store.index_select(0, next_index).view(shape),
+            next_states=next_states.view(shape),
             indices=indices,
             weights=weights,
         )
 
     def _shape_info(self) -> dict:
-        return {
+        info = {
             "capacity": self.capacity,
             "num_envs": self.num_envs,
             "state_dim": self.state_dim,
@@ -382,11 +538,26 @@ class ReplayBuffer:
             "if_discrete": self.if_discrete,
             "max_step": self.max_step,
         }
+        if self.frame_stack > 1:
+            info["frame_stack"] = self.frame_stack
+        return info
+
+    def _tensor_names(self) -> tuple[str, ...]:
+        if self.frame_stack == 1:
+            return self._TENSORS
+        return (*(name for name in self._TENSORS if name != "states"), *self._FRAME_TENSORS)
+
+    def _counter_names(self) -> tuple[str, ...]:
+        frames = ("stack_ptr", "stack_live") if self.frame_stack > 1 else ()
+        return (*self._COUNTERS, *frames)
 
     def state_dict(self) -> dict:
         """Contents and position as plain data (the tensors are the buffer's own, not copies)."""
         state = self._shape_info()
-        state.update({name: getattr(self, name) for name in self._TENSORS + self._COUNTERS})
+        state.update({name: getattr(self, name) for name in self._tensor_names()})
+        state.update({name: getattr(self, name) for name in self._counter_names()})
+        if self.frame_stack > 1:
+            state["stack_states"] = self.stack_states  # its size depends on what it held
         return state
 
     def load_state_dict(self, state: dict) -> None:
@@ -398,10 +569,12 @@ class ReplayBuffer:
                 f"{type(self).__name__}: the saved buffer was built with {theirs}, this one with "
                 f"{mine}; they must match to resume."
             )
-        for name in self._TENSORS:
+        for name in self._tensor_names():
             getattr(self, name).copy_(state[name])
-        for name in self._COUNTERS:
+        for name in self._counter_names():
             setattr(self, name, int(state[name]))
+        if self.frame_stack > 1:
+            self.stack_states = state["stack_states"].to(self.device, self.obs_dtype, copy=True)
 
 
 class PrioritizedReplayBuffer(ReplayBuffer):
@@ -431,13 +604,14 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         device: torch.device | str = "cpu",
         obs_shape: tuple[int, ...] | None = None,
         obs_dtype: torch.dtype = torch.float32,
+        frame_stack: int = 1,
         alpha: float = 0.6,
         beta: float = 0.4,
         beta_steps: int = 100_000,
         eps: float = 1e-6,
     ) -> None:
         super().__init__(capacity, num_envs, state_dim, action_dim, if_discrete, max_step, device,
-                         obs_shape, obs_dtype)  # fmt: skip
+                         obs_shape, obs_dtype, frame_stack)  # fmt: skip
         if alpha < 0 or not 0 <= beta <= 1 or beta_steps < 1 or eps <= 0:
             raise ConfigError(
                 "PrioritizedReplayBuffer: need alpha >= 0, 0 <= beta <= 1, beta_steps >= 1 and "
@@ -461,10 +635,18 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         if_discrete: bool,
         max_step: int,
         obs_bytes: int = 4,
+        frame_stack: int = 1,
     ) -> int:
         """Bytes the buffer's tensors take: the uniform buffer plus two float64 trees."""
         base = ReplayBuffer.bytes_needed(
-            capacity, num_envs, state_dim, action_dim, if_discrete, max_step, obs_bytes
+            capacity,
+            num_envs,
+            state_dim,
+            action_dim,
+            if_discrete,
+            max_step,
+            obs_bytes,
+            frame_stack,
         )
         stored = (capacity // num_envs) * num_envs
         return base + 2 * 2 * (1 << (stored - 1).bit_length()) * 8 + 8
@@ -502,6 +684,8 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         elif keep > 1:
             self._set_rows(start, keep - 1, valid=True)
         self._set_rows((self.ptr - 1) % self.rows, 1, valid=False)  # the newest row
+        if self._skip_rows():  # stacked frames: the oldest rows' stacks cannot be rebuilt
+            self._set_rows(self._oldest_row(), self._skip_rows(), valid=False)
 
     def sample(self, batch_size: int) -> Batch:
         """Draw `batch_size` transitions proportionally to priority^alpha, with their weights.
@@ -567,7 +751,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
             return
         # Positions an add made unsampleable since they were drawn are left out (priority 0).
         rel_row = (indices // self.num_envs - self._oldest_row()) % self.rows
-        valid = rel_row < self.size - 1
+        valid = (rel_row < self.size - 1) & (rel_row >= self._skip_rows())
         priority = torch.where(torch.isfinite(td), td.abs() + self.eps, self.max_priority)
         self.max_priority = torch.maximum(self.max_priority, (priority * valid).max())
 

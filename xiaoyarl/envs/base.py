@@ -67,6 +67,7 @@ class EnvSpec:
     action_nvec: tuple[int, ...] | None = None
     obs_keys: tuple[tuple[str, tuple[int, ...], str], ...] | None = None  # Dict: see below
     action_mask: bool = False  # info["action_mask"] (num_envs, action_dim) bool: allowed actions
+    frame_stack: int = 1  # > 1: obs_shape[0] holds the last frame_stack frames, oldest first
 
     def __post_init__(self) -> None:  # () is a vector of state_dim (frozen: set it this way)
         object.__setattr__(self, "obs_shape", tuple(self.obs_shape) or (self.state_dim,))
@@ -186,9 +187,8 @@ class TorchVecEnv(VecEnv):
         """What each sub-env reached in this step, before any auto-reset: `{"final_state"}`."""
         return {"final_state": self._observe(sim_state)}
 
-    def _next_outputs(
-        self, final: dict[str, torch.Tensor], reset_any: bool
-    ) -> tuple[torch.Tensor, dict]:
+    def _next_outputs(self, final: dict[str, torch.Tensor],
+                      reset_any: bool) -> tuple[torch.Tensor, dict]:  # fmt: skip
         """The returned state and info (holding `final`) of `self.sim_state` after the
         auto-reset; where no sub-env reset, the state is a copy of `final["final_state"]`."""
         state = self._observe(self.sim_state) if reset_any else final["final_state"].clone()

@@ -17,6 +17,7 @@ scores. `ALE/*-v5` keeps v5's sticky actions (0.25), as gymnasium's; the other i
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 from typing import cast
 
@@ -70,7 +71,9 @@ class EnvPoolVecEnv(GymVecEnv):
         self._pool = self._make(self._seed_used)
         # duck-typed: the spaces and spec that _read_spec reads of a gymnasium.Env
         self._atari, self._obs_keys, self._masked = None, None, False
-        self.spec = self._read_spec(cast(gymnasium.Env, self._describe(env_id)), env_id)
+        spec = self._read_spec(cast(gymnasium.Env, self._describe(env_id)), env_id)
+        stack = int(self._pool.spec.config.stack_num) if game and len(spec.obs_shape) == 3 else 1
+        self.spec = dataclasses.replace(spec, frame_stack=stack)  # Atari: 4 frames, oldest first
         self._closed = False
         self._needs_reset = True
 

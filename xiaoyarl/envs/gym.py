@@ -306,6 +306,7 @@ class GymVecEnv(VecEnv):
             action_nvec=self._act_nvec,
             obs_keys=self._obs_keys,
             action_mask=self._masked,
+            frame_stack=self._atari["frame_stack"] if self._atari and image else 1,
         )
 
     # --- the contract --------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import numpy as np
 import torch
 
 from xiaoyarl.envs.base import TorchVecEnv
@@ -109,3 +110,22 @@ class MinAtarEnv(TorchVecEnv):
 
     def _observe(self, sim_state: torch.Tensor) -> torch.Tensor:
         return self._game_observe(sim_state[:, 1:])
+
+    # 16 pixels a cell, 10 frames a second; a colour per channel, drawn as the package's viewer
+    # draws them: where channels overlap, the last one shows
+    render_fps: ClassVar[int] = 10
+    CELL: ClassVar[int] = 16
+    PALETTE: ClassVar[tuple[tuple[int, int, int], ...]] = (
+        (230, 90, 60), (250, 200, 60), (90, 190, 90), (70, 150, 230), (190, 110, 220),
+        (240, 240, 240), (140, 90, 50), (60, 200, 200), (250, 130, 180), (160, 160, 160),
+    )  # fmt: skip
+
+    @classmethod
+    def render_observation(cls, obs: torch.Tensor) -> np.ndarray:
+        """One observation `(channels, 10, 10)` as an RGB picture `(160, 160, 3)` uint8 (the
+        observation is the whole screen, so this is what the game looks like)."""
+        grid = obs.detach().cpu().bool().numpy()
+        picture = np.full((10, 10, 3), 20, dtype=np.uint8)  # the background, near black
+        for channel in range(grid.shape[0]):
+            picture[grid[channel]] = cls.PALETTE[channel % len(cls.PALETTE)]
+        return picture.repeat(cls.CELL, axis=0).repeat(cls.CELL, axis=1)
