@@ -79,7 +79,7 @@ def test_the_td_targets_max_and_argmax_run_over_the_allowed_next_actions(algo, a
     states = masked.pack(torch.rand(8, 4), torch.ones(8, 4, dtype=torch.bool))
     batch = Batch(states, torch.zeros(8, dtype=torch.long), torch.zeros(8),
                   torch.zeros(8, dtype=torch.bool), packed[:8], torch.arange(8),
-                  torch.ones(8))  # fmt: skip
+                  torch.ones(8), torch.full((8,), 0.99))  # fmt: skip
     logs, _ = masked.update_step(batch)
     assert torch.isfinite(logs["critic_loss"])
 

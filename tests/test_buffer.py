@@ -474,3 +474,48 @@ def test_per_multi_level_descent_equals_the_textbook_descent() -> None:
     expected = torch.tensor([textbook_leaf(buf.sum_tree, float(x)) for x in u])
     assert torch.equal(got, expected)
     assert bool((leaves(buf)[got] > 0).all())  # never an empty or newest-row slot
+
+
+# --- n-step returns ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n_step", [2, 3, 6])
+@pytest.mark.parametrize("prioritized", [False, True])
+def test_n_step_batches_match_a_slow_reference(n_step: int, prioritized: bool) -> None:
+    """Each sampled transition spans n steps, or fewer where its episode ends (terminal or
+    truncated: the true last state) or the newest row is reached; its reward is the discounted
+    sum, its next state and terminal flag those of its last step, its discount gamma^m."""
+    gamma, rows, num_envs = 0.9, 20, 3
+    cls = PrioritizedReplayBuffer if prioritized else ReplayBuffer
+    buf = cls(rows * num_envs, num_envs, S, A, True, 8, n_step=n_step, gamma=gamma)
+    stream = Stream(num_envs, max_step=8, p_terminal=0.08, discrete=True)
+    lookup = {}
+    spans = set()
+    for length in [6, 9, 30, 4, 13]:
+        buf.add(stream.chunk(length))
+        lookup.update({(r["t"], r["n"]): r for r in stream.reference})
+        newest = stream.t - 1  # its row's next states are not stored yet
+        batch = Batch(*(x.cpu() for x in buf.sample(512)))
+        for i in range(512):
+            t, n = int(batch.states[i, 0]), int(batch.states[i, 1])
+            reward, m = 0.0, 0
+            while True:
+                ref = lookup[(t + m, n)]
+                reward += gamma**m * ref["reward"]
+                m += 1
+                ended = ref["next_state"][2] == 1.0  # terminal or truncated
+                if ended or m == n_step or t + m >= newest:
+                    break
+            spans.add(m)
+            assert float(batch.rewards[i]) == pytest.approx(reward, rel=1e-5, abs=1e-6)
+            assert float(batch.discounts[i]) == pytest.approx(gamma**m, rel=1e-6)
+            assert bool(batch.terminals[i]) == ref["terminal"]
+            if not ref["terminal"]:
+                assert torch.equal(batch.next_states[i], ref["next_state"])
+    assert spans == set(range(1, n_step + 1))  # every length, cut short and whole, was checked
+
+
+def test_one_step_batches_discount_by_gamma() -> None:
+    buf = ReplayBuffer(40, 2, S, A, True, 5, gamma=0.97)
+    buf.add(Stream(2, 5, 0.1, True).chunk(10))
+    assert bool((buf.sample(64).discounts == torch.tensor(0.97)).all())

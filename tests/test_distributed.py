@@ -59,7 +59,7 @@ def union_data(algo: str):
         actions=torch.rand(2 * B, 1, generator=g) * 2 - 1,
         rewards=torch.randn(2 * B, generator=g), terminals=torch.rand(2 * B, generator=g) < 0.2,
         next_states=torch.randn(2 * B, 3, generator=g), indices=torch.arange(2 * B),
-        weights=torch.ones(2 * B),
+        weights=torch.ones(2 * B), discounts=torch.full((2 * B,), 0.99),
     )  # fmt: skip
 
 

@@ -518,7 +518,7 @@ def test_discrete_actor_update_relaxes_only_available_actions(algo, monkeypatch)
     rewards = torch.randn(b, a)
     not_done = torch.zeros(b, dtype=torch.bool)
     batch = Batch(states, agent.layout.pack_step(actions, rewards), rewards.mean(1), not_done,
-                  states, torch.arange(b), torch.ones(b))  # fmt: skip
+                  states, torch.arange(b), torch.ones(b), torch.full((b,), 0.99))  # fmt: skip
     seen = []
     critic_q_for_actor = agent.critic_q_for_actor
 
@@ -556,7 +556,7 @@ def test_centralized_critic_priority_is_the_mean_absolute_td_error(algo):
     rewards = q[0] + torch.tensor([1.0, -1.0])  # terminal steps: TD errors +1 and -1
     batch = Batch(states, agent.layout.pack_step(actions, rewards), rewards.mean(1),
                   torch.ones(b, dtype=torch.bool), rollout.next_states.flatten(0, 1),
-                  torch.arange(b), torch.ones(b))  # fmt: skip
+                  torch.arange(b), torch.ones(b), torch.full((b,), 0.99))  # fmt: skip
     _, priorities = agent.update_step(batch)
     want = torch.tensor([
         sum(abs(rewards[i, j] - q[c, i, j]) for c in range(q.shape[0]) for j in range(2))

@@ -43,10 +43,11 @@ def make_agent(cls, num_envs=4, **overrides):
 
 def next_value(agent, batch):
     """V'(s') of the agent's TD target for `batch`: its target with no reward, no terminal and
-    gamma divided out."""
+    a discount of 1."""
     plain = batch._replace(rewards=torch.zeros_like(batch.rewards),
-                           terminals=torch.zeros_like(batch.terminals))  # fmt: skip
-    return agent.td_target(plain) / agent.config.gamma
+                           terminals=torch.zeros_like(batch.terminals),
+                           discounts=torch.ones_like(batch.discounts))  # fmt: skip
+    return agent.td_target(plain)
 
 
 def batch_for(agent, size=6):
@@ -61,6 +62,7 @@ def batch_for(agent, size=6):
         rewards=torch.randn(size, generator=g), terminals=torch.tensor([True, False] * (size // 2)),
         next_states=torch.randn(size, s.state_dim, generator=g),
         indices=torch.arange(size), weights=torch.ones(size),
+        discounts=torch.full((size,), agent.config.gamma),
     )  # fmt: skip
 
 
@@ -251,3 +253,17 @@ def test_algorithm_that_does_not_fit_the_action_space_is_refused():
 def test_buffer_that_cannot_fit_in_memory_is_refused_before_training():
     with pytest.raises(ConfigError, match=r"buffer_size=1,000,000,000,000 .* needs [\d.]+ GiB"):
         make_agent(AgentSAC, buffer_size=10**12)
+
+
+def test_n_step_returns_train_end_to_end_and_multi_agent_refuses_them(tmp_path):
+    from xiaoyarl import ConfigError, train_agent
+    from xiaoyarl.config import Config
+
+    config = Config(algo="d3qn", env_id="CartPole-v1", n_step=3, max_steps=3000, eval_every=3000,
+                    eval_episodes=1, confirm_episodes=0, learning_starts=500, threads=1,
+                    cwd=str(tmp_path / "run"))  # fmt: skip
+    summary = train_agent(config, log=None)
+    assert summary["total_steps"] >= 3000
+    with pytest.raises(ConfigError, match="n_step=3: n-step returns are for the single-agent"):
+        train_agent(Config(algo="vdn", env_id="SpreadDiscrete-v0", n_step=3, max_steps=100,
+                           cwd=str(tmp_path / "vdn")), log=None)  # fmt: skip

@@ -31,10 +31,10 @@ def weighted_batch(agent, size=6):
 
 
 def reference_critic_loss(agent, batch, seed):
-    """The critic loss of one update, written out: the TD target r + gamma (1 - d) V(s') (V'
-    from the agent's own next-value function, under the same random draws), each critic's
-    error weighted by the batch's importance weights."""
-    gamma = agent.config.gamma
+    """The critic loss of one update, written out: the TD target r + gamma^m (1 - d) V(s') (V'
+    from the agent's own next-value function, under the same random draws; m the steps an
+    n-step transition spans, as `batch.discounts` gives them), each critic's error weighted by
+    the batch's importance weights."""
     with torch.no_grad():
         torch.manual_seed(seed)
         if isinstance(agent, Q_LEARNERS):
@@ -43,7 +43,7 @@ def reference_critic_loss(agent, batch, seed):
             next_v = next_value(agent, batch)
         target = torch.tensor([
             batch.rewards[i].item()
-            + (0.0 if batch.terminals[i] else gamma * next_v[i].item())
+            + (0.0 if batch.terminals[i] else batch.discounts[i].item() * next_v[i].item())
             for i in range(len(batch.rewards))
         ])  # fmt: skip
         if isinstance(agent, Q_LEARNERS):
@@ -55,10 +55,15 @@ def reference_critic_loss(agent, batch, seed):
         return sum(per_critic)
 
 
+@pytest.mark.parametrize("n_step", [1, 3])
 @pytest.mark.parametrize("cls", list(ALGO_OF), ids=list(ALGO_OF.values()))
-def test_critic_loss_uses_the_whole_td_target_and_the_importance_weights(cls):
+def test_critic_loss_uses_the_whole_td_target_and_the_importance_weights(cls, n_step):
     agent, _ = make_agent(cls, policy_noise_std=0.0)
     batch = weighted_batch(agent)
+    gamma = agent.config.gamma
+    assert bool((batch.discounts == torch.tensor(gamma)).all())
+    if n_step > 1:  # n-step transitions spanning 1, 2 or 3 steps
+        batch = batch._replace(discounts=gamma ** torch.tensor([1.0, 2, 3, 3, 2, 1]))
     want = reference_critic_loss(agent, batch, seed=11)
     torch.manual_seed(11)
     logs, td_errors = agent.update_step(batch)

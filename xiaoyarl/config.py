@@ -156,6 +156,7 @@ class Config:
     learning_starts: int = option(1_000, "env steps of uniformly random actions before learning")
     soft_update_tau: float = option(0.005, "target <- tau * online + (1 - tau) * target ...")
     target_update_every: int = option(1, "... every this many gradient steps (tau=1: hard update)")
+    n_step: int = option(1, "n-step returns (1: one-step TD targets); single-agent off-policy")
     per: bool = option(False, "prioritized experience replay (proportional)")
     per_alpha: float = option(0.6, "how much prioritization is used (0: uniform)")
     per_beta: float = option(0.4, "initial importance-sampling exponent, annealed to 1 ...")

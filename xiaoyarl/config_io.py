@@ -147,7 +147,7 @@ def validate_config(config: Config) -> Config:
                  "buffer_size", "target_update_every", "policy_delay", "redq_subset",
                  "explore_decay_steps", "per_beta_steps", "h_term_k", "h_term_start",
                  "h_term_capacity", "mixer_embed_dim", "hypernet_dim",
-                 "recurrent_dim"):  # fmt: skip
+                 "recurrent_dim", "n_step"):  # fmt: skip
         if getattr(config, name) < 1:
             bad(name, "a positive integer")
     if config.seed < 0:

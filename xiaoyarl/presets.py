@@ -56,6 +56,7 @@ PRESETS: dict[tuple[str, str], str] = {
     ("matd3", SPREAD_CONTINUOUS): _SPREAD_CENTRALIZED_CRITIC,
     ("ppo", MINATAR_BREAKOUT): "minatar/ppo.yaml",
     ("ppo", MINATAR_SPACE_INVADERS): "minatar/ppo.yaml",
+    ("d3qn", MINATAR_BREAKOUT): "minatar/d3qn.yaml",
 }
 
 

@@ -97,11 +97,12 @@ class AgentDDPG(AgentOffPolicy):
         return q.mean(0) if self.config.target_q_reduce == "mean" else q.min(0).values
 
     def td_target(self, batch: Batch) -> torch.Tensor:
-        """The critics' target `(B,)`: r + gamma * Q'(s', a'), a' the target policy's action in
+        """The critics' target `(B,)`: r + gamma * Q'(s', a') (gamma^m over an m-step transition:
+        `Batch`), a' the target policy's action in
         s', Q' the target critics combined by `reduce_target_q`; no bootstrap past a terminal."""
         q = self.critic_target(batch.next_states, self.target_action(batch.next_states))
         not_terminal = (~batch.terminals).float()
-        return batch.rewards + self.config.gamma * not_terminal * self.reduce_target_q(q)
+        return batch.rewards + batch.discounts * not_terminal * self.reduce_target_q(q)
 
     def critic_q(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """Every critic's Q(s, a) for the batch's actions `(num_critics, B)`."""

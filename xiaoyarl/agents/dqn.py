@@ -76,7 +76,7 @@ class AgentDQN(EpsilonGreedy, AgentOffPolicy):
         with torch.no_grad():
             not_terminal = (~batch.terminals).float()
             next_q = self.next_q(batch.next_states)
-            target = batch.rewards + self.config.gamma * not_terminal * next_q
+            target = batch.rewards + batch.discounts * not_terminal * next_q
         q = self.qnet.q_values(batch.states).gather(1, batch.actions.unsqueeze(1)).squeeze(1)
         td_errors = target - q
         loss = (batch.weights * F.huber_loss(q, target, reduction="none")).mean()

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 # The Config fields every off-policy agent reads (replay, targets, prioritized replay).
 OFF_POLICY_FIELDS = frozenset({
-    "buffer_size", "learning_starts", "soft_update_tau", "target_update_every", "per",
+    "buffer_size", "learning_starts", "soft_update_tau", "target_update_every", "n_step", "per",
     "per_alpha", "per_beta", "per_beta_steps",
 })  # fmt: skip
 
@@ -146,10 +146,12 @@ class AgentOffPolicy(AgentBase):
         if cfg.per:
             assert cfg.repeat_times is not None, "resolve_config sets repeat_times"
             return PrioritizedReplayBuffer(
-                *sizes, self.device, obs_shape, obs_dtype, stack, alpha=cfg.per_alpha,
+                *sizes, self.device, obs_shape, obs_dtype, stack, cfg.n_step, cfg.gamma,
+                alpha=cfg.per_alpha,
                 beta=cfg.per_beta, beta_steps=max(1, round(cfg.per_beta_steps * cfg.repeat_times)),
             )  # fmt: skip
-        return ReplayBuffer(*sizes, self.device, obs_shape, obs_dtype, stack)
+        return ReplayBuffer(*sizes, self.device, obs_shape, obs_dtype, stack, cfg.n_step,
+                            cfg.gamma)  # fmt: skip
 
     def make_target(self, net: Net) -> Net:
         """A frozen copy of `net` for targets that shares `net`'s observation normaliser (a

@@ -70,7 +70,7 @@ class AgentSAC(AgentDDPG):
         action, logprob = self.gaussian_actor().get_action_logprob(batch.next_states)
         q = self.reduce_target_q(self.critic_target(batch.next_states, action))
         not_terminal = (~batch.terminals).float()
-        return batch.rewards + self.config.gamma * not_terminal * (q - self.temperature() * logprob)
+        return batch.rewards + batch.discounts * not_terminal * (q - self.temperature() * logprob)
 
     def reduce_actor_q(self, q: torch.Tensor) -> torch.Tensor:
         """Combine the critics `(num_critics, B)` for the actor's objective: the minimum."""
@@ -178,7 +178,7 @@ class AgentSACDiscrete(AgentSAC):
         q = self.reduce_target_q(self.critic_target(batch.next_states))  # (B, A)
         next_value = (probs * (q - self.temperature() * logprobs)).sum(-1)
         not_terminal = (~batch.terminals).float()
-        return batch.rewards + self.config.gamma * not_terminal * next_value
+        return batch.rewards + batch.discounts * not_terminal * next_value
 
     def critic_q(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         q = self.critic(states)  # (num_critics, B, A)

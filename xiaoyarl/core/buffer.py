@@ -46,7 +46,10 @@ class Transitions(NamedTuple):
 
 
 class Batch(NamedTuple):
-    """A sampled minibatch of transitions, on the buffer's device."""
+    """A sampled minibatch of transitions, on the buffer's device. With n-step returns
+    (`n_step` > 1), a transition is the m <= n steps from its state: `rewards` their discounted
+    sum, `next_states` and `terminals` those of its last step, `discounts` gamma^m (the TD
+    target is `rewards + discounts * (1 - terminals) * V(next_states)`)."""
 
     states: torch.Tensor  # (B, S)
     actions: torch.Tensor  # (B, A) float32, or (B,) int64 for discrete actions
@@ -55,6 +58,7 @@ class Batch(NamedTuple):
     next_states: torch.Tensor  # (B, S): the true last state where the episode was truncated
     indices: torch.Tensor  # (B,) int64 flat positions, for `update_priorities`
     weights: torch.Tensor  # (B,) float32 importance weights (ones for uniform sampling)
+    discounts: torch.Tensor  # (B,) float32: gamma ** (steps the transition spans)
 
 
 class Episodes(NamedTuple):
@@ -117,12 +121,15 @@ class ReplayBuffer:
         obs_shape: tuple[int, ...] | None = None,
         obs_dtype: torch.dtype = torch.float32,
         frame_stack: int = 1,
+        n_step: int = 1,
+        gamma: float = 0.99,
     ) -> None:
         for name, value in (
             ("num_envs", num_envs),
             ("state_dim", state_dim),
             ("action_dim", action_dim),
             ("max_step", max_step),
+            ("n_step", n_step),
         ):
             if value < 1:
                 raise ConfigError(f"ReplayBuffer: {name} must be a positive integer, got {value}.")
@@ -137,6 +144,7 @@ class ReplayBuffer:
         self.obs_shape = tuple(obs_shape or (state_dim,))
         self.obs_dtype = obs_dtype
         self.frame_stack = frame_stack
+        self.n_step, self.gamma = n_step, gamma
         if frame_stack > 1 and (self.obs_shape[0] != frame_stack or len(self.obs_shape) < 2):
             raise ConfigError(
                 f"ReplayBuffer: frame_stack={frame_stack} needs observations of shape "
@@ -505,9 +513,37 @@ class ReplayBuffer:
             mask=mask,
         )
 
+    def _n_steps(self, indices: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The n-step view of the transitions at `indices (B,)`: the flat position of each one's
+        last step, its discounted reward sum and gamma ** steps. A transition spans n steps, or
+        fewer where its episode ends (terminal, or cut with the true last state kept aside) or
+        where the newest sampleable row is reached."""
+        n, envs, dev = self.n_step, self.num_envs, self.device
+        row, col = indices // envs, indices % envs
+        offsets = torch.arange(n, device=dev)  # (n,)
+        rows = (row.unsqueeze(1) + offsets) % self.rows  # (B, n)
+        flat = rows * envs + col.unsqueeze(1)
+        ended = self.terminals.view(-1)[flat] | (self.next_index.view(-1)[flat] >= self.capacity)
+        stored = (rows - self._oldest_row()) % self.rows < self.size - 1  # a next state exists
+        # step k is taken while every step before it went on and step k is stored
+        go_on = torch.ones_like(ended)
+        go_on[:, 1:] = (~ended[:, :-1]).cumprod(1).bool() & stored[:, 1:]
+        go_on = go_on.long().cumprod(1).bool()
+        steps = go_on.sum(1)  # (B,) m in 1..n
+        powers = self.gamma ** offsets.to(torch.float64)  # (n,) gamma^k, k < n
+        rewards = (self.rewards.view(-1)[flat].double() * powers * go_on).sum(1).float()
+        last = flat.gather(1, (steps - 1).unsqueeze(1)).squeeze(1)
+        discounts = (self.gamma ** steps.to(torch.float64)).float()
+        return last, rewards, discounts
+
     def _gather(self, indices: torch.Tensor, weights: torch.Tensor) -> Batch:
         """The transitions at flat positions `indices (B,)`."""
-        next_index = self.next_index.view(-1).index_select(0, indices)  # (B,)
+        if self.n_step > 1:
+            last, rewards, discounts = self._n_steps(indices)
+        else:
+            last, rewards = indices, self.rewards.view(-1).index_select(0, indices)
+            discounts = torch.full_like(rewards, self.gamma)
+        next_index = self.next_index.view(-1).index_select(0, last)  # (B,)
         shape = (indices.shape[0], *self.obs_shape)
         if self.frame_stack > 1:
             ring = next_index < self.capacity  # (B,) else a truncated episode's last state
@@ -522,11 +558,12 @@ class ReplayBuffer:
         return Batch(
             states=states.view(shape),
             actions=self.actions.flatten(0, 1).index_select(0, indices),
-            rewards=self.rewards.view(-1).index_select(0, indices),
-            terminals=self.terminals.view(-1).index_select(0, indices),
+            rewards=rewards,
+            terminals=self.terminals.view(-1).index_select(0, last),
             next_states=next_states.view(shape),
             indices=indices,
             weights=weights,
+            discounts=discounts,
         )
 
     def _shape_info(self) -> dict:
@@ -605,13 +642,15 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         obs_shape: tuple[int, ...] | None = None,
         obs_dtype: torch.dtype = torch.float32,
         frame_stack: int = 1,
+        n_step: int = 1,
+        gamma: float = 0.99,
         alpha: float = 0.6,
         beta: float = 0.4,
         beta_steps: int = 100_000,
         eps: float = 1e-6,
     ) -> None:
         super().__init__(capacity, num_envs, state_dim, action_dim, if_discrete, max_step, device,
-                         obs_shape, obs_dtype, frame_stack)  # fmt: skip
+                         obs_shape, obs_dtype, frame_stack, n_step, gamma)  # fmt: skip
         if alpha < 0 or not 0 <= beta <= 1 or beta_steps < 1 or eps <= 0:
             raise ConfigError(
                 "PrioritizedReplayBuffer: need alpha >= 0, 0 <= beta <= 1, beta_steps >= 1 and "

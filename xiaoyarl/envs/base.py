@@ -251,11 +251,8 @@ class TorchVecEnv(VecEnv):
             self.elapsed = elapsed.to(self.device, torch.int64).clone()
 
     def state_dict(self) -> dict:
-        return {
-            "sim_state": self.sim_state.clone(),
-            "elapsed": self.elapsed.clone(),
-            "generator": self.generator.get_state(),
-        }
+        return {"sim_state": self.sim_state.clone(), "elapsed": self.elapsed.clone(),
+                "generator": self.generator.get_state()}  # fmt: skip
 
     def load_state_dict(self, state: dict) -> None:
         self.sim_state = state["sim_state"].to(self.device).clone()

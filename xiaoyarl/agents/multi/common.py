@@ -26,6 +26,7 @@ from xiaoyarl.agents.off_policy import AgentOffPolicy
 from xiaoyarl.core.buffer import Transitions
 from xiaoyarl.envs.base import EnvSpec
 from xiaoyarl.envs.multi.base import MultiAgentEnvSpec, team_reward
+from xiaoyarl.errors import ConfigError
 
 if TYPE_CHECKING:
     from xiaoyarl.agents.protocols import OptimizerKit
@@ -122,6 +123,12 @@ class MultiAgentOffPolicy(AgentOffPolicy):
 
     def __init__(self, spec: MultiAgentEnvSpec, config, device, learner: bool = True,
                  kit: OptimizerKit | None = None) -> None:  # fmt: skip
+        if config.n_step > 1:
+            raise ConfigError(
+                f"n_step={config.n_step}: n-step returns are for the single-agent off-policy "
+                "agents; the multi-agent ones learn from one-step targets (vdn and qmix with "
+                "agent_rnn take td_lambda instead). Leave n_step at 1."
+            )
         self.multi_spec = spec
         self.layout = JointLayout(spec)
         super().__init__(agent_view(spec), config, device, learner, kit)
