@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from torch import nn
 from torch.distributions import Normal
 
 from xiaoyarl import Config, ConfigError, make_env
@@ -267,3 +268,49 @@ def test_n_step_returns_train_end_to_end_and_multi_agent_refuses_them(tmp_path):
     with pytest.raises(ConfigError, match="n_step=3: n-step returns are for the single-agent"):
         train_agent(Config(algo="vdn", env_id="SpreadDiscrete-v0", n_step=3, max_steps=100,
                            cwd=str(tmp_path / "vdn")), log=None)  # fmt: skip
+
+
+def test_ensemble_layer_norm_is_each_members_own_layer_norm():
+    """The critics' LayerNorm, written the obvious way: member k normalises its features over
+    the last axis and applies its own gain and bias."""
+    from xiaoyarl.core.off_policy_nets import EnsembleLayerNorm
+
+    torch.manual_seed(0)
+    norm = EnsembleLayerNorm(3, 5)
+    with torch.no_grad():
+        norm.weight.normal_()
+        norm.bias.normal_()
+    x = torch.randn(3, 7, 5) * 4 + 2
+    layer_norm = torch.nn.functional.layer_norm
+    want = torch.stack([layer_norm(x[k], (5,), norm.weight[k, 0], norm.bias[k, 0])
+                        for k in range(3)])  # fmt: skip
+    torch.testing.assert_close(norm(x), want)
+
+
+@pytest.mark.parametrize("cls", list(ALGO_OF), ids=list(ALGO_OF.values()))
+def test_layer_norm_puts_a_layer_norm_before_each_hidden_relu_of_the_critics(cls):
+    from xiaoyarl.core.off_policy_nets import EnsembleLayerNorm
+
+    agent, _ = make_agent(cls, layer_norm=True)
+    critic = agent.qnet if hasattr(agent, "qnet") else agent.critic
+    layers = [m for m in critic.modules()
+              if isinstance(m, (nn.LayerNorm, EnsembleLayerNorm, nn.ReLU))]  # fmt: skip
+    relus = [i for i, m in enumerate(layers) if isinstance(m, nn.ReLU)]
+    norms = (nn.LayerNorm, EnsembleLayerNorm)
+    assert relus and all(i > 0 and isinstance(layers[i - 1], norms) for i in relus)
+    plain, _ = make_agent(cls)
+    plain_critic = plain.qnet if hasattr(plain, "qnet") else plain.critic
+    assert not any(isinstance(m, norms) for m in plain_critic.modules())
+    logs, _ = agent.update_step(batch_for(agent))  # a gradient step through the normalised critic
+    assert torch.isfinite(logs["critic_loss"])
+
+
+@pytest.mark.parametrize(("algo", "env"), [("sac", "Pendulum-v1"), ("qmix", "SpreadDiscrete-v0")])
+def test_layer_norm_critics_train_end_to_end(algo, env, tmp_path):
+    from xiaoyarl import train_agent
+    from xiaoyarl.config import Config
+
+    config = Config(algo=algo, env_id=env, layer_norm=True, max_steps=600, eval_every=600,
+                    eval_episodes=1, confirm_episodes=0, learning_starts=200, threads=1,
+                    cwd=str(tmp_path / "run"))  # fmt: skip
+    assert train_agent(config, log=None)["total_steps"] >= 600

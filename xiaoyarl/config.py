@@ -157,6 +157,7 @@ class Config:
     soft_update_tau: float = option(0.005, "target <- tau * online + (1 - tau) * target ...")
     target_update_every: int = option(1, "... every this many gradient steps (tau=1: hard update)")
     n_step: int = option(1, "n-step returns (1: one-step TD targets); single-agent off-policy")
+    layer_norm: bool = option(False, "LayerNorm before each hidden ReLU of the critics / Q-nets")
     per: bool = option(False, "prioritized experience replay (proportional)")
     per_alpha: float = option(0.6, "how much prioritization is used (0: uniform)")
     per_beta: float = option(0.4, "initial importance-sampling exponent, annealed to 1 ...")

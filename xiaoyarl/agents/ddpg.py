@@ -78,7 +78,7 @@ class AgentDDPG(AgentOffPolicy):
         spec, cfg = self.spec, self.config
         assert cfg.net_dims is not None and cfg.num_critics is not None, "set by resolve_config"
         return CriticEnsemble(self.feature_dim, spec.action_dim, cfg.net_dims, encoder,
-                              cfg.num_critics)  # fmt: skip
+                              cfg.num_critics, cfg.layer_norm)  # fmt: skip
 
     # --- the hooks the successors override ---
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:

@@ -57,7 +57,8 @@ class AgentDQN(EpsilonGreedy, AgentOffPolicy):
         super().__init__(spec, config, device, learner, kit)
         assert config.net_dims is not None, "resolve_config sets net_dims"
         encoder = self.make_encoder()
-        self.qnet = self.qnet_class(encoder.out_dim, spec.action_dim, config.net_dims, encoder)
+        self.qnet = self.qnet_class(encoder.out_dim, spec.action_dim, config.net_dims, encoder,
+                                    layer_norm=config.layer_norm)  # fmt: skip
         self.qnet.to(device)
         self.qnet_target = self.make_target(self.qnet)
         self.actor = self.qnet  # the greedy policy

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 
 # The Config fields every off-policy agent reads (replay, targets, prioritized replay).
 OFF_POLICY_FIELDS = frozenset({
-    "buffer_size", "learning_starts", "soft_update_tau", "target_update_every", "n_step", "per",
+    "buffer_size", "learning_starts", "soft_update_tau", "target_update_every", "n_step",
+    "layer_norm", "per",
     "per_alpha", "per_beta", "per_beta_steps",
 })  # fmt: skip
 

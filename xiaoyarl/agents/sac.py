@@ -160,7 +160,8 @@ class AgentSACDiscrete(AgentSAC):
     def make_critic(self, encoder: nn.Module) -> nn.Module:
         spec, cfg = self.spec, self.config
         assert cfg.net_dims is not None and cfg.num_critics is not None, "set by resolve_config"
-        return QEnsemble(self.feature_dim, spec.action_dim, cfg.net_dims, encoder, cfg.num_critics)
+        return QEnsemble(self.feature_dim, spec.action_dim, cfg.net_dims, encoder, cfg.num_critics,
+                         cfg.layer_norm)  # fmt: skip
 
     def default_target_entropy(self) -> float:
         return 0.89 * math.log(self.spec.action_dim)

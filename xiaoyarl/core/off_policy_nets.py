@@ -43,10 +43,11 @@ class QNet(nn.Module):
     """Q-values for discrete actions: `q_values(state) -> (batch, action_dim)`; calling the
     module gives the greedy action `(batch,)` int64, so it doubles as the policy."""
 
-    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module):
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module,
+                 layer_norm: bool = False) -> None:  # fmt: skip
         super().__init__()
         self.norm = norm
-        self.net = build_mlp([state_dim, *net_dims, action_dim], nn.ReLU)
+        self.net = build_mlp([state_dim, *net_dims, action_dim], nn.ReLU, layer_norm=layer_norm)
 
     def q_values(self, state: torch.Tensor) -> torch.Tensor:
         return self.net(self.norm(state))
@@ -61,16 +62,19 @@ class QNetLayerNorm(QNet):
     Learning", 2025)."""
 
     def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module):
-        super().__init__(state_dim, action_dim, net_dims, norm)
-        self.net = build_mlp([state_dim, *net_dims, action_dim], nn.ReLU, layer_norm=True)
+        super().__init__(state_dim, action_dim, net_dims, norm, layer_norm=True)
 
 
 class QNetDuel(QNet):
     """Dueling Q-network (Wang et al. 2016): `Q = V(s) + A(s, a) - mean_a A(s, a)`."""
 
-    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module):
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module,
+                 layer_norm: bool = False) -> None:  # fmt: skip
         super().__init__(state_dim, action_dim, net_dims, norm)
-        self.net = build_mlp([state_dim, *net_dims[:-1], net_dims[-1]], nn.ReLU)
+        self.net = build_mlp([state_dim, *net_dims[:-1], net_dims[-1]], nn.ReLU,
+                             layer_norm=layer_norm)  # fmt: skip
+        if layer_norm:
+            self.net.append(nn.LayerNorm(net_dims[-1]))
         self.net.append(nn.ReLU())
         self.value_head = build_mlp([net_dims[-1], 1])
         self.advantage_head = build_mlp([net_dims[-1], action_dim])
@@ -88,14 +92,18 @@ class RecurrentQNet(nn.Module):
     `step(state (B, S), hidden (B, H)) -> (q (B, U), hidden' (B, H))` is one time step;
     `unroll(states (T, B, S)) -> (q (T, B, U), hidden (T, B, H))` runs a whole episode from a
     zero hidden state (`hidden[t]` is the state after step t). A zero hidden state starts every
-    episode (`initial_hidden`)."""
+    episode (`initial_hidden`). `layer_norm`: a LayerNorm before each ReLU of the body."""
 
-    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module):
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module,
+                 layer_norm: bool = False) -> None:  # fmt: skip
         super().__init__()
         self.norm = norm
         *body, self.hidden_dim = net_dims
-        self.encoder = build_mlp([state_dim, *body], nn.ReLU) if body else nn.Identity()
-        self.relu = nn.ReLU() if body else nn.Identity()
+        self.encoder = (build_mlp([state_dim, *body], nn.ReLU, layer_norm=layer_norm) if body
+                        else nn.Identity())  # fmt: skip
+        self.relu: nn.Module = nn.ReLU() if body else nn.Identity()
+        if body and layer_norm:
+            self.relu = nn.Sequential(nn.LayerNorm(body[-1]), nn.ReLU())
         # one GRU layer (nn.GRU runs a whole sequence in one call; a step is a sequence of 1)
         self.gru = nn.GRU(body[-1] if body else state_dim, self.hidden_dim)
         self.head = build_mlp([self.hidden_dim, action_dim])
@@ -134,12 +142,30 @@ class EnsembleLinear(nn.Module):
         return torch.baddbmm(self.bias, x, self.weight)
 
 
-def build_ensemble_mlp(num: int, dims: list[int]) -> nn.Sequential:
+class EnsembleLayerNorm(nn.Module):
+    """LayerNorm over the last axis of `(num, batch, dim)`, each member with its own gain and
+    bias (one `nn.LayerNorm` would share them across the ensemble)."""
+
+    def __init__(self, num: int, dim: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(num, 1, dim))
+        self.bias = nn.Parameter(torch.zeros(num, 1, dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        normed = F.layer_norm(x, x.shape[-1:], eps=self.eps)
+        return torch.addcmul(self.bias, normed, self.weight)
+
+
+def build_ensemble_mlp(num: int, dims: list[int], layer_norm: bool = False) -> nn.Sequential:
+    """`num` MLPs `dims = [in, hidden..., out]` in one call; ReLU after each hidden layer,
+    preceded by a LayerNorm (each member's own) where `layer_norm`."""
     layers: list[nn.Module] = []
     for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:], strict=True)):
         layers.append(EnsembleLinear(num, d_in, d_out))
         if i < len(dims) - 2:
-            layers.append(nn.ReLU())
+            layers.extend([EnsembleLayerNorm(num, d_out), nn.ReLU()] if layer_norm
+                          else [nn.ReLU()])  # fmt: skip
     return nn.Sequential(*layers)
 
 
@@ -150,13 +176,12 @@ class CriticEnsemble(nn.Module):
     (clipped double Q), REDQ ten.
     """
 
-    def __init__(
-        self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module, num: int
-    ) -> None:
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module,
+                 num: int, layer_norm: bool = False) -> None:  # fmt: skip
         super().__init__()
         self.norm = norm
         self.num = num
-        self.net = build_ensemble_mlp(num, [state_dim + action_dim, *net_dims, 1])
+        self.net = build_ensemble_mlp(num, [state_dim + action_dim, *net_dims, 1], layer_norm)
 
     def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         return self.net(torch.cat([self.norm(state), action], -1)).squeeze(-1)
@@ -165,13 +190,12 @@ class CriticEnsemble(nn.Module):
 class QEnsemble(nn.Module):
     """`num` Q(s, .) networks for discrete actions: `(batch, S) -> (num, batch, action_dim)`."""
 
-    def __init__(
-        self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module, num: int
-    ) -> None:
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module,
+                 num: int, layer_norm: bool = False) -> None:  # fmt: skip
         super().__init__()
         self.norm = norm
         self.num = num
-        self.net = build_ensemble_mlp(num, [state_dim, *net_dims, action_dim])
+        self.net = build_ensemble_mlp(num, [state_dim, *net_dims, action_dim], layer_norm)
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
         return self.net(self.norm(state))

@@ -48,7 +48,7 @@ class CentralizedCritic(MultiAgentOffPolicy, AgentDDPG):
         self.critic_norm = RunningNorm(state_in, bool(cfg.state_norm), cfg.state_norm_clip)
         self.critic_norm.to(self.device)
         return CriticEnsemble(state_in, spec.num_agents * spec.action_dim, cfg.net_dims,
-                              self.critic_norm, cfg.num_critics)  # fmt: skip
+                              self.critic_norm, cfg.num_critics, cfg.layer_norm)  # fmt: skip
 
     def update_normalizers(self, rollout: Transitions) -> None:
         super().update_normalizers(rollout)
