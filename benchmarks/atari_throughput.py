@@ -57,12 +57,15 @@ def run_xiaoyarl(algo: str, steps: int) -> float:
 
 def sb3_child(algo: str, steps: int) -> None:
     """In a fresh process: SB3's `learn` over `steps` env steps; prints steps per second."""
+    import ale_py
+    import gymnasium
     import torch
     from stable_baselines3 import DQN, PPO
     from stable_baselines3.common.env_util import make_atari_env
     from stable_baselines3.common.vec_env import VecFrameStack
 
     torch.set_num_threads(1)
+    gymnasium.register_envs(ale_py)  # the Atari ids
     if algo == "ppo":
         env = VecFrameStack(make_atari_env(GAME, n_envs=8, seed=0), n_stack=4)
         model = PPO("CnnPolicy", env, n_steps=128, n_epochs=4, batch_size=256,

@@ -164,6 +164,37 @@ def test_ppo_shares_its_image_encoder_and_steps_it_once():
     env.close()
 
 
+def test_a_shared_encoder_computes_each_minibatchs_features_once_with_the_same_loss():
+    """PPO's actor and critic read a mini-batch through their shared CNN: the features are
+    computed (and back-propagated) once, and the loss and gradients are those of computing them
+    twice, as before."""
+    agent, env = agent_and_env("ppo", horizon_len=8)
+    data = agent.ppo_batch(agent.explore_env(env, 8))
+    assert data.critic_states is data.states  # one tensor, indexed once per mini-batch
+    encoder = agent.actor.norm
+    calls = []
+    hook = encoder.register_forward_hook(lambda *_: calls.append(1))
+    idx = torch.arange(16)
+    loss, _ = agent.minibatch_loss(data, idx, torch.mean)
+    loss.backward()
+    assert len(calls) == 1
+    once = [p.grad.clone() for p in encoder.parameters()]
+    agent.actor.zero_grad()
+    # the obvious way: two separate copies of the mini-batch, two passes through the encoder
+    batch = type(data)._make(None if x is None else x[idx].clone() for x in data)
+    twice, _ = agent.ppo_loss(batch, torch.mean)
+    twice.backward()
+    assert len(calls) == 3
+    torch.testing.assert_close(loss, twice)
+    for a, p in zip(once, encoder.parameters(), strict=True):
+        torch.testing.assert_close(a, p.grad)
+    hook.remove()
+    with torch.no_grad():  # without gradients nothing is remembered
+        x = data.states[:4]
+        assert torch.equal(encoder(x), encoder(x)) and encoder._memo is None
+    env.close()
+
+
 @pytest.mark.parametrize("algo", ["dqn", "sac_discrete"])
 def test_off_policy_targets_lag_with_a_copy_of_the_cnn(algo):
     agent, env = agent_and_env(algo, buffer_size=256)

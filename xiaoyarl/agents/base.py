@@ -192,15 +192,13 @@ class AgentBase:
         assert lr is not None, "resolve_config sets learning_rate"
         return self.kit.adam(net.parameters(), lr)
 
-    def optimizer_step(
-        self, optimizer: protocols.Optimizer | None, net: nn.Module, loss: torch.Tensor
-    ) -> None:
+    def optimizer_step(self, optimizer: protocols.Optimizer | None, net: nn.Module,
+                       loss: torch.Tensor) -> None:  # fmt: skip
         """Backward, clip the global gradient norm to `clip_grad_norm`, and step."""
         self.optimizer_steps(loss, (optimizer, net))
 
-    def optimizer_steps(
-        self, loss: torch.Tensor, *pairs: tuple[protocols.Optimizer | None, nn.Module]
-    ) -> None:
+    def optimizer_steps(self, loss: torch.Tensor,
+                        *pairs: tuple[protocols.Optimizer | None, nn.Module]) -> None:  # fmt: skip
         """One backward pass through `loss`, a sum of losses of networks that share no
         parameters, then per network: clip its gradient norm to `clip_grad_norm` and step its
         optimizer. The same update as one `optimizer_step` per network, with one autograd pass.

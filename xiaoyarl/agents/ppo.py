@@ -258,7 +258,8 @@ class AgentPPO(AgentBase):
         if self.value_norm is not None:
             self.value_norm.update(returns.unsqueeze(1))
         masks = None if rollout.action_masks is None else rollout.action_masks.flatten(0, 1)
-        return PPOBatch(rollout.states.flatten(0, 1), critic_now.flatten(0, 1),
+        flat = rollout.states.flatten(0, 1)  # one tensor where the critic sees the same states
+        return PPOBatch(flat, flat if critic_now is rollout.states else critic_now.flatten(0, 1),
                         rollout.actions.flatten(0, 1), masks, rollout.logprobs.flatten(),
                         advantages, returns, old_outputs)  # fmt: skip
 
@@ -279,8 +280,11 @@ class AgentPPO(AgentBase):
     def minibatch_loss(self, data: PPOBatch, idx: torch.Tensor,
                        mean: Callable[[torch.Tensor], torch.Tensor],
                        ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
-        """`ppo_loss` of the transitions `idx` `(B,)` of the batch."""
-        return self.ppo_loss(type(data)._make(None if x is None else x[idx] for x in data), mean)
+        """`ppo_loss` of the transitions `idx` `(B,)` of the batch (a tensor two fields share is
+        indexed once: a shared image encoder then computes its features once, `Encoder`)."""
+        picked: dict[int, torch.Tensor] = {}
+        return self.ppo_loss(type(data)._make(None if x is None else picked.setdefault(
+            id(x), x[idx]) for x in data), mean)  # fmt: skip
 
     def update_state_norms(self, data: PPOBatch) -> None:
         """Merge the batch's states into the running normalisers: after the update, so that

@@ -60,9 +60,38 @@ def to_float(obs: torch.Tensor) -> torch.Tensor:
 
 
 class Encoder(nn.Module):
-    """Base of the encoders with parameters: `out_dim`, and no running statistics."""
+    """Base of the encoders with parameters: `out_dim`, and no running statistics.
+
+    Where two networks share an encoder (PPO's actor and critic, `share_encoder`), a loss reads
+    the same observations through it twice. A call with gradients on remembers its input and
+    output for the next call only; if that next call is on the very same tensor, unchanged, with
+    the parameters unchanged, it returns the same output, so the features are computed, and
+    back-propagated, once (as CleanRL's and Stable-Baselines3's shared CNNs do). The same
+    numbers as computing them twice: the features are a deterministic function of both."""
 
     out_dim: int
+    _memo: tuple | None = None
+
+    def __call__(self, obs: torch.Tensor) -> torch.Tensor:
+        memo, self._memo = self._memo, None
+        key = self._memo_key(obs)
+        if memo is not None and key is not None and memo[0] is obs and memo[1] == key:
+            return memo[2]
+        out = super().__call__(obs)
+        if key is not None and torch.is_grad_enabled():
+            self._memo = (obs, key, out)
+        return out
+
+    def _memo_key(self, obs: torch.Tensor) -> tuple[int, ...] | None:
+        """The versions of the input and of the parameters (in-place changes bump them); None
+        where they cannot be read (inside `torch.func` transforms)."""
+        try:
+            return (obs._version, *(p._version for p in self.parameters()))
+        except (RuntimeError, NotImplementedError):
+            return None
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_memo": None}  # copies and pickles never carry a memo
 
     def update(self, obs: torch.Tensor) -> None:
         """Running statistics to merge: none (images are scaled by a constant)."""
