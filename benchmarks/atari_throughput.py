@@ -5,10 +5,9 @@ preprocessing, same network, same amount of learning per env step, 1 torch threa
   (30 no-op starts, frame skip 4 with max-pooling, 84x84 grayscale, 4 stacked frames, FIRE at
   reset, episodic lives and clipped rewards for training): xiaoyarl's from gymnasium's wrappers
   (`xiaoyarl/envs/atari.py`), SB3's `make_atari_env` + `VecFrameStack(4)`.
-- Network: the Nature CNN (Mnih et al. 2015) on both sides, 512 features, one CNN shared by
-  actor and critic for PPO. The heads differ slightly: SB3's are linear on the features,
-  xiaoyarl's have two hidden layers of 64 (its `net_dims` default), 0.4% of the CNN's
-  multiply-adds.
+- Network: the Nature CNN (Mnih et al. 2015) on both sides, 512 features and linear output
+  layers on them (`net_dims=[]`, SB3's CNN policies' layout), one CNN shared by actor and
+  critic for PPO.
 - PPO: 8 sub-envs x 128 steps, 4 epochs of mini-batches of 256 (the RL Zoo's Atari PPO).
 - DQN: 1 sub-env, one gradient step of 32 every 4 env steps, replay of 100,000, learning from
   step 1,000 on (the zoo's Atari DQN with an early start, so the timing is of learning).
@@ -35,9 +34,9 @@ from machine import machine
 
 GAME = "PongNoFrameskip-v4"
 XIAOYARL = {
-    "ppo": ["--num-envs", "8", "--set", "horizon_len=128",
+    "ppo": ["--num-envs", "8", "--set", "net_dims=[]", "--set", "horizon_len=128",
             "--set", "batch_size=256", "--set", "repeat_times=4"],
-    "dqn": ["--num-envs", "1", "--set", "batch_size=32",
+    "dqn": ["--num-envs", "1", "--set", "net_dims=[]", "--set", "batch_size=32",
             "--set", "repeat_times=0.25", "--set", "buffer_size=100000",
             "--set", "learning_starts=1000", "--set", "target_update_every=1000"],
 }  # fmt: skip

@@ -195,6 +195,21 @@ def test_a_shared_encoder_computes_each_minibatchs_features_once_with_the_same_l
     env.close()
 
 
+@pytest.mark.parametrize("algo", ["ppo", "dqn", "sac_discrete"])
+def test_empty_net_dims_put_the_output_layers_on_the_cnns_features(algo):
+    """`net_dims: []`: the papers' Atari networks, an output layer on the encoder's features."""
+    agent, env = agent_and_env(algo, net_dims=[], horizon_len=8, buffer_size=256,
+                               learning_starts=0)  # fmt: skip
+    net = agent.actor if algo == "ppo" else agent.qnet if algo == "dqn" else agent.critic
+    head = list(net.net)  # what follows the encoder: one layer (an ensemble's, for SAC)
+    assert len(head) == 1 and head[0].weight.shape[-2 if algo == "sac_discrete" else -1] == (
+        net.norm.out_dim)
+    agent.update_net(agent.explore_env(env, 8))
+    env.close()
+    with pytest.raises(ConfigError, match="net_dims"):
+        validate_config(Config(algo="d3qn", env_id=ENV, net_dims=[]))
+
+
 @pytest.mark.parametrize("algo", ["dqn", "sac_discrete"])
 def test_off_policy_targets_lag_with_a_copy_of_the_cnn(algo):
     agent, env = agent_and_env(algo, buffer_size=256)

@@ -179,8 +179,12 @@ def validate_config(config: Config) -> Config:
             bad(name, "a finite number >= 0")
     if not 0 <= config.h_term_drop < 1:
         bad("h_term_drop", "in [0, 1)")
-    if config.net_dims is not None and (not config.net_dims or any(d < 1 for d in config.net_dims)):
-        bad("net_dims", "a non-empty list of positive layer widths, e.g. [64, 64]")
+    if config.net_dims is not None and any(d < 1 for d in config.net_dims):
+        bad("net_dims", "a list of positive layer widths, e.g. [64, 64] ([]: output layers on "
+            "the inputs or an image encoder's features)")  # fmt: skip
+    if config.net_dims == [] and (config.algo == "d3qn" or config.agent_rnn):
+        bad("net_dims", "a non-empty list for d3qn (its dueling heads branch off the last "
+            "hidden layer) and with agent_rnn (the last width is the GRU's)")  # fmt: skip
     lr = config.learning_rate
     if lr is not None and not (math.isfinite(lr) and 0 < lr < 1):
         bad("learning_rate", "a number in (0, 1), e.g. 3e-4")

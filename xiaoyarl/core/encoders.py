@@ -14,7 +14,7 @@ The CNNs, each ending in the hidden layer its paper puts after the convolutions:
 - "impala": Espeholt et al., "IMPALA", ICML 2018: three stacks (16, 32, 32 channels) of a 3x3
   convolution, a 3x3/2 max-pool and two residual blocks, then 256 units.
 - "minatar": Young and Tian, "MinAtar", 2019: one 16-channel 3x3 convolution (its 128-unit
-  hidden layer is the head's: `net_dims: [128]` in the MinAtar presets).
+  hidden layer is the head's: `net_dims: [128]` gives the paper's network).
 "auto" picks "minatar" for images smaller than 36 pixels a side (nature's kernels need more) and
 "nature" otherwise; "mlp" flattens an image. A user's own encoder is named "module:Class":
 `Class(obs_shape)` must have `out_dim` and take float32 observations `(batch, *obs_shape)`
