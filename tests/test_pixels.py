@@ -202,8 +202,8 @@ def test_empty_net_dims_put_the_output_layers_on_the_cnns_features(algo):
                                learning_starts=0)  # fmt: skip
     net = agent.actor if algo == "ppo" else agent.qnet if algo == "dqn" else agent.critic
     head = list(net.net)  # what follows the encoder: one layer (an ensemble's, for SAC)
-    assert len(head) == 1 and head[0].weight.shape[-2 if algo == "sac_discrete" else -1] == (
-        net.norm.out_dim)
+    width = head[0].weight.shape[-2 if algo == "sac_discrete" else -1]  # inputs of the layer
+    assert len(head) == 1 and width == net.norm.out_dim
     agent.update_net(agent.explore_env(env, 8))
     env.close()
     with pytest.raises(ConfigError, match="net_dims"):
