@@ -314,3 +314,20 @@ def test_layer_norm_critics_train_end_to_end(algo, env, tmp_path):
                     eval_episodes=1, confirm_episodes=0, learning_starts=200, threads=1,
                     cwd=str(tmp_path / "run"))  # fmt: skip
     assert train_agent(config, log=None)["total_steps"] >= 600
+
+
+def test_a_ratio_below_one_step_per_rollout_is_taken_as_asked():
+    """repeat_times 0.25 with one sub-env: the automatic horizon grows to 4 steps, so a rollout
+    takes one gradient step (not one per 2 steps); an explicit horizon too short is refused."""
+    from xiaoyarl import ConfigError
+    from xiaoyarl.agents.settings import resolve_config
+    from xiaoyarl.config import Config
+
+    config = resolve_config(Config(algo="dqn", env_id="CartPole-v1", num_envs=1,
+                                   repeat_times=0.25), batched=False)  # fmt: skip
+    assert config.horizon_len == 4
+    default = resolve_config(Config(algo="dqn", env_id="CartPole-v1"), batched=False)
+    assert default.horizon_len * default.num_envs * default.repeat_times >= 1
+    with pytest.raises(ConfigError, match="raise horizon_len to 4"):
+        resolve_config(Config(algo="dqn", env_id="CartPole-v1", num_envs=1, horizon_len=2,
+                              repeat_times=0.25), batched=False)  # fmt: skip

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 
 from xiaoyarl.agents import ALGORITHMS
 from xiaoyarl.agents.base import AgentBase
@@ -71,6 +72,16 @@ def check_config(config: Config) -> Config:
             f"invalid config: reward_norm=True does not apply to {config.algo}: reward "
             f"normalisation is part of the on-policy agents (ppo, a2c). Remove the setting."
         )
+    if (agent.if_off_policy and config.num_envs and config.horizon_len and config.repeat_times
+            and 0 < config.repeat_times * config.num_envs * config.horizon_len < 1):  # fmt: skip
+        per_rollout = config.repeat_times * config.num_envs * config.horizon_len
+        raise ConfigError(
+            f"invalid config: repeat_times={config.repeat_times} gradient steps per env step "
+            f"make {per_rollout:g} per rollout of num_envs * horizon_len = {config.num_envs} * "
+            f"{config.horizon_len} steps, and a rollout takes at least one; raise horizon_len to "
+            f"{math.ceil(1 / (config.repeat_times * config.num_envs) - 1e-9)} (or leave it "
+            f"automatic) for the ratio asked."
+        )
     if (not agent.if_off_policy and config.num_envs is not None
             and config.horizon_len is not None and config.batch_size is not None):  # fmt: skip
         rollout = config.num_envs * config.horizon_len
@@ -93,6 +104,13 @@ def resolve_config(config: Config, batched: bool, device_type: str = "cpu") -> C
     for name, value in agent_of(config).defaults(resolved, batched, device_type).items():
         if getattr(resolved, name) is None:
             setattr(resolved, name, value)
+    if agent_of(config).if_off_policy and config.horizon_len is None:
+        # an automatic horizon long enough for one gradient step per rollout, so that a ratio
+        # below one step per rollout (e.g. 0.25 with one sub-env) is taken as asked
+        assert resolved.repeat_times is not None and resolved.num_envs is not None
+        per_step = resolved.repeat_times * resolved.num_envs
+        if 0 < per_step and per_step * resolved.horizon_len < 1:  # type: ignore[operator]
+            resolved.horizon_len = math.ceil(1 / per_step - 1e-9)
     return check_config(resolved)
 
 
