@@ -149,22 +149,22 @@ def test_add_that_does_not_continue_and_checkpoint_round_trip() -> None:
     other = ReplayBuffer(20 * 2, 2, K * F, A, True, 8, obs_shape=(K, F), frame_stack=K)
     saved.seek(0)
     other.load_state_dict(torch.load(saved))
-    torch.manual_seed(3)
-    a = buf.sample(64)
-    torch.manual_seed(3)
-    b = other.sample(64)
-    for x, y in zip(a, b, strict=True):
-        assert torch.equal(x, y)
+    assert_same_samples(buf, other, seed=3)
     chunk = stream.chunk(30)  # both go on the same way after the restore
     buf.add(chunk)
     other.add(chunk)
-    torch.manual_seed(4)
-    a = buf.sample(64)
-    torch.manual_seed(4)
-    b = other.sample(64)
-    for x, y in zip(a, b, strict=True):
-        assert torch.equal(x, y)
+    assert_same_samples(buf, other, seed=4)
     check(other, stream)
+
+
+def assert_same_samples(a: ReplayBuffer, b: ReplayBuffer, seed: int) -> None:
+    """Both buffers draw the same batch from the same random state."""
+    batches = []
+    for buf in (a, b):
+        torch.manual_seed(seed)
+        batches.append(buf.sample(64))
+    for x, y in zip(*batches, strict=True):
+        assert torch.equal(x, y)
 
 
 def test_prioritized_replay_with_frames_never_draws_unrebuildable_rows() -> None:
