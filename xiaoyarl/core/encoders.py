@@ -74,11 +74,13 @@ class Encoder(nn.Module):
 
     def __call__(self, obs: torch.Tensor) -> torch.Tensor:
         memo, self._memo = self._memo, None
+        if not torch.is_grad_enabled():  # acting and evaluating: nothing to share, no key read
+            return super().__call__(obs)
         key = self._memo_key(obs)
         if memo is not None and key is not None and memo[0] is obs and memo[1] == key:
             return memo[2]
         out = super().__call__(obs)
-        if key is not None and torch.is_grad_enabled():
+        if key is not None:
             self._memo = (obs, key, out)
         return out
 
