@@ -13,7 +13,9 @@ The protocol, the same for both libraries:
   imports, env and model construction, evaluations and confirmations included): what a user
   waits for. The time from the start of training is reported beside it.
 - Stable-Baselines3 uses the hyper-parameters its RL Zoo publishes for the task; xiaoyarl uses
-  its own defaults (nothing is set but the backend, seed, budget and evaluation schedule).
+  what `xiaoyarl train ALGO ENV` starts from: its defaults, or the preset of the pair where
+  one exists (the fast_td3 and fast_sac rows); nothing else is set but the backend, seed,
+  budget and evaluation schedule.
 
 Reported per task and library: seeds solved, median env steps to the target, seconds to the
 target from process start (median, min, max over solved seeds) and from training start, the
@@ -111,6 +113,27 @@ TASKS: dict[str, Task] = {
         backend="torch",
     ),  # fmt: skip
     "sac-pendulum": Task("sac", "Pendulum-v1", -200, 30_000, 1_000, dict(learning_rate=1e-3)),
+    # FastTD3 and FastSAC (1,024 torch-native sub-envs) against the zoo's SAC on gymnasium's env
+    "fast_td3-pendulum-torch": Task(
+        "fast_td3",
+        "Pendulum-v1",
+        -200,
+        300_000,
+        1_000,
+        dict(learning_rate=1e-3),
+        sb3_algo="sac",
+        backend="torch",
+    ),
+    "fast_sac-pendulum-torch": Task(
+        "fast_sac",
+        "Pendulum-v1",
+        -200,
+        300_000,
+        1_000,
+        dict(learning_rate=1e-3),
+        sb3_algo="sac",
+        backend="torch",
+    ),
     "td3-pendulum": Task("td3", "Pendulum-v1", -200, 30_000, 1_000, ZOO_OFF_POLICY_PENDULUM),
     "ddpg-pendulum": Task("ddpg", "Pendulum-v1", -200, 30_000, 1_000, ZOO_OFF_POLICY_PENDULUM),
     "sac-hopper": Task("sac", "Hopper-v5", 1_000, 100_000, 5_000, dict(learning_starts=10_000)),
@@ -167,16 +190,18 @@ SB3_CLASSES = {"ppo": "PPO", "a2c": "A2C", "dqn": "DQN", "sac": "SAC", "td3": "T
 
 # --- one training run, inside its own process ---------------------------------------------------
 def run_xiaoyarl(task: Task, seed: int, threads: int | None, root: Path) -> dict:
-    from xiaoyarl import Config, train_agent
-    from xiaoyarl.config_io import apply_overrides
+    from xiaoyarl import train_agent
+    from xiaoyarl.config_io import apply_overrides, config_from_preset
 
-    config = Config(
-        algo=task.algo, env_id=task.env_id, backend=task.backend, seed=seed, threads=threads,
+    config = config_from_preset(task.algo, task.env_id)  # what `xiaoyarl train` starts from
+    for name, value in dict(
+        backend=task.backend, seed=seed, threads=threads,
         max_steps=task.budget, target_return=task.target, eval_every=task.eval_every,
         stop_at_target=task.stop_at_target,
         eval_episodes=10, confirm_episodes=CONFIRM_EPISODES, checkpoint_every=10**12,
         cwd=str(root / "xiaoyarl"),
-    )  # fmt: skip
+    ).items():  # fmt: skip
+        setattr(config, name, value)
     apply_overrides(config, list(task.xiaoyarl_set))
     summary = train_agent(config, log=None)
     with open(root / "xiaoyarl" / "recorder.csv") as f:  # every evaluation: (env steps, mean)

@@ -191,6 +191,8 @@ def _train_in_process(cwd, algo, env_id, max_steps, resume=False, **fields):
 
 
 TINY_OFF = {"num_envs": 4, "learning_starts": 128, "batch_size": 32, "net_dims": [32]}
+FAST_TD3_OPTIONS = {"explore_noise_std": 0.001, "explore_noise_std_max": 0.4, "critic_atoms": 11,
+                    "critic_v_min": -1700, "critic_v_max": 0}  # fmt: skip
 # (learning starts at 128, so the resumed half trains from a partly filled buffer)
 
 
@@ -201,6 +203,9 @@ TINY_OFF = {"num_envs": 4, "learning_starts": 128, "batch_size": 32, "net_dims":
         ("td3", "Pendulum-v1", TINY_OFF),
         ("modsac", "Pendulum-v1", TINY_OFF),
         ("redq", "Pendulum-v1", {**TINY_OFF, "num_critics": 4}),
+        ("td3", "Pendulum-v1", {**TINY_OFF, "state_norm": True}),
+        # each sub-env's noise std, and C51 critics
+        ("fast_td3", "Pendulum-v1", {**TINY_OFF, "num_envs": 8, **FAST_TD3_OPTIONS}),
         ("sac_discrete", "CartPole-v1", TINY_OFF),
         ("double_dqn", "CartPole-v1", TINY_OFF),
         ("d3qn", "CartPole-v1", {**TINY_OFF, "per": True}),

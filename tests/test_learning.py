@@ -49,6 +49,8 @@ CASES = {  # id: (algo, env, extra args, target, env-step budget)
     "pqn-torch-cartpole": ("pqn", "CartPole-v1", (), 475, 500_000),
     "pqn-gym-cartpole": ("pqn", "CartPole-v1", GYM, 475, 500_000),
     "pqn-torch-acrobot": ("pqn", "Acrobot-v1", (), -100, 1_000_000),
+    "fast_td3-torch-pendulum": ("fast_td3", "Pendulum-v1", (), -200, 500_000),
+    "fast_sac-torch-pendulum": ("fast_sac", "Pendulum-v1", (), -200, 500_000),
     "ppo-torch-chase": ("ppo", "Chase-v0", (), 6.3, 3_000_000),
     **{
         f"{algo}-gym-cartpole": (algo, "CartPole-v1", GYM, 475, 100_000)

@@ -21,7 +21,14 @@ from xiaoyarl.config_io import (
     set_field,
 )
 from xiaoyarl.errors import ConfigError, XiaoyaError
-from xiaoyarl.presets import CONFIG_DIR, ID_PRESETS, PRESETS, preset_ids, preset_path
+from xiaoyarl.presets import (
+    ALGO_PRESETS,
+    CONFIG_DIR,
+    ID_PRESETS,
+    PRESETS,
+    preset_ids,
+    preset_path,
+)
 
 if TYPE_CHECKING:
     from xiaoyarl.population.schemes import PopulationConfig
@@ -319,7 +326,7 @@ def _train(args: argparse.Namespace) -> int:
     config = load_config(source) if source else Config()
     _apply_run_args(config, args)
     if preset is not None and not args.quiet:
-        print(f"settings: the task preset {preset} for {config.algo} on {config.env_id}, "
+        print(f"settings: the preset {preset} for {config.algo} on {config.env_id}, "
               f"then the command line (--no-preset: the library's defaults)")  # fmt: skip
     if args.resume and not args.config:
         # Resume from the run's own config; options given now still override it.
@@ -464,6 +471,9 @@ def _list(args: argparse.Namespace) -> int:
                 for (id_algo, env_id, id_task), own in ID_PRESETS.items():
                     if (id_algo, id_task) == (algo, task):
                         print(f"    {'':8s} on {env_id}: {CONFIG_DIR.name}/{own}")
+    print("  any other task:")
+    for algo, name in ALGO_PRESETS.items():
+        print(f"    {algo:8s} {CONFIG_DIR.name}/{name}")
     if args.fields:
         _list_fields()
     return 0

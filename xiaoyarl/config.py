@@ -167,12 +167,18 @@ class Config:
     explore_decay_steps: int = option(10_000, "DQN, PQN: env steps of epsilon's linear decay")
     q_lambda: float = option(0.65, "PQN: lambda of its Q(lambda) returns (0: one-step targets)")
     explore_noise_std: float = option(0.1, "DDPG / TD3: Gaussian exploration noise (actions: +-1)")
+    explore_noise_std_max: float | None = option(None, "DDPG / TD3: each sub-env its own noise "
+        "std, drawn from [explore_noise_std, this] as its episode starts (FastTD3)")  # fmt: skip
     policy_noise_std: float = option(0.2, "TD3: target policy smoothing noise ...")
     policy_noise_clip: float = option(0.5, "... clipped to +-this")
     policy_delay: int = option(2, "TD3: critic updates per actor update")
     alpha_init: float = option(1.0, "SAC: initial entropy temperature (learned)")
     num_critics: int | None = option(None, "critics; None: 1 DDPG/MADDPG, 2 TD3/SAC/MATD3, 10 REDQ")
     redq_subset: int = option(2, "REDQ: M critics in the target's minimum")
+    critic_atoms: int = option(0, "DDPG / TD3 / SAC / REDQ: C51 distributional critics of this "
+        "many atoms spread over [critic_v_min, critic_v_max] (0: a value each)")  # fmt: skip
+    critic_v_min: float | None = option(None, "the least return the critics' atoms stand for")
+    critic_v_max: float | None = option(None, "the greatest one (set both with critic_atoms)")
     target_q_reduce: str = option("min", "DDPG / TD3 / SAC: the target critics' values combined "
         "by their min (the papers' clipped double Q) or their mean (an averaged ensemble; raise "
         "num_critics for more members)", ("min", "mean"))  # fmt: skip

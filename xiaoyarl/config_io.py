@@ -165,6 +165,21 @@ def validate_config(config: Config) -> Config:
             bad(name, "a finite number >= 0")
     if config.alpha_init <= 0:
         bad("alpha_init", "a number > 0")
+    high = config.explore_noise_std_max
+    if high is not None and not (math.isfinite(high) and high >= config.explore_noise_std):
+        bad("explore_noise_std_max", f"a finite number >= explore_noise_std "
+            f"({config.explore_noise_std}), or null for one std for every sub-env")  # fmt: skip
+    if config.critic_atoms == 1 or config.critic_atoms < 0:
+        bad("critic_atoms", "0 (a value per critic) or at least 2 (C51 uses 51 atoms, FastTD3 101)")
+    if config.critic_atoms:
+        for name in ("critic_v_min", "critic_v_max"):
+            value = getattr(config, name)
+            if value is None or not math.isfinite(value):
+                bad(name, "a finite number with critic_atoms: the critics' atoms spread over "
+                    "[critic_v_min, critic_v_max], which should hold every return the task "
+                    "can give (e.g. -1700 and 0 for Pendulum-v1)")  # fmt: skip
+        if config.critic_v_min >= config.critic_v_max:  # type: ignore[operator]
+            bad("critic_v_max", f"greater than critic_v_min ({config.critic_v_min})")
     if config.agent_rnn and config.per:
         bad("per", "false with agent_rnn (recurrent agents replay whole episodes, uniformly)")
     if config.td_lambda and not config.agent_rnn:

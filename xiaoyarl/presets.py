@@ -13,6 +13,9 @@ is discrete unless `env_kwargs` sets `continuous_actions`), since a preset is me
 Where an id needs settings of its own for its task, `ID_PRESETS` names them (QMIX on mpe2's id,
 whose global state differs from the built-in env's; its file says why).
 
+An algorithm whose paper gives settings for every task (FastTD3's) has a preset of its own,
+`ALGO_PRESETS`, for the tasks without one.
+
 `xiaoyarl train` starts from the preset of its pair when there is one and no `--config` is
 given, says so, and writes the resolved values into the run's `config.yaml`; `--no-preset`
 keeps the library's defaults. From Python, `config_from_preset(algo, env_id, env_kwargs)`
@@ -29,6 +32,7 @@ SPREAD_DISCRETE = "cooperative navigation (discrete actions)"
 SPREAD_CONTINUOUS = "cooperative navigation (continuous actions)"
 MINATAR_BREAKOUT = "MinAtar Breakout"
 MINATAR_SPACE_INVADERS = "MinAtar SpaceInvaders"
+PENDULUM = "Pendulum"
 
 # env id -> its task: (the task with discrete actions, the task with continuous actions),
 # the second chosen by env_kwargs["continuous_actions"] (ids of one kind name it twice)
@@ -39,6 +43,7 @@ TASKS: dict[str, tuple[str, str]] = {
     "mpe2.simple_spread_v3:parallel_env": (SPREAD_DISCRETE, SPREAD_CONTINUOUS),
     "MinAtar/Breakout-v1": (MINATAR_BREAKOUT, MINATAR_BREAKOUT),
     "MinAtar/SpaceInvaders-v1": (MINATAR_SPACE_INVADERS, MINATAR_SPACE_INVADERS),
+    "Pendulum-v1": (PENDULUM, PENDULUM),
 }
 
 _SPREAD_MAPPO = "multi_agent/spread_mappo.yaml"
@@ -57,6 +62,16 @@ PRESETS: dict[tuple[str, str], str] = {
     ("ppo", MINATAR_BREAKOUT): "minatar/ppo.yaml",
     ("ppo", MINATAR_SPACE_INVADERS): "minatar/ppo.yaml",
     ("d3qn", MINATAR_BREAKOUT): "minatar/d3qn.yaml",
+    ("fast_td3", PENDULUM): "parallel/fast_td3_pendulum.yaml",
+    ("fast_sac", PENDULUM): "parallel/fast_sac_pendulum.yaml",
+}
+
+# algorithm -> config file for every task without a preset of its own: the settings an
+# algorithm's paper gives all its tasks, where they differ from the values `Config` gives every
+# algorithm (FastTD3's fast targets and per-sub-env noise)
+ALGO_PRESETS: dict[str, str] = {
+    "fast_td3": "parallel/fast_td3.yaml",
+    "fast_sac": "parallel/fast_sac.yaml",
 }
 
 
@@ -85,13 +100,11 @@ def task_of(env_id: str, env_kwargs: dict | None = None) -> str | None:
 
 
 def preset_path(algo: str, env_id: str, env_kwargs: dict | None = None) -> Path | None:
-    """The preset config file of `algo` on `env_id` (with `env_kwargs`), or None when there is
-    none."""
-    task = task_of(env_id, env_kwargs)
-    if task is None:
-        return None
-    algo = algo.lower()
-    name = ID_PRESETS.get((algo, env_id, task)) or PRESETS.get((algo, task))
+    """The preset config file of `algo` on `env_id` (with `env_kwargs`): the task's, else the
+    algorithm's (`ALGO_PRESETS`), else None."""
+    algo, task = algo.lower(), task_of(env_id, env_kwargs)
+    name = task and (ID_PRESETS.get((algo, env_id, task)) or PRESETS.get((algo, task)))
+    name = name or ALGO_PRESETS.get(algo)
     return CONFIG_DIR / name if name else None
 
 

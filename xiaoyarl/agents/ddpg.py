@@ -7,7 +7,7 @@ The root of the off-policy actor-critic line: TD3 (`td3.py`), SAC (`sac.py`) and
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import torch
 from torch import nn
@@ -15,6 +15,7 @@ from torch import nn
 from xiaoyarl.agents.off_policy import OFF_POLICY_FIELDS, AgentOffPolicy
 from xiaoyarl.config import Config
 from xiaoyarl.core.buffer import Batch
+from xiaoyarl.core.distributional import DistributionalCriticEnsemble, categorical_projection
 from xiaoyarl.core.nets import gaussian_logprob
 from xiaoyarl.core.off_policy_nets import Actor, CriticEnsemble
 from xiaoyarl.envs.base import EnvSpec
@@ -27,7 +28,9 @@ class AgentDDPG(AgentOffPolicy):
     """Deterministic actor, Q critic, target networks for both, Gaussian exploration noise."""
 
     if_discrete = False
-    config_fields = OFF_POLICY_FIELDS | {"explore_noise_std", "num_critics", "target_q_reduce"}
+    config_fields = OFF_POLICY_FIELDS | {"explore_noise_std", "explore_noise_std_max",
+                                         "num_critics", "target_q_reduce", "critic_atoms",
+                                         "critic_v_min", "critic_v_max"}  # fmt: skip
     actor_class: type[nn.Module] = Actor
     uses_target_actor = True
     default_num_critics = 1  # critics unless `num_critics` says otherwise
@@ -73,36 +76,140 @@ class AgentDDPG(AgentOffPolicy):
             "actor": self.make_optimizer(self.actor),
             "critic": self.make_optimizer(self.critic),
         }
+        self.noise_stds: torch.Tensor | None = None  # (num_envs, 1) with explore_noise_std_max
 
     def make_critic(self, encoder: nn.Module) -> nn.Module:
+        """The critics: `num_critics` Q(s, a) networks, C51 distributions where `critic_atoms`."""
         spec, cfg = self.spec, self.config
         assert cfg.net_dims is not None and cfg.num_critics is not None, "set by resolve_config"
+        if cfg.critic_atoms:
+            assert cfg.critic_v_min is not None and cfg.critic_v_max is not None, "check_config"
+            return DistributionalCriticEnsemble(
+                self.feature_dim, spec.action_dim, cfg.net_dims, encoder, cfg.num_critics,
+                cfg.layer_norm, cfg.critic_atoms, cfg.critic_v_min, cfg.critic_v_max)  # fmt: skip
         return CriticEnsemble(self.feature_dim, spec.action_dim, cfg.net_dims, encoder,
                               cfg.num_critics, cfg.layer_norm)  # fmt: skip
 
     # --- the hooks the successors override ---
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
         action = self.actor(state)
-        noise = torch.randn_like(action) * self.config.explore_noise_std
+        noise = torch.randn_like(action) * self.explore_std(state.shape[0])
         return (action + noise).clamp(-1.0, 1.0)
+
+    def explore_std(self, num_envs: int) -> torch.Tensor | float:
+        """The exploration noise's std: `explore_noise_std`, or with `explore_noise_std_max`
+        each sub-env's own `(num_envs, 1)`, drawn uniformly between the two and drawn anew when
+        its episode ends (FastTD3), so the sub-envs explore from nearly greedy to wide."""
+        if self.config.explore_noise_std_max is None:
+            return self.config.explore_noise_std
+        if self.noise_stds is None or self.noise_stds.shape[0] != num_envs:
+            self.noise_stds = self.draw_noise_stds(num_envs)
+        return self.noise_stds
+
+    def draw_noise_stds(self, num_envs: int) -> torch.Tensor:
+        low, high = self.config.explore_noise_std, self.config.explore_noise_std_max
+        assert high is not None, "drawn only with explore_noise_std_max"
+        return low + (high - low) * torch.rand(num_envs, 1, device=self.device)
+
+    def record(self, kept: tuple, reward: torch.Tensor, terminal: torch.Tensor,
+               truncate: torch.Tensor, info: dict) -> tuple[torch.Tensor, ...]:  # fmt: skip
+        if self.noise_stds is not None:  # a sub-env whose episode ended draws a new std
+            ended = (terminal | truncate).unsqueeze(-1)
+            fresh = self.draw_noise_stds(ended.shape[0])
+            self.noise_stds = torch.where(ended, fresh, self.noise_stds)
+        return super().record(kept, reward, terminal, truncate, info)
+
+    def sub_env_state(self) -> dict:
+        # differs: each sub-env's noise std, with explore_noise_std_max
+        return {**super().sub_env_state(), "noise_stds": self.noise_stds}
+
+    def load_sub_env_state(self, state: dict) -> None:
+        super().load_sub_env_state(state)
+        self._load_noise_stds(state)
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "noise_stds": self.noise_stds}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self._load_noise_stds(state)
+
+    def _load_noise_stds(self, state: dict) -> None:
+        stds = state.get("noise_stds")  # absent from the checkpoints of earlier versions
+        self.noise_stds = None if stds is None else stds.to(self.device)
 
     def target_action(self, next_states: torch.Tensor) -> torch.Tensor:
         """The action the target policy takes in s' `(B, A)`."""
         assert self.actor_target is not None, "built where uses_target_actor, which this needs"
         return self.actor_target(next_states)
 
+    def next_action(self, next_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The target's action a' in s' `(B, A)`, and what the target subtracts from Q'(s', a')
+        `(B,)` (None: nothing; SAC: its entropy term)."""
+        return self.target_action(next_states), None
+
     def reduce_target_q(self, q: torch.Tensor) -> torch.Tensor:
         """Combine the target critics' values `(num_critics, B)` into one `(B,)`: their
         minimum, or their mean with `target_q_reduce: mean` (an averaged ensemble)."""
         return q.mean(0) if self.config.target_q_reduce == "mean" else q.min(0).values
 
+    def reduce_target_distribution(self, probs: torch.Tensor) -> torch.Tensor:
+        """Combine the target critics' distributions `(num_critics, B, K)` into one `(B, K)`:
+        the one with the least mean, or their mixture (with `target_q_reduce: mean`)."""
+        if self.config.target_q_reduce == "mean":
+            return probs.mean(0)
+        return pick_least(probs, self.distributional_critic().mean(probs))
+
     def td_target(self, batch: Batch) -> torch.Tensor:
         """The critics' target `(B,)`: r + gamma * Q'(s', a') (gamma^m over an m-step transition:
-        `Batch`), a' the target policy's action in
-        s', Q' the target critics combined by `reduce_target_q`; no bootstrap past a terminal."""
-        q = self.critic_target(batch.next_states, self.target_action(batch.next_states))
+        `Batch`), a' and any penalty from `next_action`, Q' the target critics combined by
+        `reduce_target_q`; no bootstrap past a terminal."""
+        action, penalty = self.next_action(batch.next_states)
+        q = self.reduce_target_q(self.critic_target(batch.next_states, action))
+        if penalty is not None:
+            q = q - penalty
         not_terminal = (~batch.terminals).float()
-        return batch.rewards + batch.discounts * not_terminal * self.reduce_target_q(q)
+        return batch.rewards + batch.discounts * not_terminal * q
+
+    def td_target_distribution(self, batch: Batch) -> torch.Tensor:
+        """C51's target `(B, K)`: the target critics' distribution of Z(s', a') (combined by
+        `reduce_target_distribution`), each atom z moved to r + gamma * (z - penalty) and
+        projected back onto the support; no bootstrap past a terminal."""
+        action, penalty = self.next_action(batch.next_states)
+        critic = self.distributional_critic()
+        logits = cast(DistributionalCriticEnsemble, self.critic_target).logits(
+            batch.next_states, action)  # fmt: skip
+        probs = self.reduce_target_distribution(logits.softmax(-1))
+        atoms = critic.support.expand_as(probs)
+        if penalty is not None:
+            atoms = atoms - penalty.unsqueeze(-1)
+        bootstrap = (batch.discounts * (~batch.terminals).float()).unsqueeze(-1)
+        return categorical_projection(batch.rewards.unsqueeze(-1) + bootstrap * atoms, probs,
+                                      critic.support)  # fmt: skip
+
+    def distributional_critic(self) -> DistributionalCriticEnsemble:
+        """The critics, which `make_critic` built as C51 ones where `critic_atoms`."""
+        return cast(DistributionalCriticEnsemble, self.critic)
+
+    def critic_loss(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The critics' loss (summed over critics, each weighted by prioritized replay's
+        weights), their Q(s, a) `(num_critics, B)` and their TD errors `(num_critics, B)`:
+        squared TD errors, or with `critic_atoms` the cross-entropy of each critic's
+        distribution against C51's target (TD errors between the distributions' means)."""
+        if not self.config.critic_atoms:
+            with torch.no_grad():
+                target = self.td_target(batch)
+            q = self.critic_q(batch.states, batch.actions)  # (num_critics, B)
+            td_errors = target - q
+            return (batch.weights * td_errors.square()).mean(-1).sum(), q, td_errors
+        with torch.no_grad():
+            target_probs = self.td_target_distribution(batch)  # (B, K)
+        critic = self.distributional_critic()
+        log_probs = critic.logits(batch.states, batch.actions).log_softmax(-1)
+        cross_entropy = -(target_probs * log_probs).sum(-1)  # (num_critics, B)
+        q = critic.mean(log_probs.detach().exp())
+        td_errors = critic.mean(target_probs) - q
+        return (batch.weights * cross_entropy).mean(-1).sum(), q, td_errors
 
     def critic_q(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """Every critic's Q(s, a) for the batch's actions `(num_critics, B)`."""
@@ -139,11 +246,7 @@ class AgentDDPG(AgentOffPolicy):
 
     # --- one gradient step ---
     def update_step(self, batch: Batch) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-        with torch.no_grad():
-            target = self.td_target(batch)
-        q = self.critic_q(batch.states, batch.actions)  # (num_critics, B)
-        td_errors = target - q
-        critic_loss = (batch.weights * td_errors.square()).mean(-1).sum()
+        critic_loss, q, td_errors = self.critic_loss(batch)
         self.optimizer_step(self.optimizers["critic"], self.critic, critic_loss)
         logs = {"critic_loss": critic_loss.detach(), "q_value": q.detach().mean()}
         actor_updated = self.should_update_actor(critic_loss.detach())
@@ -154,3 +257,10 @@ class AgentDDPG(AgentOffPolicy):
         if self.critic_target_due(actor_updated):
             self.update_targets((self.critic_target, self.critic))
         return logs, td_errors.detach().abs().mean(0)  # critics of opposite error: no cancelling
+
+
+def pick_least(probs: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """Per sample, the distribution `(B, K)` among `probs` `(num, B, K)` whose mean `values`
+    `(num, B)` is least: clipped double Q for distributional critics."""
+    least = values.argmin(0)  # (B,)
+    return probs.gather(0, least.view(1, -1, 1).expand(1, *probs.shape[1:])).squeeze(0)

@@ -7,6 +7,7 @@ import math
 
 import torch
 
+from xiaoyarl.agents.ddpg import pick_least
 from xiaoyarl.agents.sac import AgentSAC
 
 
@@ -24,6 +25,11 @@ class AgentREDQ(AgentSAC):
         # differs: minimum over a random subset of M of the N target critics
         subset = torch.randperm(q.shape[0], device=q.device)[: self.config.redq_subset]
         return q[subset].min(0).values
+
+    def reduce_target_distribution(self, probs: torch.Tensor) -> torch.Tensor:
+        # differs: the least of a random subset of M of the N target critics' distributions
+        subset = torch.randperm(probs.shape[0], device=probs.device)[: self.config.redq_subset]
+        return pick_least(probs[subset], self.distributional_critic().mean(probs[subset]))
 
     def should_update_actor(self, critic_loss: torch.Tensor) -> bool:
         # differs: the policy takes one step per G critic steps (once per env step, as in the

@@ -15,6 +15,7 @@ from xiaoyarl.agents.a2c import AgentA2C, AgentDiscreteA2C
 from xiaoyarl.agents.base import AgentBase
 from xiaoyarl.agents.ddpg import AgentDDPG
 from xiaoyarl.agents.dqn import AgentD3QN, AgentDoubleDQN, AgentDQN
+from xiaoyarl.agents.fast_td3 import AgentFastSAC, AgentFastTD3
 from xiaoyarl.agents.hterm import HTerm
 from xiaoyarl.agents.masked import MASKED
 from xiaoyarl.agents.multi.centralized_critic import (
@@ -54,6 +55,8 @@ ALGORITHMS: dict[str, tuple[type[AgentBase] | None, type[AgentBase] | None]] = {
     "modsac": (AgentModSAC, None),
     "sac_discrete": (None, AgentSACDiscrete),
     "redq": (AgentREDQ, None),
+    "fast_td3": (AgentFastTD3, None),
+    "fast_sac": (AgentFastSAC, None),
     # multi-agent
     "vdn": (None, AgentVDN),
     "qmix": (None, AgentQMIX),

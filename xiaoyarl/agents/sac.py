@@ -43,7 +43,8 @@ class AgentSAC(AgentDDPG):
     actor_class: type[nn.Module] = ActorSAC  # differs: stochastic actor
     uses_target_actor = False  # differs: the target uses the current actor
     default_num_critics = 2  # differs: clipped double Q
-    config_fields = (AgentDDPG.config_fields - {"explore_noise_std"}) | {"alpha_init"}
+    config_fields = (AgentDDPG.config_fields - {"explore_noise_std", "explore_noise_std_max"}) | {
+        "alpha_init"}  # fmt: skip
 
     def __init__(self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True,
                  kit: OptimizerKit | None = None) -> None:  # fmt: skip
@@ -64,13 +65,11 @@ class AgentSAC(AgentDDPG):
         # differs: sample the policy, no noise
         return self.gaussian_actor().get_action_logprob(state)[0]
 
-    def td_target(self, batch: Batch) -> torch.Tensor:
+    def next_action(self, next_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         # differs: the soft target r + gamma * (min Q'(s', a') - alpha * log pi(a'|s')),
         # a' ~ pi(.|s') from the current actor
-        action, logprob = self.gaussian_actor().get_action_logprob(batch.next_states)
-        q = self.reduce_target_q(self.critic_target(batch.next_states, action))
-        not_terminal = (~batch.terminals).float()
-        return batch.rewards + batch.discounts * not_terminal * (q - self.temperature() * logprob)
+        action, logprob = self.gaussian_actor().get_action_logprob(next_states)
+        return action, self.temperature() * logprob
 
     def reduce_actor_q(self, q: torch.Tensor) -> torch.Tensor:
         """Combine the critics `(num_critics, B)` for the actor's objective: the minimum."""
@@ -156,6 +155,7 @@ class AgentSACDiscrete(AgentSAC):
 
     if_discrete = True
     actor_class = ActorDiscreteSAC
+    config_fields = AgentSAC.config_fields - {"critic_atoms", "critic_v_min", "critic_v_max"}
 
     def make_critic(self, encoder: nn.Module) -> nn.Module:
         spec, cfg = self.spec, self.config

@@ -57,6 +57,12 @@ def check_config(config: Config) -> Config:
             f"explore_noise_std^2), which has no log-probability without noise; set "
             f"explore_noise_std > 0 or h_term off (the default noise is 0.1)."
         )
+    if config.h_term and config.algo in H_TERM_NOISE_ALGOS and config.explore_noise_std_max:
+        raise ConfigError(
+            f"invalid config: explore_noise_std_max={config.explore_noise_std_max!r} with "
+            f"h_term=True on {config.algo}: the H-term reads the exploration density of one "
+            f"noise std for every sub-env; remove explore_noise_std_max or h_term."
+        )
     if config.recurrent and (config.h_term or config.runner != "single"):
         raise ConfigError(
             f"invalid config: recurrent={config.recurrent!r} trains in one process (runner "

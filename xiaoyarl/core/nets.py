@@ -159,9 +159,8 @@ class ActorPPO(nn.Module):
         action = torch.addcmul(mean, self.action_std_log.exp(), noise)
         return action, gaussian_logprob(noise, self.action_std_log).sum(-1)
 
-    def get_logprob_entropy(
-        self, state: torch.Tensor, action: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def get_logprob_entropy(self, state: torch.Tensor, action: torch.Tensor
+                            ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
         mean = self.net(self.norm(state))
         log_std = self.action_std_log
         logprob = gaussian_logprob((action - mean) * (-log_std).exp(), log_std).sum(-1)
@@ -192,9 +191,8 @@ class ActorDiscretePPO(nn.Module):
         """Greedy action `(batch,)` int64 for evaluation."""
         return self.logprobs(state, avail).argmax(-1)
 
-    def get_action(
-        self, state: torch.Tensor, avail: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def get_action(self, state: torch.Tensor, avail: torch.Tensor | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
         """Sampled action `(batch,)` int64 and its log-probability `(batch,)`."""
         logprobs = self.logprobs(state, avail)
         action = sample_categorical(logprobs)

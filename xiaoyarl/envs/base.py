@@ -82,9 +82,8 @@ class VecEnv:
     def reset(self, seed: int | None = None) -> tuple[torch.Tensor, dict]:
         raise NotImplementedError
 
-    def step(
-        self, action: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict]:
+    def step(self, action: torch.Tensor
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict]:  # fmt: skip
         raise NotImplementedError
 
     def close(self) -> None:
@@ -134,9 +133,8 @@ class TorchVecEnv(VecEnv):
     sim_state: torch.Tensor  # (num_envs, sim_dim)
     elapsed: torch.Tensor  # (num_envs,) int64 steps since the last reset
 
-    def __init__(
-        self, num_envs: int, device: str | torch.device = "cpu", seed: int | None = None
-    ) -> None:
+    def __init__(self, num_envs: int, device: str | torch.device = "cpu",
+                 seed: int | None = None) -> None:  # fmt: skip
         if not isinstance(num_envs, numbers.Integral) or num_envs < 1:
             raise EnvError(f"num_envs must be a positive integer, got {num_envs!r}.")
         self.num_envs = int(num_envs)
@@ -152,9 +150,8 @@ class TorchVecEnv(VecEnv):
         """Draw `n` initial simulator states `(n, sim_dim)` from `self.generator`."""
         raise NotImplementedError
 
-    def _dynamics(
-        self, sim_state: torch.Tensor, action: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _dynamics(self, sim_state: torch.Tensor, action: torch.Tensor
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
         """One transition for all sub-envs: `(next_sim_state, reward, terminated)`.
         `self.elapsed` still counts the steps before this one."""
         raise NotImplementedError
@@ -202,9 +199,8 @@ class TorchVecEnv(VecEnv):
         self.elapsed.zero_()
         return self._observe(self.sim_state), {}
 
-    def step(
-        self, action: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict]:
+    def step(self, action: torch.Tensor
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict]:  # fmt: skip
         self._check_action(action)
         sim_state, reward, terminated = self._dynamics(self.sim_state, action)
         self.elapsed += 1

@@ -157,8 +157,14 @@ class CentralizedCritic(MultiAgentOffPolicy, AgentDDPG):
         return {"actor_loss": actor_loss.detach()}
 
 
+# the single-agent actor-critics' options a centralized critic does not take (refused: common.py)
+SINGLE_AGENT_ONLY = {"explore_noise_std_max", "critic_atoms", "critic_v_min", "critic_v_max"}
+
+
 class AgentMADDPG(CentralizedCritic, AgentDDPG):
     """MADDPG with continuous actions: DDPG with a centralized critic."""
+
+    config_fields = AgentDDPG.config_fields - SINGLE_AGENT_ONLY
 
 
 class AgentMADDPGDiscrete(AgentMADDPG):
@@ -171,6 +177,8 @@ class AgentMADDPGDiscrete(AgentMADDPG):
 class AgentMATD3(CentralizedCritic, AgentTD3):
     """MATD3 with continuous actions: TD3 (clipped double Q, target smoothing, delayed actor
     and target updates) with centralized critics."""
+
+    config_fields = AgentTD3.config_fields - SINGLE_AGENT_ONLY
 
 
 class AgentMATD3Discrete(AgentMATD3):

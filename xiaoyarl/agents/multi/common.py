@@ -129,6 +129,13 @@ class MultiAgentOffPolicy(AgentOffPolicy):
                 "agents; the multi-agent ones learn from one-step targets (vdn and qmix with "
                 "agent_rnn take td_lambda instead). Leave n_step at 1."
             )
+        if config.critic_atoms or config.explore_noise_std_max is not None:
+            raise ConfigError(
+                f"critic_atoms={config.critic_atoms}, explore_noise_std_max="
+                f"{config.explore_noise_std_max}: distributional critics and per-sub-env noise "
+                "are for the single-agent ddpg, td3, sac and redq; leave both at their defaults "
+                "(0 and null) for the multi-agent ones."
+            )
         self.multi_spec = spec
         self.layout = JointLayout(spec)
         super().__init__(agent_view(spec), config, device, learner, kit)

@@ -1,0 +1,216 @@
+"""FastTD3 and FastSAC (`agents/fast_td3.py`) and the options they bring to the off-policy
+actor-critics: C51 distributional critics (`core/distributional.py`), each sub-env's own
+exploration noise, and the algorithm presets. Losses against references written the obvious
+way, shapes, bad input, smoke runs through each runner; the learning test is in
+test_learning.py (slow)."""
+
+import json
+
+import pytest
+import torch
+from helpers import cli
+
+from xiaoyarl import Config, ConfigError, make_env, train_agent
+from xiaoyarl.agents import AgentDDPG, AgentREDQ, AgentSAC, AgentTD3
+from xiaoyarl.agents.settings import resolve_config
+from xiaoyarl.core.buffer import Batch
+from xiaoyarl.core.distributional import DistributionalCriticEnsemble, categorical_projection
+from xiaoyarl.presets import CONFIG_DIR, preset_path
+
+ALGO_OF = {AgentDDPG: "ddpg", AgentTD3: "td3", AgentSAC: "sac", AgentREDQ: "redq"}
+C51 = {"critic_atoms": 11, "critic_v_min": -5.0, "critic_v_max": 5.0}
+
+
+def make_agent(cls, num_envs=4, **overrides):
+    values = {"net_dims": [32, 32], "buffer_size": 4096, "learning_starts": 16, "batch_size": 8}
+    config = Config(algo=ALGO_OF[cls], env_id="Pendulum-v1", num_envs=num_envs,
+                    **{**values, **overrides})  # fmt: skip
+    config = resolve_config(config, batched=True)
+    env = make_env("Pendulum-v1", num_envs, seed=0)
+    torch.manual_seed(0)
+    return cls(env.spec, config, torch.device("cpu")), env
+
+
+def dense_projection(atoms, probs, support):
+    """The C51 projection the obvious way: support point j gets, from every atom, its
+    probability times max(0, 1 - |z - z_j| / spacing), z clipped to the support's range."""
+    spacing = (support[-1] - support[0]) / (len(support) - 1)
+    out = torch.zeros(atoms.shape[0], len(support))
+    for b in range(atoms.shape[0]):
+        for k in range(atoms.shape[1]):
+            z = atoms[b, k].clamp(support[0], support[-1])
+            for j in range(len(support)):
+                out[b, j] += probs[b, k] * max(0.0, 1 - abs(z - support[j]) / spacing)
+    return out
+
+
+def test_projection_matches_the_dense_reference_and_keeps_mass_and_mean():
+    g = torch.Generator().manual_seed(0)
+    support = torch.linspace(-5, 5, 11)
+    atoms = torch.randn(6, 11, generator=g) * 4
+    atoms[0] = support  # exactly on the support points
+    atoms[1, :3] = torch.tensor([5.0, -5.0, 40.0])  # both ends, and beyond them
+    atoms[2] = support + 0.5  # halfway between points
+    probs = torch.rand(6, 11, generator=g).softmax(-1)
+    got = categorical_projection(atoms, probs, support)
+    torch.testing.assert_close(got, dense_projection(atoms, probs, support))
+    torch.testing.assert_close(got.sum(-1), probs.sum(-1))
+    # linear interpolation keeps the mean of the (clipped) distribution
+    torch.testing.assert_close((got * support).sum(-1),
+                               (probs * atoms.clamp(-5, 5)).sum(-1))  # fmt: skip
+
+
+def batch_for(agent, size=6):
+    g = torch.Generator().manual_seed(1)
+    return Batch(
+        states=torch.randn(size, 3, generator=g), actions=torch.rand(size, 1, generator=g) * 2 - 1,
+        rewards=torch.randn(size, generator=g), terminals=torch.tensor([True, False] * (size // 2)),
+        next_states=torch.randn(size, 3, generator=g),
+        indices=torch.arange(size), weights=torch.rand(size, generator=g),
+        discounts=torch.full((size,), agent.config.gamma ** 3),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("cls", "fields"),
+    [(AgentDDPG, {}), (AgentTD3, {"policy_noise_std": 0.0}),
+     (AgentTD3, {"policy_noise_std": 0.0, "target_q_reduce": "mean"}), (AgentSAC, {}),
+     (AgentREDQ, {"num_critics": 3, "redq_subset": 3})],
+)  # fmt: skip
+def test_distributional_critic_loss_matches_a_reference(cls, fields):
+    """C51's loss, written out sample by sample: the target critics' distributions of the next
+    state-action (the one of least mean, or their mixture), each atom moved to
+    r + gamma^m * (z - SAC's entropy term) unless terminal, projected back; the cross-entropy
+    of each critic against it, weighted, averaged over the batch, summed over critics."""
+    agent, _ = make_agent(cls, **C51, **fields)
+    assert isinstance(agent.critic, DistributionalCriticEnsemble)
+    batch = batch_for(agent)
+    torch.manual_seed(3)
+    loss, q, td_errors = agent.critic_loss(batch)
+    torch.manual_seed(3)
+    support = agent.critic.support
+    with torch.no_grad():
+        if cls in (AgentSAC, AgentREDQ):
+            action, logprob = agent.actor.get_action_logprob(batch.next_states)
+            penalty = agent.temperature() * logprob
+        else:
+            action = agent.actor_target(batch.next_states)
+            penalty = torch.zeros(6)
+        next_probs = agent.critic_target.logits(batch.next_states, action).softmax(-1)
+    logits = agent.critic.logits(batch.states, batch.actions)
+    want = 0.0
+    for b in range(6):
+        means = [(next_probs[c, b] * support).sum() for c in range(len(next_probs))]
+        if fields.get("target_q_reduce") == "mean":
+            chosen = next_probs[:, b].mean(0)
+        else:
+            chosen = next_probs[min(range(len(means)), key=lambda c: means[c]), b]
+        keep = 0.0 if batch.terminals[b] else batch.discounts[b]
+        atoms = batch.rewards[b] + keep * (support - penalty[b])
+        target = dense_projection(atoms.view(1, -1), chosen.view(1, -1), support)[0]
+        for c in range(len(logits)):
+            cross_entropy = -(target * logits[c, b].log_softmax(-1)).sum()
+            want = want + batch.weights[b] * cross_entropy / 6
+    torch.testing.assert_close(loss, want)
+    assert q.shape == td_errors.shape == (agent.config.num_critics, 6)
+    torch.testing.assert_close(q, agent.critic(batch.states, batch.actions).detach())
+
+
+def test_distributional_td3_takes_gradient_steps_and_acts():
+    agent, env = make_agent(AgentTD3, **C51)
+    state, _ = env.reset(seed=0)
+    agent.last_state = state
+    for _ in range(8):
+        rollout = agent.explore_env(env, 4)
+        logs = agent.update_net(rollout)
+    assert {"critic_loss", "q_value", "actor_loss"} <= set(logs)
+    assert all(torch.isfinite(v) for v in logs.values())
+    assert agent.act(state).shape == (4, 1)
+
+
+def test_each_sub_env_keeps_its_noise_std_until_its_episode_ends():
+    agent, _ = make_agent(AgentTD3, explore_noise_std=0.1, explore_noise_std_max=0.5)
+    state = torch.randn(4, 3)
+    torch.manual_seed(7)
+    action = agent.explore_action(state)
+    stds = agent.noise_stds.clone()
+    assert stds.shape == (4, 1) and ((0.1 <= stds) & (stds <= 0.5)).all()
+    assert len(set(stds.flatten().tolist())) == 4
+    torch.manual_seed(7)
+    noise = torch.randn(4, 1)  # the same draws, in the same order: the noise, then the stds
+    torch.testing.assert_close(agent.draw_noise_stds(4), stds)
+    with torch.no_grad():
+        want = (agent.actor(state) + noise * stds).clamp(-1, 1)
+    torch.testing.assert_close(action, want)
+    kept = (state, action)
+    ended = torch.tensor([False, True, False, False])
+    agent.record(kept, torch.zeros(4), ended, torch.zeros(4, dtype=torch.bool),
+                 {"final_state": state})  # fmt: skip
+    assert torch.equal(agent.noise_stds[[0, 2, 3]], stds[[0, 2, 3]])
+    assert agent.noise_stds[1] != stds[1] and 0.1 <= agent.noise_stds[1] <= 0.5
+    agent.record(kept, torch.zeros(4), torch.zeros(4, dtype=torch.bool), ended,
+                 {"final_state": state})  # a time limit ends an episode too  # fmt: skip
+    assert agent.noise_stds[1] != stds[1]
+    saved = agent.sub_env_state()
+    fresh, _ = make_agent(AgentTD3, explore_noise_std=0.1, explore_noise_std_max=0.5)
+    fresh.load_sub_env_state(saved)
+    assert torch.equal(fresh.noise_stds, agent.noise_stds)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [({"critic_atoms": 1}, "critic_atoms=1; critic_atoms must be 0"),
+     ({"critic_atoms": 51}, "critic_v_min=None; critic_v_min must be a finite number"),
+     ({**C51, "critic_v_max": -5.0}, "critic_v_max must be greater than critic_v_min"),
+     ({"explore_noise_std": 0.2, "explore_noise_std_max": 0.1},
+      "explore_noise_std_max must be a finite number >= explore_noise_std"),
+     ({"explore_noise_std_max": 0.4, "h_term": True}, "remove explore_noise_std_max or h_term")],
+)  # fmt: skip
+def test_bad_critic_and_noise_settings_are_refused_naming_what_to_do(fields, message):
+    with pytest.raises(ConfigError, match=message):
+        resolve_config(Config(algo="td3", env_id="Pendulum-v1", **fields), batched=True)
+
+
+def test_multi_agent_agents_refuse_the_single_agent_options(tmp_path):
+    config = Config(algo="matd3", env_id="SpreadContinuous-v0", max_steps=100, **C51,
+                    cwd=str(tmp_path / "run"))  # fmt: skip
+    with pytest.raises(ConfigError, match="distributional critics and per-sub-env noise"):
+        train_agent(config, log=None)
+
+
+def test_presets_the_task_one_first_then_the_algorithms():
+    assert preset_path("fast_td3", "Pendulum-v1") == CONFIG_DIR / "parallel/fast_td3_pendulum.yaml"
+    assert preset_path("fast_sac", "Pendulum-v1") == CONFIG_DIR / "parallel/fast_sac_pendulum.yaml"
+    assert preset_path("fast_td3", "Hopper-v5") == CONFIG_DIR / "parallel/fast_td3.yaml"
+    assert preset_path("fast_sac", "MountainCarContinuous-v0") == (
+        CONFIG_DIR / "parallel/fast_sac.yaml")  # fmt: skip
+    assert preset_path("td3", "Pendulum-v1") is None  # TD3 itself keeps the library's values
+
+
+def test_parallel_defaults_per_device():
+    cpu = resolve_config(Config(algo="fast_td3", env_id="Pendulum-v1"), batched=True)
+    assert (cpu.num_envs, cpu.horizon_len, cpu.batch_size) == (1024, 1, 256)
+    assert cpu.repeat_times * cpu.num_envs == 16  # gradient steps per parallel step
+    gpu = resolve_config(Config(algo="fast_sac", env_id="Pendulum-v1"), batched=True,
+                         device_type="cuda")  # fmt: skip
+    assert (gpu.batch_size, gpu.repeat_times * gpu.num_envs) == (32_768, 2)
+    assert gpu.net_dims == [1024, 512, 256]
+
+
+@pytest.mark.parametrize("algo", ["fast_td3", "fast_sac"])
+@pytest.mark.parametrize("runner", [(), ("--runner", "parallel", "--num-workers", "2"),
+                                    ("--learners", "2")])  # fmt: skip
+def test_trains_through_each_runner_from_its_preset(tmp_path, algo, runner):
+    summary = tmp_path / "summary.json"
+    extra = ("--set", "critic_atoms=21", "--set", "critic_v_min=-1700", "--set",
+             "critic_v_max=0") if algo == "fast_td3" else ()  # fmt: skip
+    result = cli("train", algo, "Pendulum-v1", "--seed", "0", "--max-steps", "2048",
+                 "--num-envs", "64", "--eval-every", "1024", "--target-return", "none",
+                 "--set", "learning_starts=256", "--cwd", str(tmp_path / "run"),
+                 "--summary-json", str(summary), *extra, *runner, timeout=600)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"parallel/{algo}_pendulum.yaml" in result.stdout
+    done = json.loads(summary.read_text())
+    assert done["total_steps"] >= 2048 and done["updates"] > 0
+    saved = (tmp_path / "run" / "config.yaml").read_text()
+    assert "soft_update_tau: 0.1" in saved and "n_step: 3" in saved

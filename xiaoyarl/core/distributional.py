@@ -1,0 +1,62 @@
+"""Distributional critics: C51 (Bellemare, Dabney and Munos, "A Distributional Perspective on
+Reinforcement Learning", ICML 2017), as FastTD3 (Seo et al. 2025) uses it for continuous control.
+
+A critic predicts a categorical distribution over `num_atoms` fixed returns evenly spaced on
+[v_min, v_max] (the support). Its target is the distribution of r + gamma * Z(s', a'): every atom
+of the next state's distribution moved to r + gamma * z, then its probability split between the
+two neighbouring atoms of the support in proportion to how near each is (the paper's Algorithm
+1). The loss is the cross-entropy of the critic's distribution against that target; the actor
+and the TD errors use the distribution's mean, Q(s, a).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from xiaoyarl.core.off_policy_nets import build_ensemble_mlp
+
+
+def categorical_projection(atoms: torch.Tensor, probs: torch.Tensor,
+                           support: torch.Tensor) -> torch.Tensor:  # fmt: skip
+    """Project a distribution onto `support` `(K,)` (evenly spaced): `probs` `(B, K)` placed at
+    `atoms` `(B, K)` (any values; clipped to the support's range). Each atom's probability goes
+    to the two support points around it, linearly by distance; returns `(B, K)`, rows summing
+    to the rows of `probs`."""
+    num_atoms = support.shape[0]
+    v_min, v_max = support[0], support[-1]
+    position = (atoms.clamp(v_min, v_max) - v_min) / (v_max - v_min) * (num_atoms - 1)
+    lower = position.floor().clamp(max=num_atoms - 2)  # an atom at v_max: all to the upper one
+    upper_share = position - lower
+    projected = torch.zeros_like(probs)
+    projected.scatter_add_(-1, lower.long(), probs * (1 - upper_share))
+    projected.scatter_add_(-1, lower.long() + 1, probs * upper_share)
+    return projected
+
+
+class DistributionalCriticEnsemble(nn.Module):
+    """`num` C51 critics of Q(s, a) evaluated in one call: `logits(state, action)` gives
+    `(num, batch, num_atoms)`, `forward` their means `(num, batch)`, so whatever reads a
+    critic's value (an actor's objective, a TD error) reads it unchanged."""
+
+    support: torch.Tensor  # (num_atoms,): the returns the atoms stand for
+
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module,
+                 num: int, layer_norm: bool, num_atoms: int, v_min: float,
+                 v_max: float) -> None:  # fmt: skip
+        super().__init__()
+        self.norm = norm
+        self.num = num
+        dims = [state_dim + action_dim, *net_dims, num_atoms]
+        self.net = build_ensemble_mlp(num, dims, layer_norm)
+        self.register_buffer("support", torch.linspace(v_min, v_max, num_atoms))
+
+    def logits(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return self.net(torch.cat([self.norm(state), action], -1))
+
+    def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return self.mean(self.logits(state, action).softmax(-1))
+
+    def mean(self, probs: torch.Tensor) -> torch.Tensor:
+        """The expected return of distributions `(..., num_atoms)`: `(...)`."""
+        return (probs * self.support).sum(-1)
