@@ -16,6 +16,7 @@ from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.core.buffer import Batch
 from xiaoyarl.core.distributional import DistributionalCriticEnsemble, categorical_projection
 from xiaoyarl.presets import CONFIG_DIR, preset_path
+from xiaoyarl.run import agent_class
 
 ALGO_OF = {AgentDDPG: "ddpg", AgentTD3: "td3", AgentSAC: "sac", AgentREDQ: "redq"}
 C51 = {"critic_atoms": 11, "critic_v_min": -5.0, "critic_v_max": 5.0}
@@ -114,6 +115,47 @@ def test_distributional_critic_loss_matches_a_reference(cls, fields):
     torch.testing.assert_close(loss, want)
     assert q.shape == td_errors.shape == (agent.config.num_critics, 6)
     torch.testing.assert_close(q, agent.critic(batch.states, batch.actions).detach())
+
+
+@pytest.mark.parametrize("algo", ["dqn", "double_dqn", "d3qn"])
+def test_distributional_dqn_loss_matches_a_reference(algo):
+    """C51 for the DQN family, sample by sample: the next action chosen by the target network's
+    means (DQN) or the online network's (Double DQN, D3QN), the target network's distribution
+    for it moved to r + gamma^m * z unless terminal and projected; the cross-entropy of the
+    taken action's distribution against it, weighted, averaged."""
+    config = resolve_config(Config(algo=algo, env_id="CartPole-v1", num_envs=4, net_dims=[32, 32],
+                                   buffer_size=512, **C51), batched=True)  # fmt: skip
+    env = make_env("CartPole-v1", 4, seed=0)
+    torch.manual_seed(0)
+    agent = agent_class(algo, env.spec)(env.spec, config, torch.device("cpu"))
+    with torch.no_grad():  # a target network that differs from the online one
+        for p in agent.qnet_target.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    g = torch.Generator().manual_seed(1)
+    batch = Batch(
+        states=torch.randn(6, 4, generator=g), actions=torch.randint(2, (6,), generator=g),
+        rewards=torch.randn(6, generator=g), terminals=torch.tensor([True, False] * 3),
+        next_states=torch.randn(6, 4, generator=g), indices=torch.arange(6),
+        weights=torch.rand(6, generator=g), discounts=torch.full((6,), 0.99 ** 2),
+    )  # fmt: skip
+    support = agent.qnet.support
+    with torch.no_grad():
+        chooser = agent.qnet_target if algo == "dqn" else agent.qnet
+        best = chooser.q_values(batch.next_states).argmax(-1)
+        next_probs = agent.qnet_target.logits(batch.next_states).softmax(-1)
+        logits = agent.qnet.logits(batch.states)
+    want = 0.0
+    for b in range(6):
+        keep = 0.0 if batch.terminals[b] else batch.discounts[b]
+        atoms = batch.rewards[b] + keep * support
+        target = dense_projection(atoms.view(1, -1), next_probs[b, best[b]].view(1, -1), support)
+        cross_entropy = -(target[0] * logits[b, batch.actions[b]].log_softmax(-1)).sum()
+        want = want + batch.weights[b] * cross_entropy / 6
+    logs, td_errors = agent.update_step(batch)
+    torch.testing.assert_close(logs["critic_loss"], want)
+    assert td_errors.shape == (6,)
+    assert agent.qnet.q_values(batch.states).shape == (6, 2)
+    assert agent.act(batch.states).shape == (6,)
 
 
 def test_distributional_td3_takes_gradient_steps_and_acts():

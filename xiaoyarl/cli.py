@@ -326,7 +326,9 @@ def _train(args: argparse.Namespace) -> int:
     config = load_config(source) if source else Config()
     _apply_run_args(config, args)
     if preset is not None and not args.quiet:
-        print(f"settings: the preset {preset} for {config.algo} on {config.env_id}, "
+        general = preset.relative_to(CONFIG_DIR).as_posix() in ALGO_PRESETS.values()
+        kind = "algorithm" if general else "task"
+        print(f"settings: the {kind} preset {preset} for {config.algo} on {config.env_id}, "
               f"then the command line (--no-preset: the library's defaults)")  # fmt: skip
     if args.resume and not args.config:
         # Resume from the run's own config; options given now still override it.

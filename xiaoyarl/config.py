@@ -175,8 +175,8 @@ class Config:
     alpha_init: float = option(1.0, "SAC: initial entropy temperature (learned)")
     num_critics: int | None = option(None, "critics; None: 1 DDPG/MADDPG, 2 TD3/SAC/MATD3, 10 REDQ")
     redq_subset: int = option(2, "REDQ: M critics in the target's minimum")
-    critic_atoms: int = option(0, "DDPG / TD3 / SAC / REDQ: C51 distributional critics of this "
-        "many atoms spread over [critic_v_min, critic_v_max] (0: a value each)")  # fmt: skip
+    critic_atoms: int = option(0, "DQN family, DDPG / TD3 / SAC / REDQ: C51 distributional "
+        "critics, this many atoms over [critic_v_min, critic_v_max] (0: values)")  # fmt: skip
     critic_v_min: float | None = option(None, "the least return the critics' atoms stand for")
     critic_v_max: float | None = option(None, "the greatest one (set both with critic_atoms)")
     target_q_reduce: str = option("min", "DDPG / TD3 / SAC: the target critics' values combined "

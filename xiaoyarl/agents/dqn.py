@@ -7,7 +7,7 @@ Dueling: Wang et al., "Dueling Network Architectures for Deep Reinforcement Lear
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import torch
 from torch.nn import functional as F
@@ -16,6 +16,11 @@ from xiaoyarl.agents.epsilon_greedy import EpsilonGreedy
 from xiaoyarl.agents.off_policy import OFF_POLICY_FIELDS, AgentOffPolicy
 from xiaoyarl.config import Config
 from xiaoyarl.core.buffer import Batch
+from xiaoyarl.core.distributional import (
+    DISTRIBUTIONAL_Q,
+    DistributionalQNet,
+    categorical_projection,
+)
 from xiaoyarl.core.off_policy_nets import QNet, QNetDuel
 from xiaoyarl.envs.base import EnvSpec
 
@@ -29,7 +34,8 @@ class AgentDQN(EpsilonGreedy, AgentOffPolicy):
     Huber loss on the TD error, weighted by importance weights when replay is prioritized."""
 
     if_discrete = True
-    config_fields = OFF_POLICY_FIELDS | {"explore_rate", "explore_decay_steps"}
+    config_fields = OFF_POLICY_FIELDS | {"explore_rate", "explore_decay_steps", "critic_atoms",
+                                         "critic_v_min", "critic_v_max"}  # fmt: skip
     qnet_class: type[QNet] = QNet
 
     @classmethod
@@ -57,8 +63,14 @@ class AgentDQN(EpsilonGreedy, AgentOffPolicy):
         super().__init__(spec, config, device, learner, kit)
         assert config.net_dims is not None, "resolve_config sets net_dims"
         encoder = self.make_encoder()
-        self.qnet = self.qnet_class(encoder.out_dim, spec.action_dim, config.net_dims, encoder,
-                                    layer_norm=config.layer_norm)  # fmt: skip
+        if config.critic_atoms:  # C51: a distribution over returns per action
+            assert config.critic_v_min is not None and config.critic_v_max is not None
+            self.qnet: QNet = DISTRIBUTIONAL_Q[self.qnet_class](
+                encoder.out_dim, spec.action_dim, config.net_dims, encoder, config.layer_norm,
+                config.critic_atoms, config.critic_v_min, config.critic_v_max)  # fmt: skip
+        else:
+            self.qnet = self.qnet_class(encoder.out_dim, spec.action_dim, config.net_dims,
+                                        encoder, layer_norm=config.layer_norm)  # fmt: skip
         self.qnet.to(device)
         self.qnet_target = self.make_target(self.qnet)
         self.actor = self.qnet  # the greedy policy
@@ -73,7 +85,13 @@ class AgentDQN(EpsilonGreedy, AgentOffPolicy):
         """max_a Q_target(s', a) `(B,)`: the target network both selects and evaluates."""
         return self.qnet_target.q_values(next_states).max(-1).values
 
+    def next_action(self, next_states: torch.Tensor) -> torch.Tensor:
+        """The action `(B,)` whose Q_target(s', a) `next_q` takes: argmax_a Q_target(s', a)."""
+        return self.qnet_target.q_values(next_states).argmax(-1)
+
     def update_step(self, batch: Batch) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        if self.config.critic_atoms:
+            return self.distributional_update_step(batch)
         with torch.no_grad():
             not_terminal = (~batch.terminals).float()
             next_q = self.next_q(batch.next_states)
@@ -85,6 +103,29 @@ class AgentDQN(EpsilonGreedy, AgentOffPolicy):
         self.update_targets((self.qnet_target, self.qnet))
         return {"critic_loss": loss.detach(), "q_value": q.detach().mean()}, td_errors.detach()
 
+    def distributional_update_step(self, batch: Batch
+                                   ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:  # fmt: skip
+        """C51 (Bellemare et al. 2017): the target network's distribution of the next action
+        (`next_action`), each atom z moved to r + gamma^m * z (r alone past a terminal) and
+        projected onto the support; the cross-entropy of the taken action's distribution
+        against it, weighted for prioritized replay. TD errors between the means."""
+        qnet = cast(DistributionalQNet, self.qnet)
+        with torch.no_grad():
+            best = self.next_action(batch.next_states)
+            logits = cast(DistributionalQNet, self.qnet_target).logits(batch.next_states)
+            probs = logits[torch.arange(len(best), device=best.device), best].softmax(-1)
+            bootstrap = (batch.discounts * (~batch.terminals).float()).unsqueeze(-1)
+            atoms = batch.rewards.unsqueeze(-1) + bootstrap * qnet.support
+            target = categorical_projection(atoms, probs, qnet.support)
+        taken = qnet.logits(batch.states)[torch.arange(len(best), device=best.device),
+                                           batch.actions].log_softmax(-1)  # fmt: skip
+        loss = (batch.weights * -(target * taken).sum(-1)).mean()
+        self.optimizer_step(self.optimizers["qnet"], self.qnet, loss)
+        self.update_targets((self.qnet_target, self.qnet))
+        q = (taken.detach().exp() * qnet.support).sum(-1)
+        td_errors = (target * qnet.support).sum(-1) - q
+        return {"critic_loss": loss.detach(), "q_value": q.mean()}, td_errors
+
 
 class AgentDoubleDQN(AgentDQN):
     """Double DQN: the online network selects the next action, the target network scores it."""
@@ -92,6 +133,9 @@ class AgentDoubleDQN(AgentDQN):
     def next_q(self, next_states: torch.Tensor) -> torch.Tensor:
         best = self.qnet.q_values(next_states).argmax(-1, keepdim=True)  # differs: online selects
         return self.qnet_target.q_values(next_states).gather(1, best).squeeze(1)
+
+    def next_action(self, next_states: torch.Tensor) -> torch.Tensor:
+        return self.qnet.q_values(next_states).argmax(-1)  # differs: online selects
 
 
 class AgentD3QN(AgentDoubleDQN):

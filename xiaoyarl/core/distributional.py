@@ -14,7 +14,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from xiaoyarl.core.off_policy_nets import build_ensemble_mlp
+from xiaoyarl.core.nets import build_mlp
+from xiaoyarl.core.off_policy_nets import QNet, QNetDuel, build_ensemble_mlp
 
 
 def categorical_projection(atoms: torch.Tensor, probs: torch.Tensor,
@@ -60,3 +61,48 @@ class DistributionalCriticEnsemble(nn.Module):
     def mean(self, probs: torch.Tensor) -> torch.Tensor:
         """The expected return of distributions `(..., num_atoms)`: `(...)`."""
         return (probs * self.support).sum(-1)
+
+
+class DistributionalQNet(QNet):
+    """C51's Q-network for discrete actions: `logits(state)` `(batch, action_dim, num_atoms)`,
+    `q_values` their means `(batch, action_dim)`, and the greedy action when called (`QNet`)."""
+
+    support: torch.Tensor  # (num_atoms,)
+
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module,
+                 layer_norm: bool, num_atoms: int, v_min: float, v_max: float) -> None:  # fmt: skip
+        super().__init__(state_dim, action_dim * num_atoms, net_dims, norm, layer_norm)
+        self.action_dim, self.num_atoms = action_dim, num_atoms
+        self.register_buffer("support", torch.linspace(v_min, v_max, num_atoms))
+
+    def logits(self, state: torch.Tensor) -> torch.Tensor:
+        return self.net(self.norm(state)).unflatten(-1, (self.action_dim, self.num_atoms))
+
+    def q_values(self, state: torch.Tensor) -> torch.Tensor:
+        return (self.logits(state).softmax(-1) * self.support).sum(-1)
+
+
+class DistributionalQNetDuel(DistributionalQNet):
+    """C51 with dueling heads (as Rainbow: Hessel et al. 2018): per atom, the logits are
+    V(s) + A(s, a) - mean_a A(s, a), on `QNetDuel`'s trunk."""
+
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module,
+                 layer_norm: bool, num_atoms: int, v_min: float, v_max: float) -> None:  # fmt: skip
+        super().__init__(state_dim, action_dim, net_dims, norm, layer_norm, num_atoms, v_min,
+                         v_max)  # fmt: skip
+        trunk = QNetDuel(state_dim, action_dim, net_dims, norm, layer_norm)
+        self.net = trunk.net
+        self.value_head = build_mlp([net_dims[-1], num_atoms])
+        self.advantage_head = build_mlp([net_dims[-1], action_dim * num_atoms])
+
+    def logits(self, state: torch.Tensor) -> torch.Tensor:
+        hidden = self.net(self.norm(state))
+        advantage = self.advantage_head(hidden).unflatten(-1, (self.action_dim, self.num_atoms))
+        value = self.value_head(hidden).unsqueeze(-2)
+        return value + advantage - advantage.mean(-2, keepdim=True)
+
+
+DISTRIBUTIONAL_Q: dict[type[QNet], type[DistributionalQNet]] = {
+    QNet: DistributionalQNet,
+    QNetDuel: DistributionalQNetDuel,
+}

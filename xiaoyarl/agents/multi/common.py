@@ -133,8 +133,8 @@ class MultiAgentOffPolicy(AgentOffPolicy):
             raise ConfigError(
                 f"critic_atoms={config.critic_atoms}, explore_noise_std_max="
                 f"{config.explore_noise_std_max}: distributional critics and per-sub-env noise "
-                "are for the single-agent ddpg, td3, sac and redq; leave both at their defaults "
-                "(0 and null) for the multi-agent ones."
+                "are for the single-agent agents (the dqn family, ddpg, td3, sac, redq); leave "
+                "both at their defaults (0 and null) for the multi-agent ones."
             )
         self.multi_spec = spec
         self.layout = JointLayout(spec)

@@ -110,7 +110,8 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
     transitions."""
 
     mixer_class: type[nn.Module] = VDNMixer
-    config_fields = AgentDQN.config_fields | {"reward_norm", "agent_rnn", "td_lambda"}
+    config_fields = (AgentDQN.config_fields - {"critic_atoms", "critic_v_min", "critic_v_max"}) | {
+        "reward_norm", "agent_rnn", "td_lambda"}  # fmt: skip
 
     def __init__(self, spec, config, device, learner: bool = True,
                  kit: OptimizerKit | None = None) -> None:  # fmt: skip
