@@ -206,6 +206,7 @@ FAST_TD3_OPTIONS = {"explore_noise_std": 0.001, "explore_noise_std_max": 0.4, "c
         ("td3", "Pendulum-v1", {**TINY_OFF, "state_norm": True}),
         # each sub-env's noise std, and C51 critics
         ("fast_td3", "Pendulum-v1", {**TINY_OFF, "num_envs": 8, **FAST_TD3_OPTIONS}),
+        ("sac", "Pendulum-v1", {**TINY_OFF, "crossq": True}),  # batch renorm statistics
         ("sac_discrete", "CartPole-v1", TINY_OFF),
         ("double_dqn", "CartPole-v1", TINY_OFF),
         ("d3qn", "CartPole-v1", {**TINY_OFF, "per": True}),

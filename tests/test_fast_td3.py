@@ -216,7 +216,7 @@ def test_bad_critic_and_noise_settings_are_refused_naming_what_to_do(fields, mes
 def test_multi_agent_agents_refuse_the_single_agent_options(tmp_path):
     config = Config(algo="matd3", env_id="SpreadContinuous-v0", max_steps=100, **C51,
                     cwd=str(tmp_path / "run"))  # fmt: skip
-    with pytest.raises(ConfigError, match="distributional critics and per-sub-env noise"):
+    with pytest.raises(ConfigError, match="distributional critics, CrossQ's critics and per-sub"):
         train_agent(config, log=None)
 
 
@@ -256,3 +256,77 @@ def test_trains_through_each_runner_from_its_preset(tmp_path, algo, runner):
     assert done["total_steps"] >= 2048 and done["updates"] > 0
     saved = (tmp_path / "run" / "config.yaml").read_text()
     assert "soft_update_tau: 0.1" in saved and "n_step: 3" in saved
+
+
+def test_batch_renorm_matches_the_formula_in_each_mode():
+    """Batch renormalisation written out: batch normalisation during the warm-up; then
+    (x - mean_B) / std_B * r + d with r, d the clipped corrections towards the running
+    statistics; in eval mode the running statistics alone; each member its own."""
+    from xiaoyarl.core.off_policy_nets import EnsembleBatchRenorm
+
+    torch.manual_seed(0)
+    layer = EnsembleBatchRenorm(2, 3, warmup_steps=1)
+    with torch.no_grad():
+        layer.weight.uniform_(0.5, 2)
+        layer.bias.uniform_(-1, 1)
+    x = torch.randn(2, 64, 3) * 4 + 10
+    eps = 1e-3
+
+    def batch_normed(x):
+        mean, var = x.mean(1, keepdim=True), x.var(1, unbiased=False, keepdim=True)
+        return mean, var, (x - mean) / (var + eps).sqrt()
+
+    mean, var, normed = batch_normed(x)
+    torch.testing.assert_close(layer(x), normed * layer.weight + layer.bias)  # warm-up
+    torch.testing.assert_close(layer.running_mean, 0.01 * mean)  # from 0, momentum 0.01
+    torch.testing.assert_close(layer.running_var, 0.99 + 0.01 * var)
+    run_mean, run_std = layer.running_mean.clone(), (layer.running_var + eps).sqrt()
+    mean, var, normed = batch_normed(x)
+    r = ((var + eps).sqrt() / run_std).clamp(1 / 3, 3)
+    d = ((mean - run_mean) / run_std).clamp(-5, 5)
+    assert (r == 3).any() and (d == 5).any()  # the clipping is exercised
+    torch.testing.assert_close(layer(x), (normed * r + d) * layer.weight + layer.bias)
+    layer.eval()
+    stats = (layer.running_mean.clone(), layer.running_var.clone())
+    want = (x - stats[0]) / (stats[1] + eps).sqrt() * layer.weight + layer.bias
+    torch.testing.assert_close(layer(x), want)
+    assert torch.equal(layer.running_mean, stats[0]) and int(layer.steps) == 2
+
+
+@pytest.mark.parametrize("cls", [AgentTD3, AgentSAC])
+def test_crossq_critic_loss_is_one_pass_over_both_batches_with_no_target_networks(cls):
+    """CrossQ's critic loss the obvious way: the critics (in training mode, so their batch
+    renormalisation sees both) on (s, a) and (s', a') concatenated; the target from the second
+    half, min over critics (minus SAC's entropy term), without gradient."""
+    import copy
+
+    agent, _ = make_agent(cls, crossq=True, policy_noise_std=0.0)
+    assert "critic_target" not in agent.nets and agent.actor_target is None
+    assert agent.critic_target is agent.critic
+    batch = batch_for(agent)
+    before = copy.deepcopy(agent.critic)
+    torch.manual_seed(3)
+    loss, q, _ = agent.critic_loss(batch)
+    torch.manual_seed(3)
+    with torch.no_grad():
+        if cls is AgentSAC:
+            action, logprob = agent.actor.get_action_logprob(batch.next_states)
+            penalty = agent.temperature() * logprob
+        else:
+            action, penalty = agent.actor(batch.next_states), torch.zeros(6)
+    both = before(torch.cat([batch.states, batch.next_states]), torch.cat([batch.actions, action]))
+    now, nxt = both[:, :6], both[:, 6:].detach()
+    keep = batch.discounts * (~batch.terminals).float()
+    target = batch.rewards + keep * (nxt.min(0).values - penalty)
+    want = sum((batch.weights * (now[c] - target) ** 2).mean() for c in range(2))
+    torch.testing.assert_close(loss, want)
+    torch.testing.assert_close(q, now)
+    stats = [b.clone() for b in agent.critic.buffers()]
+    agent.update_actor(batch.states)  # the actor reads the critics in eval mode
+    assert all(torch.equal(a, b) for a, b in zip(stats, agent.critic.buffers(), strict=True))
+    assert agent.critic.training
+
+
+def test_crossq_refuses_distributional_critics():
+    with pytest.raises(ConfigError, match="crossq must be false with critic_atoms"):
+        resolve_config(Config(algo="sac", env_id="Pendulum-v1", crossq=True, **C51), batched=True)

@@ -179,6 +179,8 @@ class Config:
         "critics, this many atoms over [critic_v_min, critic_v_max] (0: values)")  # fmt: skip
     critic_v_min: float | None = option(None, "the least return the critics' atoms stand for")
     critic_v_max: float | None = option(None, "the greatest one (set both with critic_atoms)")
+    crossq: bool = option(False, "DDPG / TD3 / SAC / REDQ: CrossQ's critics: batch renormalised, "
+        "(s, a) and (s', a') in one pass, no target networks (Bhatt et al. 2024)")  # fmt: skip
     target_q_reduce: str = option("min", "DDPG / TD3 / SAC: the target critics' values combined "
         "by their min (the papers' clipped double Q) or their mean (an averaged ensemble; raise "
         "num_critics for more members)", ("min", "mean"))  # fmt: skip

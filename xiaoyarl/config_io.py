@@ -171,6 +171,8 @@ def validate_config(config: Config) -> Config:
             f"({config.explore_noise_std}), or null for one std for every sub-env")  # fmt: skip
     if config.critic_atoms == 1 or config.critic_atoms < 0:
         bad("critic_atoms", "0 (a value per critic) or at least 2 (C51 uses 51 atoms, FastTD3 101)")
+    if config.critic_atoms and config.crossq:
+        bad("crossq", "false with critic_atoms (CrossQ's critics give one value each)")
     if config.critic_atoms:
         for name in ("critic_v_min", "critic_v_max"):
             value = getattr(config, name)

@@ -30,7 +30,7 @@ class AgentDDPG(AgentOffPolicy):
     if_discrete = False
     config_fields = OFF_POLICY_FIELDS | {"explore_noise_std", "explore_noise_std_max",
                                          "num_critics", "target_q_reduce", "critic_atoms",
-                                         "critic_v_min", "critic_v_max"}  # fmt: skip
+                                         "critic_v_min", "critic_v_max", "crossq"}  # fmt: skip
     actor_class: type[nn.Module] = Actor
     uses_target_actor = True
     default_num_critics = 1  # critics unless `num_critics` says otherwise
@@ -62,14 +62,13 @@ class AgentDDPG(AgentOffPolicy):
         self.actor = self.actor_class(encoder.out_dim, spec.action_dim, config.net_dims, encoder)
         self.actor.to(device)
         self.critic = self.make_critic(self.make_encoder()).to(device)
-        self.critic_target = self.make_target(self.critic)
-        self.nets = {
-            "actor": self.actor,
-            "critic": self.critic,
-            "critic_target": self.critic_target,
-        }
+        self.nets = {"actor": self.actor, "critic": self.critic}
+        # CrossQ has no target networks: its targets come from the critics themselves
+        self.critic_target = self.critic if config.crossq else self.make_target(self.critic)
+        if not config.crossq:
+            self.nets["critic_target"] = self.critic_target
         self.actor_target: nn.Module | None = None
-        if self.uses_target_actor:
+        if self.uses_target_actor and not config.crossq:
             self.actor_target = self.make_target(self.actor)
             self.nets["actor_target"] = self.actor_target
         self.optimizers = {
@@ -88,7 +87,7 @@ class AgentDDPG(AgentOffPolicy):
                 self.feature_dim, spec.action_dim, cfg.net_dims, encoder, cfg.num_critics,
                 cfg.layer_norm, cfg.critic_atoms, cfg.critic_v_min, cfg.critic_v_max)  # fmt: skip
         return CriticEnsemble(self.feature_dim, spec.action_dim, cfg.net_dims, encoder,
-                              cfg.num_critics, cfg.layer_norm)  # fmt: skip
+                              cfg.num_critics, cfg.layer_norm, cfg.crossq)  # fmt: skip
 
     # --- the hooks the successors override ---
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
@@ -140,8 +139,11 @@ class AgentDDPG(AgentOffPolicy):
 
     def target_action(self, next_states: torch.Tensor) -> torch.Tensor:
         """The action the target policy takes in s' `(B, A)`."""
-        assert self.actor_target is not None, "built where uses_target_actor, which this needs"
-        return self.actor_target(next_states)
+        return self.target_actor()(next_states)
+
+    def target_actor(self) -> nn.Module:
+        """The policy of the targets: the target actor, or the actor itself with `crossq`."""
+        return self.actor if self.actor_target is None else self.actor_target
 
     def next_action(self, next_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The target's action a' in s' `(B, A)`, and what the target subtracts from Q'(s', a')
@@ -196,6 +198,8 @@ class AgentDDPG(AgentOffPolicy):
         weights), their Q(s, a) `(num_critics, B)` and their TD errors `(num_critics, B)`:
         squared TD errors, or with `critic_atoms` the cross-entropy of each critic's
         distribution against C51's target (TD errors between the distributions' means)."""
+        if self.config.crossq:
+            return self.crossq_critic_loss(batch)
         if not self.config.critic_atoms:
             with torch.no_grad():
                 target = self.td_target(batch)
@@ -215,14 +219,37 @@ class AgentDDPG(AgentOffPolicy):
         """Every critic's Q(s, a) for the batch's actions `(num_critics, B)`."""
         return self.critic(states, actions)
 
+    def crossq_critic_loss(self, batch: Batch
+                           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+        """CrossQ (Bhatt et al., "CrossQ: Batch Normalization in Deep Reinforcement Learning for
+        Greater Sample Efficiency and Simplicity", ICLR 2024): no target networks; (s, a) and
+        (s', a') go through the critics in one batch, so their batch renormalisation sees both
+        distributions; the target r + gamma * Q(s', a') (minus any penalty) from that same pass,
+        without gradient. Returns what `critic_loss` does."""
+        with torch.no_grad():
+            action, penalty = self.next_action(batch.next_states)
+        both = self.critic(torch.cat([batch.states, batch.next_states]),
+                           torch.cat([batch.actions, action]))  # fmt: skip
+        q, next_q = both.split(batch.rewards.shape[0], dim=-1)  # (num_critics, B) each
+        with torch.no_grad():
+            value = self.reduce_target_q(next_q)
+            if penalty is not None:
+                value = value - penalty
+            target = batch.rewards + batch.discounts * (~batch.terminals).float() * value
+        td_errors = target - q
+        return (batch.weights * td_errors.square()).mean(-1).sum(), q, td_errors
+
     def critic_q_for_actor(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """The critics' Q(s, a) `(num_critics, B)` with gradients to the actions only: the
-        actor's loss never needs the critics' weight gradients, so they are not computed."""
+        actor's loss never needs the critics' weight gradients, so they are not computed.
+        The critics are in eval mode (CrossQ's batch renormalisation: running statistics)."""
         self.critic.requires_grad_(False)
+        self.critic.eval()
         try:
             return self.critic(states, actions)
         finally:
             self.critic.requires_grad_(True)
+            self.critic.train()
 
     def should_update_actor(self, critic_loss: torch.Tensor) -> bool:
         return True  # DDPG updates the actor after every critic step
@@ -254,7 +281,7 @@ class AgentDDPG(AgentOffPolicy):
             logs.update(self.update_actor(batch.states))
             if self.actor_target is not None:
                 self.update_targets((self.actor_target, self.actor))
-        if self.critic_target_due(actor_updated):
+        if self.critic_target_due(actor_updated) and not self.config.crossq:
             self.update_targets((self.critic_target, self.critic))
         return logs, td_errors.detach().abs().mean(0)  # critics of opposite error: no cancelling
 

@@ -155,7 +155,8 @@ class AgentSACDiscrete(AgentSAC):
 
     if_discrete = True
     actor_class = ActorDiscreteSAC
-    config_fields = AgentSAC.config_fields - {"critic_atoms", "critic_v_min", "critic_v_max"}
+    config_fields = AgentSAC.config_fields - {"critic_atoms", "critic_v_min", "critic_v_max",
+                                              "crossq"}  # fmt: skip
 
     def make_critic(self, encoder: nn.Module) -> nn.Module:
         spec, cfg = self.spec, self.config

@@ -22,8 +22,7 @@ class AgentTD3(AgentDDPG):
     def target_action(self, next_states: torch.Tensor) -> torch.Tensor:
         # differs: clipped Gaussian noise smooths the target policy
         cfg = self.config
-        assert self.actor_target is not None, "TD3 keeps a target actor (uses_target_actor)"
-        action = self.actor_target(next_states)
+        action = self.target_actor()(next_states)
         noise = (batch_randn_like(action) * cfg.policy_noise_std).clamp(
             -cfg.policy_noise_clip, cfg.policy_noise_clip
         )

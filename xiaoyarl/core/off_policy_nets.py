@@ -157,11 +157,62 @@ class EnsembleLayerNorm(nn.Module):
         return torch.addcmul(self.bias, normed, self.weight)
 
 
-def build_ensemble_mlp(num: int, dims: list[int], layer_norm: bool = False) -> nn.Sequential:
+class EnsembleBatchRenorm(nn.Module):
+    """Batch renormalisation (Ioffe 2017) of `(num, batch, dim)` (or `(batch, dim)`, shared by
+    the members) over the batch, each member with its own statistics, gain and bias, as
+    CrossQ's critics (Bhatt et al. 2024; momentum 0.01, eps 0.001, r_max 3, d_max 5).
+
+    In training mode it normalises by the batch's mean and std, corrected towards the running
+    ones by r = std_batch / std_running (clipped to [1/r_max, r_max]) and d = (mean_batch -
+    mean_running) / std_running (clipped to +-d_max), both without gradient, and updates the
+    running statistics; for its first `warmup_steps` batches r = 1 and d = 0 (batch
+    normalisation). In eval mode it normalises by the running statistics."""
+
+    running_mean: torch.Tensor  # (num, 1, dim)
+    running_var: torch.Tensor  # (num, 1, dim)
+    steps: torch.Tensor  # () int64: batches seen in training mode
+
+    def __init__(self, num: int, dim: int, momentum: float = 0.01, eps: float = 1e-3,
+                 r_max: float = 3.0, d_max: float = 5.0,
+                 warmup_steps: int = 100_000) -> None:  # fmt: skip
+        super().__init__()
+        self.num, self.momentum, self.eps = num, momentum, eps
+        self.r_max, self.d_max, self.warmup_steps = r_max, d_max, warmup_steps
+        self.weight = nn.Parameter(torch.ones(num, 1, dim))
+        self.bias = nn.Parameter(torch.zeros(num, 1, dim))
+        self.register_buffer("running_mean", torch.zeros(num, 1, dim))
+        self.register_buffer("running_var", torch.ones(num, 1, dim))
+        self.register_buffer("steps", torch.zeros((), dtype=torch.int64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() == 2:
+            x = x.expand(self.num, *x.shape)
+        running_std = (self.running_var + self.eps).sqrt()
+        if not self.training:
+            return torch.addcmul(self.bias, (x - self.running_mean) / running_std, self.weight)
+        mean = x.mean(1, keepdim=True)
+        var = x.var(1, unbiased=False, keepdim=True)
+        std = (var + self.eps).sqrt()
+        with torch.no_grad():
+            renorm = self.steps >= self.warmup_steps  # a tensor: no host sync, graph-safe
+            r = torch.where(renorm, (std / running_std).clamp(1 / self.r_max, self.r_max), 1.0)
+            d = torch.where(renorm, ((mean - self.running_mean) / running_std).clamp(
+                -self.d_max, self.d_max), 0.0)  # fmt: skip
+            self.running_mean.lerp_(mean, self.momentum)
+            self.running_var.lerp_(var, self.momentum)
+            self.steps += 1
+        return torch.addcmul(self.bias, (x - mean) / std * r + d, self.weight)
+
+
+def build_ensemble_mlp(num: int, dims: list[int], layer_norm: bool = False,
+                       batch_renorm: bool = False) -> nn.Sequential:  # fmt: skip
     """`num` MLPs `dims = [in, hidden..., out]` in one call; ReLU after each hidden layer,
-    preceded by a LayerNorm (each member's own) where `layer_norm`."""
+    preceded by a LayerNorm (each member's own) where `layer_norm`; with `batch_renorm` a batch
+    renormalisation before every linear layer, the input's included (CrossQ's critics)."""
     layers: list[nn.Module] = []
     for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:], strict=True)):
+        if batch_renorm:
+            layers.append(EnsembleBatchRenorm(num, d_in))
         layers.append(EnsembleLinear(num, d_in, d_out))
         if i < len(dims) - 2:
             layers.extend([EnsembleLayerNorm(num, d_out), nn.ReLU()] if layer_norm
@@ -177,11 +228,13 @@ class CriticEnsemble(nn.Module):
     """
 
     def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module,
-                 num: int, layer_norm: bool = False) -> None:  # fmt: skip
+                 num: int, layer_norm: bool = False,
+                 batch_renorm: bool = False) -> None:  # fmt: skip
         super().__init__()
         self.norm = norm
         self.num = num
-        self.net = build_ensemble_mlp(num, [state_dim + action_dim, *net_dims, 1], layer_norm)
+        dims = [state_dim + action_dim, *net_dims, 1]
+        self.net = build_ensemble_mlp(num, dims, layer_norm, batch_renorm)
 
     def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         return self.net(torch.cat([self.norm(state), action], -1)).squeeze(-1)

@@ -27,9 +27,8 @@ class MiniBatches(NamedTuple):
     mean: Callable[[torch.Tensor], torch.Tensor]
 
 
-def shuffled_minibatches(
-    size: int, batch_size: int, repeat_times: float, device: torch.device
-) -> list[torch.Tensor]:
+def shuffled_minibatches(size: int, batch_size: int, repeat_times: float,
+                         device: torch.device) -> list[torch.Tensor]:  # fmt: skip
     """`repeat_times` passes over `size` transitions in mini-batches of `batch_size` (at most
     `size`), each pass a new permutation (the last mini-batches may run into the next one)."""
     batch_size = min(batch_size, size)

@@ -51,9 +51,8 @@ def lambda_returns(rewards: torch.Tensor, next_values: torch.Tensor, terminals: 
     return compute_gae(rewards, values, next_values, terminals, truncates, gamma, lam) + values
 
 
-def clipped_surrogate(
-    ratio: torch.Tensor, advantage: torch.Tensor, ratio_clip: float | torch.Tensor
-) -> torch.Tensor:
+def clipped_surrogate(ratio: torch.Tensor, advantage: torch.Tensor,
+                      ratio_clip: float | torch.Tensor) -> torch.Tensor:  # fmt: skip
     """PPO's clipped surrogate objective per sample (to be maximized); `ratio_clip` is epsilon
     (a tensor of one value per member in a vmapped population)."""
     # torch.clamp takes number or tensor bounds; its stubs type the two as separate overloads

@@ -158,7 +158,8 @@ class CentralizedCritic(MultiAgentOffPolicy, AgentDDPG):
 
 
 # the single-agent actor-critics' options a centralized critic does not take (refused: common.py)
-SINGLE_AGENT_ONLY = {"explore_noise_std_max", "critic_atoms", "critic_v_min", "critic_v_max"}
+SINGLE_AGENT_ONLY = {"explore_noise_std_max", "critic_atoms", "critic_v_min", "critic_v_max",
+                     "crossq"}  # fmt: skip
 
 
 class AgentMADDPG(CentralizedCritic, AgentDDPG):

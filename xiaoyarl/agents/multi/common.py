@@ -129,12 +129,13 @@ class MultiAgentOffPolicy(AgentOffPolicy):
                 "agents; the multi-agent ones learn from one-step targets (vdn and qmix with "
                 "agent_rnn take td_lambda instead). Leave n_step at 1."
             )
-        if config.critic_atoms or config.explore_noise_std_max is not None:
+        if config.critic_atoms or config.crossq or config.explore_noise_std_max is not None:
             raise ConfigError(
-                f"critic_atoms={config.critic_atoms}, explore_noise_std_max="
-                f"{config.explore_noise_std_max}: distributional critics and per-sub-env noise "
-                "are for the single-agent agents (the dqn family, ddpg, td3, sac, redq); leave "
-                "both at their defaults (0 and null) for the multi-agent ones."
+                f"critic_atoms={config.critic_atoms}, crossq={config.crossq}, "
+                f"explore_noise_std_max={config.explore_noise_std_max}: distributional critics, "
+                "CrossQ's critics and per-sub-env noise are for the single-agent agents (the dqn "
+                "family, ddpg, td3, sac, redq); leave them at their defaults (0, false and null) "
+                "for the multi-agent ones."
             )
         self.multi_spec = spec
         self.layout = JointLayout(spec)
