@@ -114,26 +114,19 @@ TASKS: dict[str, Task] = {
     ),  # fmt: skip
     "sac-pendulum": Task("sac", "Pendulum-v1", -200, 30_000, 1_000, dict(learning_rate=1e-3)),
     # FastTD3 and FastSAC (1,024 torch-native sub-envs) against the zoo's SAC on gymnasium's env
-    "fast_td3-pendulum-torch": Task(
-        "fast_td3",
-        "Pendulum-v1",
-        -200,
-        300_000,
-        1_000,
-        dict(learning_rate=1e-3),
-        sb3_algo="sac",
-        backend="torch",
-    ),
-    "fast_sac-pendulum-torch": Task(
-        "fast_sac",
-        "Pendulum-v1",
-        -200,
-        300_000,
-        1_000,
-        dict(learning_rate=1e-3),
-        sb3_algo="sac",
-        backend="torch",
-    ),
+    **{
+        f"{algo}-pendulum-torch": Task(
+            algo,
+            "Pendulum-v1",
+            -200,
+            300_000,
+            1_000,
+            dict(learning_rate=1e-3),
+            sb3_algo="sac",
+            backend="torch",
+        )
+        for algo in ("fast_td3", "fast_sac")
+    },  # fmt: skip
     "td3-pendulum": Task("td3", "Pendulum-v1", -200, 30_000, 1_000, ZOO_OFF_POLICY_PENDULUM),
     "ddpg-pendulum": Task("ddpg", "Pendulum-v1", -200, 30_000, 1_000, ZOO_OFF_POLICY_PENDULUM),
     "sac-hopper": Task("sac", "Hopper-v5", 1_000, 100_000, 5_000, dict(learning_starts=10_000)),
