@@ -30,7 +30,8 @@ def parallel_defaults(config: Config, batched: bool, device_type: str) -> dict:
     rollout. On a GPU the paper's gradient steps: 2 of 32,768 transitions per parallel step on
     [1024, 512, 256] networks (its critic's widths). On a CPU a large step costs as much as
     many small ones, so the same data feeds 16 steps of 256 per 1,024 env steps on
-    [256, 256] networks (TD3 and SAC's widths here). Observations normalised, as the paper's."""
+    [256, 256] networks (TD3 and SAC's widths here). Observations normalised, as the paper's;
+    evaluations every 10 parallel steps (at least 2,000 env steps apart)."""
     num_envs = config.num_envs or (1024 if batched else 16)
     gpu = device_type == "cuda"
     return {
@@ -43,7 +44,7 @@ def parallel_defaults(config: Config, batched: bool, device_type: str) -> dict:
         "state_norm": True,
         "reward_norm": False,
         "num_critics": 2,
-        "eval_every": 10 * num_envs,
+        "eval_every": max(2_000, 10 * num_envs),  # every 10 parallel steps, or 2,000 env steps
     }
 
 
