@@ -62,6 +62,7 @@ PRESETS: dict[tuple[str, str], str] = {
     ("ppo", MINATAR_BREAKOUT): "minatar/ppo.yaml",
     ("ppo", MINATAR_SPACE_INVADERS): "minatar/ppo.yaml",
     ("d3qn", MINATAR_BREAKOUT): "minatar/d3qn.yaml",
+    ("pqn", MINATAR_BREAKOUT): "minatar/pqn.yaml",
     ("fast_td3", PENDULUM): "parallel/fast_td3_pendulum.yaml",
     ("fast_sac", PENDULUM): "parallel/fast_sac_pendulum.yaml",
 }
