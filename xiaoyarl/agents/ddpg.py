@@ -15,7 +15,7 @@ from torch import nn
 from xiaoyarl.agents.off_policy import OFF_POLICY_FIELDS, AgentOffPolicy
 from xiaoyarl.config import Config
 from xiaoyarl.core.buffer import Batch
-from xiaoyarl.core.distributional import DistributionalCriticEnsemble, categorical_projection
+from xiaoyarl.core.distributional import DistributionalCriticEnsemble, c51_target
 from xiaoyarl.core.nets import gaussian_logprob
 from xiaoyarl.core.off_policy_nets import Actor, CriticEnsemble
 from xiaoyarl.envs.base import EnvSpec
@@ -178,16 +178,10 @@ class AgentDDPG(AgentOffPolicy):
         `reduce_target_distribution`), each atom z moved to r + gamma * (z - penalty) and
         projected back onto the support; no bootstrap past a terminal."""
         action, penalty = self.next_action(batch.next_states)
-        critic = self.distributional_critic()
         logits = cast(DistributionalCriticEnsemble, self.critic_target).logits(
             batch.next_states, action)  # fmt: skip
         probs = self.reduce_target_distribution(logits.softmax(-1))
-        atoms = critic.support.expand_as(probs)
-        if penalty is not None:
-            atoms = atoms - penalty.unsqueeze(-1)
-        bootstrap = (batch.discounts * (~batch.terminals).float()).unsqueeze(-1)
-        return categorical_projection(batch.rewards.unsqueeze(-1) + bootstrap * atoms, probs,
-                                      critic.support)  # fmt: skip
+        return c51_target(probs, batch, self.distributional_critic().support, penalty)
 
     def distributional_critic(self) -> DistributionalCriticEnsemble:
         """The critics, which `make_critic` built as C51 ones where `critic_atoms`."""

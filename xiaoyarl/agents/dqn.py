@@ -16,11 +16,7 @@ from xiaoyarl.agents.epsilon_greedy import EpsilonGreedy
 from xiaoyarl.agents.off_policy import OFF_POLICY_FIELDS, AgentOffPolicy
 from xiaoyarl.config import Config
 from xiaoyarl.core.buffer import Batch
-from xiaoyarl.core.distributional import (
-    DISTRIBUTIONAL_Q,
-    DistributionalQNet,
-    categorical_projection,
-)
+from xiaoyarl.core.distributional import DISTRIBUTIONAL_Q, DistributionalQNet, c51_target
 from xiaoyarl.core.off_policy_nets import QNet, QNetDuel
 from xiaoyarl.envs.base import EnvSpec
 
@@ -82,12 +78,14 @@ class AgentDQN(EpsilonGreedy, AgentOffPolicy):
         return self.epsilon_greedy(greedy, torch.randint_like(greedy, self.spec.action_dim))
 
     def next_q(self, next_states: torch.Tensor) -> torch.Tensor:
-        """max_a Q_target(s', a) `(B,)`: the target network both selects and evaluates."""
-        return self.qnet_target.q_values(next_states).max(-1).values
+        """Q_target(s', a') `(B,)` of the next action a' that `next_action` picks."""
+        q = self.qnet_target.q_values(next_states)
+        return q.gather(1, self.next_action(next_states, q).unsqueeze(1)).squeeze(1)
 
-    def next_action(self, next_states: torch.Tensor) -> torch.Tensor:
-        """The action `(B,)` whose Q_target(s', a) `next_q` takes: argmax_a Q_target(s', a)."""
-        return self.qnet_target.q_values(next_states).argmax(-1)
+    def next_action(self, next_states: torch.Tensor, target_q: torch.Tensor) -> torch.Tensor:
+        """The next action a' `(B,)` of the targets, given Q_target(s', .) `(B, A)`:
+        argmax_a Q_target(s', a), the target network both selects and evaluates."""
+        return target_q.argmax(-1)
 
     def update_step(self, batch: Batch) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         if self.config.critic_atoms:
@@ -110,15 +108,13 @@ class AgentDQN(EpsilonGreedy, AgentOffPolicy):
         projected onto the support; the cross-entropy of the taken action's distribution
         against it, weighted for prioritized replay. TD errors between the means."""
         qnet = cast(DistributionalQNet, self.qnet)
+        rows = torch.arange(batch.actions.shape[0], device=batch.actions.device)
         with torch.no_grad():
-            best = self.next_action(batch.next_states)
             logits = cast(DistributionalQNet, self.qnet_target).logits(batch.next_states)
-            probs = logits[torch.arange(len(best), device=best.device), best].softmax(-1)
-            bootstrap = (batch.discounts * (~batch.terminals).float()).unsqueeze(-1)
-            atoms = batch.rewards.unsqueeze(-1) + bootstrap * qnet.support
-            target = categorical_projection(atoms, probs, qnet.support)
-        taken = qnet.logits(batch.states)[torch.arange(len(best), device=best.device),
-                                           batch.actions].log_softmax(-1)  # fmt: skip
+            probs = logits.softmax(-1)  # (B, A, K)
+            best = self.next_action(batch.next_states, (probs * qnet.support).sum(-1))
+            target = c51_target(probs[rows, best], batch, qnet.support)
+        taken = qnet.logits(batch.states)[rows, batch.actions].log_softmax(-1)
         loss = (batch.weights * -(target * taken).sum(-1)).mean()
         self.optimizer_step(self.optimizers["qnet"], self.qnet, loss)
         self.update_targets((self.qnet_target, self.qnet))
@@ -130,11 +126,7 @@ class AgentDQN(EpsilonGreedy, AgentOffPolicy):
 class AgentDoubleDQN(AgentDQN):
     """Double DQN: the online network selects the next action, the target network scores it."""
 
-    def next_q(self, next_states: torch.Tensor) -> torch.Tensor:
-        best = self.qnet.q_values(next_states).argmax(-1, keepdim=True)  # differs: online selects
-        return self.qnet_target.q_values(next_states).gather(1, best).squeeze(1)
-
-    def next_action(self, next_states: torch.Tensor) -> torch.Tensor:
+    def next_action(self, next_states: torch.Tensor, target_q: torch.Tensor) -> torch.Tensor:
         return self.qnet.q_values(next_states).argmax(-1)  # differs: online selects
 
 

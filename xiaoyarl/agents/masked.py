@@ -190,24 +190,14 @@ class MaskedDQN:
 class MaskedDQNTarget(MaskedDQN):
     """DQN: max over the next state's allowed actions of the target network's Q."""
 
-    def next_q(self, next_states: torch.Tensor) -> torch.Tensor:
-        q = self.qnet_target.q_values(next_states)
-        mask = allowed_or_all(self.split(next_states)[1])
-        return q.masked_fill(~mask, -torch.inf).max(-1).values
-
-    def next_action(self, next_states: torch.Tensor) -> torch.Tensor:
-        q = self.qnet_target.q_values(next_states)
-        return masked_greedy(q, self.split(next_states)[1])
+    def next_action(self, next_states: torch.Tensor, target_q: torch.Tensor) -> torch.Tensor:
+        return masked_greedy(target_q, self.split(next_states)[1])
 
 
 class MaskedDoubleTarget(MaskedDQN):
     """Double DQN, D3QN: the online network picks the best allowed next action."""
 
-    def next_q(self, next_states: torch.Tensor) -> torch.Tensor:
-        best = masked_greedy(self.qnet.q_values(next_states), self.split(next_states)[1])
-        return self.qnet_target.q_values(next_states).gather(1, best.unsqueeze(1)).squeeze(1)
-
-    def next_action(self, next_states: torch.Tensor) -> torch.Tensor:
+    def next_action(self, next_states: torch.Tensor, target_q: torch.Tensor) -> torch.Tensor:
         return masked_greedy(self.qnet.q_values(next_states), self.split(next_states)[1])
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from xiaoyarl.core.buffer import Batch
 from xiaoyarl.core.nets import build_mlp
 from xiaoyarl.core.off_policy_nets import QNet, QNetDuel, build_ensemble_mlp
 
@@ -33,6 +34,18 @@ def categorical_projection(atoms: torch.Tensor, probs: torch.Tensor,
     projected.scatter_add_(-1, lower.long(), probs * (1 - upper_share))
     projected.scatter_add_(-1, lower.long() + 1, probs * upper_share)
     return projected
+
+
+def c51_target(probs: torch.Tensor, batch: Batch, support: torch.Tensor,
+               penalty: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+    """C51's target `(B, K)`: the next state's distribution `probs` `(B, K)` on `support`, each
+    atom z moved to r + gamma^m * (z - penalty) (gamma^m: the batch's `discounts`; r alone past
+    a terminal; `penalty` `(B,)`, e.g. SAC's entropy term) and projected back onto `support`."""
+    atoms = support.expand_as(probs)
+    if penalty is not None:
+        atoms = atoms - penalty.unsqueeze(-1)
+    bootstrap = (batch.discounts * (~batch.terminals).float()).unsqueeze(-1)
+    return categorical_projection(batch.rewards.unsqueeze(-1) + bootstrap * atoms, probs, support)
 
 
 class DistributionalCriticEnsemble(nn.Module):
