@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from xiaoyarl.errors import ConfigError
 
 BACKENDS = ("auto", "torch", "gymnasium", "envpool", "playground")
+SCHEDULES = ("constant", "linear", "cosine")
 
 
 def option(default: Any, help: str, choices: tuple | None = None) -> Any:
@@ -37,10 +38,8 @@ def unknown_field_error(name: str, names: list[str], source: str) -> ConfigError
     """The error for a field name that is not one of `names`, with the closest ones."""
     close = difflib.get_close_matches(name, names, n=3)
     hint = f" Did you mean {', '.join(close)}?" if close else ""
-    return ConfigError(
-        f"{source}: unknown config field '{name}'.{hint} "
-        f"Run `xiaoyarl list --fields` to see every field."
-    )
+    return ConfigError(f"{source}: unknown config field '{name}'.{hint} Run `xiaoyarl list "
+                       f"--fields` to see every field.")  # fmt: skip
 
 
 _T = TypeVar("_T")
@@ -54,9 +53,8 @@ def _refuse_unknown_keywords(cls: type[_T]) -> type[_T]:
     @functools.wraps(init)
     def checked_init(self, *args: object, **kwargs: object) -> None:
         names = self.field_names()
-        for name in kwargs:
-            if name not in names:
-                raise unknown_field_error(name, names, type(self).__name__)
+        for name in set(kwargs) - set(names):
+            raise unknown_field_error(name, names, type(self).__name__)
         init(self, *args, **kwargs)
 
     # replacing the dataclass's __init__ is what this decorator is for
@@ -119,6 +117,9 @@ class Config:
     net_dims: list[int] | None = option(None, "hidden widths; None: [64, 64] on-policy and DQN "
         "family, [256, 256] other off-policy")  # fmt: skip
     learning_rate: float | None = option(None, "Adam's step size; None: automatic per algorithm")
+    learning_rate_schedule: str = option("constant", "decay to schedule_end x lr", SCHEDULES)
+    schedule_end: float = option(0.0, "a scheduled value ends at this fraction of its start ...")
+    schedule_steps: int | None = option(None, "... after this many env steps; None: max_steps")
     encoder: str = option("auto", "auto (by obs shape), mlp, nature, impala, minatar, module:Class")
     share_encoder: bool = option(True, "ppo, a2c: actor and critic share an image encoder")
     recurrent: str | None = option(None, "ppo, a2c: a policy with memory, lstm or gru (None: "
@@ -141,6 +142,8 @@ class Config:
     ratio_clip: float = option(0.2, "PPO clip range epsilon")
     lambda_gae_adv: float = option(0.95, "GAE lambda")
     lambda_entropy: float = option(0.0, "entropy bonus coefficient")
+    ratio_clip_schedule: str = option("constant", "decay to schedule_end x it", SCHEDULES)
+    lambda_entropy_schedule: str = option("constant", "decay to schedule_end x it", SCHEDULES)
 
     # --- the critic of ppo, a2c, mappo (value normalisation and loss as MAPPO's paper code) ---
     value_norm: bool | None = option(None, "the critic learns returns standardised by their "

@@ -216,6 +216,10 @@ def validate_config(config: Config) -> Config:
             bad(name, "a finite number >= 0")
     if not (math.isfinite(config.clip_grad_norm) and config.clip_grad_norm > 0):
         bad("clip_grad_norm", "a finite number > 0")
+    if not 0 <= config.schedule_end <= 1:
+        bad("schedule_end", "in [0, 1] (the fraction of its start a scheduled value ends at)")
+    if config.schedule_steps is not None and config.schedule_steps < 1:
+        bad("schedule_steps", "a positive number of env steps (or null for max_steps)")
     if config.repeat_times is not None and not (0 < config.repeat_times <= 1000):
         bad("repeat_times", "a number in (0, 1000]")
     if config.confirm_episodes < 0:

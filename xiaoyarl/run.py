@@ -32,6 +32,7 @@ from xiaoyarl.train.evaluator import Evaluator, evaluation_seed
 from xiaoyarl.train.loggers import Loggers, check_logger_packages
 from xiaoyarl.train.loop import CHECKPOINT_FORMAT, Callback, TrainLoop
 from xiaoyarl.train.progress import Console, warn
+from xiaoyarl.train.schedules import scheduled
 
 # Fields that may change when a run is resumed; every other field must match the checkpoint's.
 RESUMABLE_CHANGES = {
@@ -233,7 +234,7 @@ def _run(
             data_parallel.broadcast_agent(agent)
             data_parallel.attach(agent)
             torch.manual_seed(seed)
-        else:
+        elif not scheduled(config):  # a graph would replay the scheduled values it captured
             capture_updates(agent)
         target = config.target_return if config.target_return is not None else spec.target_return
         state, info = env.reset(seed=seed)

@@ -134,7 +134,8 @@ def ignored_fields(config: Config) -> list[str]:
 
 
 def fields_read(algo: str) -> frozenset[str]:
-    """The algorithm-specific Config fields `algo` reads: its agents' own, and the H-term's
-    where the H-term applies."""
+    """The algorithm-specific Config fields `algo` reads: its agents' own (with the schedule of
+    each that has one), and the H-term's where the H-term applies."""
     fields = frozenset().union(*(c.config_fields for c in ALGORITHMS[algo] if c is not None))
+    fields |= {f"{name}_schedule" for name in fields if f"{name}_schedule" in Config.field_names()}
     return fields | H_TERM_FIELDS if algo in H_TERM_ALGOS else fields

@@ -175,10 +175,8 @@ class TorchVecEnv(VecEnv):
         expected = (self.num_envs,) if self.if_discrete else (self.num_envs, self.action_dim)
         if action.shape != expected:
             kind = "int64 indices" if self.if_discrete else "floats in [-1, 1]"
-            raise EnvError(
-                f"{self.name}: step() expects actions of shape {expected} ({kind}), "
-                f"got {tuple(action.shape)}."
-            )
+            raise EnvError(f"{self.name}: step() expects actions of shape {expected} ({kind}), "
+                           f"got {tuple(action.shape)}.")  # fmt: skip
 
     def _final_outputs(self, sim_state: torch.Tensor) -> dict[str, torch.Tensor]:
         """What each sub-env reached in this step, before any auto-reset: `{"final_state"}`."""
@@ -238,10 +236,8 @@ class TorchVecEnv(VecEnv):
     def set_sim_state(self, sim_state: torch.Tensor, elapsed: torch.Tensor | None = None) -> None:
         """Put every sub-env into a given simulator state (tests, demonstrations, curricula)."""
         if tuple(sim_state.shape) != (self.num_envs, self.sim_dim):
-            raise EnvError(
-                f"{self.name}: sim_state must have shape ({self.num_envs}, {self.sim_dim}), "
-                f"got {tuple(sim_state.shape)}."
-            )
+            raise EnvError(f"{self.name}: sim_state must have shape ({self.num_envs}, "
+                           f"{self.sim_dim}), got {tuple(sim_state.shape)}.")  # fmt: skip
         self.sim_state = sim_state.to(self.device, torch.float32).clone()
         if elapsed is not None:
             self.elapsed = elapsed.to(self.device, torch.int64).clone()

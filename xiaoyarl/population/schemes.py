@@ -49,6 +49,7 @@ from xiaoyarl.errors import CheckpointError, ConfigError
 from xiaoyarl.population.leaderboard import Leaderboard, locked, read_json, write_json
 from xiaoyarl.population.search_space import SearchSpace
 from xiaoyarl.train.checkpoint import load_plain, save_atomic
+from xiaoyarl.train.schedules import scheduled
 
 SCHEMES = ("generational", "tournament")
 BACKENDS = ("process", "vmap")
@@ -77,6 +78,10 @@ def check_vmap_population(config: Config, search_space: dict) -> None:
     if config.h_term or config.runner != "single" or config.recurrent:
         raise ConfigError("--population-backend vmap trains plain single-process PPO members "
                           "(no h_term, runner single, no recurrent policy).")  # fmt: skip
+    if scheduled(config) or any(f.endswith("_schedule") for f in search_space):
+        raise ConfigError("--population-backend vmap keeps each member's values constant: "
+                          "schedules (learning_rate_schedule, ...) need the process backend "
+                          "(the default).")  # fmt: skip
 
 
 @dataclass
@@ -218,6 +223,8 @@ class Population:
         config.seed = seed
         config.cwd = str(self.member_dir(name))
         config.max_steps = max_steps
+        # a schedule decays once over a member's whole budget, not over each generation's part
+        config.schedule_steps = config.schedule_steps or self.config.max_steps
         config.stop_at_target = False  # members train for their budget; the population stops
         if config.threads is None:
             config.threads = 1  # members run side by side

@@ -43,6 +43,7 @@ from xiaoyarl.train.progress import (
     progress_text,
     warn,
 )
+from xiaoyarl.train.schedules import Schedules
 
 if TYPE_CHECKING:
     from xiaoyarl.agents.protocols import Steps
@@ -145,6 +146,7 @@ class TrainLoop:
         self.speed = TrainingSpeed()  # env steps per second, evaluations and checkpoints left out
         self.flushed_at = time.perf_counter()  # when training episodes were last written
         self._results: list[EvalResult] = []  # evaluations not yet reported
+        self.schedules = Schedules(config, agent)  # learning rate, clip range, entropy bonus
 
     # --- checkpoints ---------------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -324,6 +326,7 @@ class TrainLoop:
                     if self._call("on_rollout", rollout):
                         stop_reason = "callback"
                     self.phase = "update"
+                    self.schedules.apply(self.total_steps + steps)
                     self.logs = self.agent.update_net(rollout)
                     stop_reason = self._check_divergence(rollout.rewards) or stop_reason
                     self.total_steps += steps
