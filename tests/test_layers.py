@@ -21,6 +21,7 @@ LAYERS = [
     ("xiaoyarl.scale",),
     ("xiaoyarl.run",),
     ("xiaoyarl.population",),
+    ("xiaoyarl.tune",),
     ("xiaoyarl.finance", "xiaoyarl.stats", "xiaoyarl.policy", "xiaoyarl.export",
      "xiaoyarl.record", "xiaoyarl.cli", "xiaoyarl.__main__"),
 ]  # fmt: skip

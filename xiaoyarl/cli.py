@@ -1,5 +1,5 @@
 """The `xiaoyarl` command line: train, eval, plot, list, record, export, check-env, fuse,
-backtest, population."""
+backtest, population, tune."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import argparse
 import json
 import math
 import re
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -32,6 +33,12 @@ from xiaoyarl.presets import (
 
 if TYPE_CHECKING:
     from xiaoyarl.population.schemes import PopulationConfig
+
+# a trial's budget unless --max-steps says otherwise: a short-budget search
+TUNE_MAX_STEPS = 100_000
+# `xiaoyarl tune`'s flags that set the search's settings (`TuneSettings`), by their dest
+TUNE_FLAGS = ("trials", "timeout", "engine", "sampler", "pruner", "objective", "jobs", "storage",
+              "heartbeat", "members", "sampler_seed")  # fmt: skip
 
 # Old spellings, accepted (with a note) for one release: (command, old option) -> the option.
 RENAMED = {("population", "--out"): "--cwd"}
@@ -123,7 +130,7 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     pop.add_argument("algo", nargs="?", help="algorithm, e.g. ppo (see `xiaoyarl list`)")
     pop.add_argument("env", nargs="?", help="env id, as for `xiaoyarl train`")
-    _add_run_flags(pop, population=True)
+    _add_run_flags(pop, kind="population")
     pop.add_argument(
         "--members",
         type=int,
@@ -197,6 +204,65 @@ def _parser() -> argparse.ArgumentParser:
     )
     pop.add_argument("--join", metavar="DIR", help=argparse.SUPPRESS)  # a slot (the launcher's)
 
+    tune = sub.add_parser(
+        "tune", help="search hyper-parameters (Optuna, or a population) for a preset",
+        description="Search hyper-parameters of ALGO on ENV with Optuna (TPE, pruned on each "
+        "trial's evaluations) or as a population (--engine pbt). Writes trials.csv, plots and "
+        "best.yaml (a preset: `xiaoyarl train ALGO ENV --config best.yaml`) into the study "
+        "folder. Trials start from the library's defaults (or --config), never from a preset.",
+    )  # fmt: skip
+    tune.add_argument("algo", nargs="?", help="algorithm, e.g. ppo (see `xiaoyarl list`)")
+    tune.add_argument("env", nargs="?", help="env id, as for `xiaoyarl train`")
+    _add_run_flags(tune, kind="tune")
+    tune.add_argument("--trials", type=int, metavar="N",
+                      help="trials that complete or are pruned, all workers together (default "
+                           "20)")  # fmt: skip
+    tune.add_argument(
+        "--timeout",
+        type=float,
+        metavar="S",
+        help="seconds each worker starts new trials for (default: no limit)",
+    )
+    tune.add_argument("--space", metavar="FILE.yaml",
+                      help="search space (config field: {log_uniform: [lo, hi]} | {uniform: "
+                           "[lo, hi]} | {choice: [..]} | value); default: the algorithm "
+                           "family's (xiaoyarl/configs/tune/)")  # fmt: skip
+    tune.add_argument("--engine", choices=["optuna", "pbt"],
+                      help="optuna (default) or pbt: the same space as a generational "
+                           "population of --members members")  # fmt: skip
+    tune.add_argument("--sampler", choices=["tpe", "random"], help="Optuna's sampler (tpe)")
+    tune.add_argument(
+        "--pruner",
+        choices=["median", "halving", "none"],
+        help="stops trials that fall behind on their evaluations (median)",
+    )
+    tune.add_argument("--objective", choices=["mean", "final"],
+                      help="a trial's value: the mean of its evaluations (default; rewards "
+                           "learning early) or the last one")  # fmt: skip
+    tune.add_argument(
+        "--jobs",
+        type=int,
+        metavar="N",
+        help="worker processes on this machine sharing the study (default 1)",
+    )
+    tune.add_argument(
+        "--storage",
+        metavar="URL",
+        help="the study's database (default: SQLite in the folder); a server "
+        "database (postgresql://...) lets workers on other machines --join",
+    )
+    tune.add_argument("--heartbeat", type=int, metavar="S",
+                      help="seconds between a running trial's heartbeats; a trial silent for "
+                           "twice that is failed and retried (default 30)")  # fmt: skip
+    tune.add_argument("--members", type=int, metavar="M", help="--engine pbt: members (8)")
+    tune.add_argument("--sampler-seed", type=int, metavar="S", help="the sampler's seed (0)")
+    tune.add_argument(
+        "--join",
+        metavar="DIR",
+        help="be one more worker of the study in DIR (this or another machine)",
+    )
+    tune.add_argument("--worker", type=int, help=argparse.SUPPRESS)  # its number (--jobs')
+
     ls = sub.add_parser("list", help="algorithms and built-in envs")
     ls.add_argument("--fields", action="store_true", help="also list every Config field")
 
@@ -205,23 +271,31 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_run_flags(parser: argparse.ArgumentParser, population: bool = False) -> None:
-    """The flags of every command that starts runs (`train`, `population`), declared here once
-    so that their spelling, type and default cannot drift apart. Where a flag means something
-    else for a population (the folder is the population's; a value goes to every member), its
-    help says so."""
+def _add_run_flags(parser: argparse.ArgumentParser, kind: str = "run") -> None:
+    """The flags of every command that starts runs (`train`, `population`, `tune`), declared here
+    once so that their spelling, type and default cannot drift apart. Where a flag means
+    something else for a population or a study (the folder is theirs; a value goes to every
+    member or trial), its help says so."""
+    population = kind != "run"
 
-    def says(run: str, members: str) -> str:
+    def says(run: str, members: str, trials: str | None = None) -> str:
+        if kind == "tune":
+            return trials or members.replace("member", "trial")
         return members if population else run
 
     parser.add_argument("--cwd", metavar="DIR",
                         help=says("run folder (default runs/ENV_ALGO_SEED)",
                                   "population folder; each member's run folder is "
-                                  "DIR/members/NAME (default runs/pop_ENV_ALGO)"))  # fmt: skip
+                                  "DIR/members/NAME (default runs/pop_ENV_ALGO)",
+                                  "study folder; each trial's run folder is DIR/trials/NNNN "
+                                  "(default runs/tune_ENV_ALGO)"))  # fmt: skip
     parser.add_argument("--resume", nargs="?", const=True, default=False, metavar="DIR",
                         help=says("continue from a run's checkpoint (this run's folder, or DIR)",
                                   "continue the population in its folder (--cwd's, or DIR) with "
-                                  "its saved settings; only --workers may change"))  # fmt: skip
+                                  "its saved settings; only --workers may change",
+                                  "continue the study in its folder (--cwd's, or DIR) with "
+                                  "its saved search; --trials, --timeout, --jobs may "
+                                  "change"))  # fmt: skip
     parser.add_argument("--config", metavar="FILE.yaml",
                         help=says("start from this config file",
                                   "start every member from this config file"))  # fmt: skip
@@ -246,7 +320,9 @@ def _add_run_flags(parser: argparse.ArgumentParser, population: bool = False) ->
     parser.add_argument("--num-envs", type=int, metavar="N",
                         help=says("sub-envs (per worker)", "sub-envs of each member"))  # fmt: skip
     parser.add_argument("--max-steps", type=_int_like, metavar="N",
-                        help=says("env-step budget", "env-step budget of each member"))  # fmt: skip
+                        help=says("env-step budget", "env-step budget of each member",
+                                  f"env-step budget of each trial (default "
+                                  f"{TUNE_MAX_STEPS:,})"))  # fmt: skip
     parser.add_argument("--target-return", type=_target, metavar="R|none",
                         help=says("return that counts as solved (default: the env's); 'none': "
                                   "train for the whole --max-steps",
@@ -571,6 +647,44 @@ def _population(args: argparse.Namespace) -> int:
     return 0 if summary["done"] else 130
 
 
+def _tune(args: argparse.Namespace) -> int:
+    from xiaoyarl.population.search_space import SearchSpace
+    from xiaoyarl.tune.study import Study, TuneSettings, default_space, join, tune
+
+    if args.join:
+        return join(args.join, args.quiet, args.worker)
+    _resume_folder(args)
+    if args.resume and args.cwd is None and not (args.algo and args.env):
+        raise ConfigError("--resume: name the study folder, as --resume DIR or --cwd DIR.")
+    if not args.resume and not (args.algo and args.env):
+        raise ConfigError("name the algorithm and the env, e.g. `xiaoyarl tune ppo Pendulum-v1 "
+                          "--trials 20`, or continue a study with --resume DIR.")  # fmt: skip
+    env = (args.env or "").replace(":", "_").replace("/", "_")
+    folder = Path(args.cwd or f"runs/tune_{env}_{(args.algo or '').lower()}")
+    if args.resume:
+        saved = Study(folder) if (folder / "tune.yaml").is_file() else None
+        if saved is None:
+            raise ConfigError(f"--resume {folder}: no study there (tune.yaml is missing).")
+        config, settings = saved.config, saved.settings
+    else:
+        config = load_config(args.config) if args.config else Config()
+        config.max_steps = TUNE_MAX_STEPS
+        _apply_run_args(config, args, skip=("cwd",))  # the folder is the study's
+        space = SearchSpace.load(args.space) if args.space else None
+        settings = TuneSettings(search_space=space.spec if space else default_space(config.algo),
+                                command="xiaoyarl " + shlex.join(args.argv))  # fmt: skip
+    for name in TUNE_FLAGS:
+        if getattr(args, name) is not None:
+            setattr(settings, name, getattr(args, name))
+    summary = tune(config, settings, folder, resume=bool(args.resume),
+                   log=None if args.quiet else print)  # fmt: skip
+    if args.summary_json:
+        path = Path(args.summary_json)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(summary, indent=2) + "\n")
+    return 0
+
+
 def _fuse(args: argparse.Namespace) -> int:
     from xiaoyarl.scale.fusion import fuse_runs
 
@@ -716,6 +830,7 @@ def main(argv: list[str] | None = None) -> int:
         "fuse": _fuse,
         "backtest": _backtest,
         "population": _population,
+        "tune": _tune,
     }[args.command]
     try:
         _old_spellings(args)

@@ -77,7 +77,7 @@ class Param:
             return options[min(max(i + rng.choice((-1, 1)), 0), len(options) - 1)]
         low, high = self.args
         factor = rng.choice(factors)
-        if not _field_is_int(self.field):
+        if not field_is_int(self.field):
             # a uniform or log-uniform field holds a number
             return float(min(max(typing.cast(float, value) * factor, low), high))
         value = typing.cast(int, value)  # an integer field holds an int
@@ -90,10 +90,10 @@ class Param:
         return min(max(moved, math.ceil(low)), math.floor(high))  # at a bound it stays
 
     def _typed(self, value: float) -> object:
-        return round(value) if _field_is_int(self.field) else float(value)
+        return round(value) if field_is_int(self.field) else float(value)
 
 
-def _field_is_int(name: str) -> bool:
+def field_is_int(name: str) -> bool:
     kind = field_types()[name]
     return kind is int or int in typing.get_args(kind)
 

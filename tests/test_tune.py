@@ -1,0 +1,140 @@
+"""`xiaoyarl tune` (`xiaoyarl/tune/study.py`): a study's table, plots and preset; resume after
+SIGKILL; two workers sharing one study; the population engine; spaces and refusals. Tiny
+budgets: these test the machinery, not what a search finds (BENCHMARKS.md, "Tuning")."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+from helpers import cli
+
+from xiaoyarl.agents.settings import check_config
+from xiaoyarl.config import Config
+from xiaoyarl.config_io import load_config
+from xiaoyarl.population.search_space import SearchSpace
+from xiaoyarl.tune.study import DEFAULT_SPACES, check_space, default_space
+
+optuna = pytest.importorskip("optuna")
+
+SPACE = {"learning_rate": {"log_uniform": [1.0e-4, 3.0e-3]},
+         "horizon_len": {"choice": [8, 16]},
+         "net_dims": {"choice": [[16], [32, 32]]},
+         "lambda_entropy": 0.001}  # fmt: skip
+TINY = ["--num-envs", "8", "--eval-every", "256", "--eval-episodes", "2", "--threads", "1"]
+
+
+def tune_args(tmp_path, folder="study", *extra):
+    space = tmp_path / "space.yaml"
+    space.write_text(yaml.safe_dump(SPACE))
+    return ["tune", "ppo", "Pendulum-v1", "--space", str(space), "--cwd",
+            str(tmp_path / folder), *TINY, *extra]  # fmt: skip
+
+
+def read_trials(folder):
+    with open(folder / "trials.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def test_a_study_writes_its_table_plots_and_a_preset_that_trains(tmp_path):
+    run = cli(*tune_args(tmp_path, "study", "--trials", "3", "--max-steps", "768"), timeout=300)
+    assert run.returncode == 0, run.stderr
+    folder = tmp_path / "study"
+    rows = read_trials(folder)
+    assert [r["state"] for r in rows] == ["COMPLETE"] * 3
+    for row in rows:
+        assert row["horizon_len"] in ("8", "16") and row["net_dims"] in ("[16]", "[32, 32]")
+        assert 1e-4 <= float(row["learning_rate"]) <= 3e-3
+        assert (folder / "trials" / f"{int(row['number']):04d}" / "recorder.csv").is_file()
+    best = max(rows, key=lambda r: float(r["value"]))
+    for png in ("optimization_history.png", "param_importances.png"):
+        assert (folder / png).stat().st_size > 1000
+    text = (folder / "best.yaml").read_text()
+    assert "found by `xiaoyarl tune ppo Pendulum-v1" in text and "768 env steps" in text
+    assert f"trial {best['number']} of 3" in text
+    preset = load_config(folder / "best.yaml")
+    assert preset.learning_rate == pytest.approx(float(best["learning_rate"]))
+    assert preset.net_dims == yaml.safe_load(best["net_dims"]) and preset.lambda_entropy == 0.001
+    assert preset.num_envs == 8  # the command line's own settings come along ...
+    assert preset.max_steps == Config().max_steps  # ... but not how the trials ran
+    check_config(preset)
+    assert "best: trial" in run.stdout
+
+
+def test_a_study_killed_with_sigkill_resumes_and_retries_the_dead_trial(tmp_path):
+    args = tune_args(tmp_path, "study", "--trials", "3", "--max-steps", "4096", "--heartbeat", "1",
+                     "--pruner", "none")  # fmt: skip
+    folder = tmp_path / "study"
+    proc = subprocess.Popen([sys.executable, "-m", "xiaoyarl", *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        deadline = time.time() + 120
+        while not (folder / "trials" / "0001" / "checkpoint").exists():  # trial 1 is training
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.time() < deadline, "trial 1 never started"
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    time.sleep(2.5)  # the dead trial's heartbeat grows stale (twice --heartbeat)
+    run = cli("tune", "--resume", str(folder), timeout=300)
+    assert run.returncode == 0, run.stderr
+    rows = read_trials(folder)
+    states = {int(r["number"]): r["state"] for r in rows}
+    assert states[0] == "COMPLETE" and states[1] == "FAIL"  # killed, then failed as stale
+    assert sum(s == "COMPLETE" for s in states.values()) == 3
+    study = optuna.load_study(study_name="xiaoyarl", storage=f"sqlite:///{folder / 'study.db'}")
+    retried = [t for t in study.trials if t.system_attrs.get("failed_trial") == 1]
+    assert len(retried) == 1 and retried[0].params == study.trials[1].params  # same values
+    assert (folder / "best.yaml").is_file()
+
+
+def test_two_workers_share_one_study(tmp_path):
+    run = cli(*tune_args(tmp_path, "study", "--trials", "4", "--max-steps", "512", "--jobs", "2"),
+              timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    rows = read_trials(tmp_path / "study")
+    complete = [r for r in rows if r["state"] == "COMPLETE"]
+    assert len(complete) >= 4  # a worker may finish one trial past the count
+    assert len({r["worker"] for r in complete}) == 2, "both workers ran trials"
+    assert len({r["learning_rate"] for r in complete}) == len(complete)  # no two drew alike
+
+
+def test_the_population_engine_searches_the_same_space(tmp_path):
+    run = cli(*tune_args(tmp_path, "study", "--engine", "pbt", "--members", "2", "--max-steps",
+                         "512"), timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    folder = tmp_path / "study"
+    assert (folder / "population" / "population.csv").is_file()
+    preset = load_config(folder / "best.yaml")
+    assert 1e-4 <= preset.learning_rate <= 3e-3 and preset.horizon_len in (8, 16)
+    assert "(pbt)" in (folder / "best.yaml").read_text()
+
+
+@pytest.mark.parametrize("algo", sorted(DEFAULT_SPACES))
+def test_every_default_space_fits_config(algo):
+    space = SearchSpace(default_space(algo), source=algo)  # each value checked against Config
+    check_space(space)
+    assert "learning_rate" in space.params
+
+
+def test_refusals_name_what_to_do(tmp_path):
+    run = cli("tune", "vdn", "SpreadDiscrete-v0", "--cwd", str(tmp_path / "a"))
+    assert run.returncode == 2 and "no default search space" in run.stderr
+    assert "--space FILE.yaml" in run.stderr
+    space = tmp_path / "bad.yaml"
+    space.write_text("max_steps: {choice: [1000, 2000]}\n")
+    run = cli("tune", "ppo", "CartPole-v1", "--space", str(space), "--cwd", str(tmp_path / "b"))
+    assert run.returncode == 2 and "max_steps" in run.stderr
+    run = cli("tune", "--resume", str(tmp_path / "nothing"))
+    assert run.returncode == 2 and "no study there" in run.stderr
+    os.makedirs(tmp_path / "c")
+    (tmp_path / "c" / "tune.yaml").write_text("{}\n")
+    run = cli("tune", "ppo", "CartPole-v1", "--cwd", str(tmp_path / "c"))
+    assert run.returncode == 2 and "already holds a study" in run.stderr
