@@ -64,9 +64,6 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--learners", type=int, metavar="K",
                        help="K data-parallel learner processes on this machine (torch's "
                             "launcher; for several machines use torchrun)")  # fmt: skip
-    train.add_argument("--no-preset", action="store_true",
-                       help="start from the library's defaults even where ALGO on ENV has a "
-                            "task preset (`xiaoyarl list` shows them)")  # fmt: skip
 
     ev = sub.add_parser(
         "eval",
@@ -209,7 +206,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Search hyper-parameters of ALGO on ENV with Optuna (TPE, pruned on each "
         "trial's evaluations) or as a population (--engine pbt). Writes trials.csv, plots and "
         "best.yaml (a preset: `xiaoyarl train ALGO ENV --config best.yaml`) into the study "
-        "folder. Trials start from the library's defaults (or --config), never from a preset.",
+        "folder. Trials start, as `xiaoyarl train` does, from the task preset where one exists "
+        "(--no-preset: the library's defaults), with the searched fields set by the search.",
     )  # fmt: skip
     tune.add_argument("algo", nargs="?", help="algorithm, e.g. ppo (see `xiaoyarl list`)")
     tune.add_argument("env", nargs="?", help="env id, as for `xiaoyarl train`")
@@ -296,6 +294,13 @@ def _add_run_flags(parser: argparse.ArgumentParser, kind: str = "run") -> None:
                                   "continue the study in its folder (--cwd's, or DIR) with "
                                   "its saved search; --trials, --timeout, --jobs may "
                                   "change"))  # fmt: skip
+    parser.add_argument("--no-preset", action="store_true",
+                        help=says("start from the library's defaults even where ALGO on ENV has "
+                                  "a task preset (`xiaoyarl list` shows them)",
+                                  "start every member from the library's defaults even where "
+                                  "ALGO on ENV has a task preset",
+                                  "start every trial from the library's defaults even where "
+                                  "ALGO on ENV has a task preset"))  # fmt: skip
     parser.add_argument("--config", metavar="FILE.yaml",
                         help=says("start from this config file",
                                   "start every member from this config file"))  # fmt: skip
@@ -393,19 +398,7 @@ def _train(args: argparse.Namespace) -> int:
         return distributed.launch_local(args.argv, args.learners)  # each rank runs this command
 
     _resume_folder(args)
-    preset = None
-    if not (args.config or args.no_preset or args.resume):
-        asked = Config()  # what the command line says, for the env kwargs that name the task
-        _apply_run_args(asked, args)
-        preset = preset_path(asked.algo, asked.env_id, asked.env_kwargs)
-    source = args.config or preset
-    config = load_config(source) if source else Config()
-    _apply_run_args(config, args)
-    if preset is not None and not args.quiet:
-        general = preset.relative_to(CONFIG_DIR).as_posix() in ALGO_PRESETS.values()
-        kind = "algorithm" if general else "task"
-        print(f"settings: the {kind} preset {preset} for {config.algo} on {config.env_id}, "
-              f"then the command line (--no-preset: the library's defaults)")  # fmt: skip
+    config = _start_config(args)
     if args.resume and not args.config:
         # Resume from the run's own config; options given now still override it.
         saved_path = Path(config.cwd or default_run_dir(config)) / "config.yaml"
@@ -430,6 +423,26 @@ def _train(args: argparse.Namespace) -> int:
             f"{summary['train_seconds']:.1f} s; run folder {summary['run_dir']}"
         )
     return {"SIGINT": 130, "SIGTERM": 143}.get(summary["stop_reason"], 0)
+
+
+def _start_config(args: argparse.Namespace, skip: tuple[str, ...] = ()) -> Config:
+    """What a command that starts runs (train, population, tune) begins from: --config's file,
+    else the task preset of ALGO on ENV (said, unless --quiet), else the library's defaults;
+    then the command line (`_apply_run_args`, `skip` left out)."""
+    preset = None
+    if not (args.config or args.no_preset or args.resume):
+        asked = Config()  # what the command line says, for the env kwargs that name the task
+        _apply_run_args(asked, args, skip)
+        preset = preset_path(asked.algo, asked.env_id, asked.env_kwargs)
+    source = args.config or preset
+    config = load_config(source) if source else Config()
+    _apply_run_args(config, args, skip)
+    if preset is not None and not args.quiet:
+        general = preset.relative_to(CONFIG_DIR).as_posix() in ALGO_PRESETS.values()
+        kind = "algorithm" if general else "task"
+        print(f"settings: the {kind} preset {preset} for {config.algo} on {config.env_id}, "
+              f"then the command line (--no-preset: the library's defaults)")  # fmt: skip
+    return config
 
 
 def _resume_folder(args: argparse.Namespace) -> None:
@@ -608,8 +621,7 @@ def _population_settings(args: argparse.Namespace) -> tuple[Config, PopulationCo
         if args.workers is not None:
             saved.pop.workers = args.workers
         return saved.config, saved.pop, folder
-    config = load_config(args.config) if args.config else Config()
-    _apply_run_args(config, args, skip=("cwd",))  # the folder is the population's, not config.cwd
+    config = _start_config(args, skip=("cwd",))  # the folder is the population's, not config.cwd
     pop = PopulationConfig()
     for name in POPULATION_FIELDS:
         if getattr(args, name) is not None:
@@ -667,9 +679,9 @@ def _tune(args: argparse.Namespace) -> int:
             raise ConfigError(f"--resume {folder}: no study there (tune.yaml is missing).")
         config, settings = saved.config, saved.settings
     else:
-        config = load_config(args.config) if args.config else Config()
-        config.max_steps = TUNE_MAX_STEPS
-        _apply_run_args(config, args, skip=("cwd",))  # the folder is the study's
+        config = _start_config(args, skip=("cwd",))  # the folder is the study's
+        if args.max_steps is None and not any(s.startswith("max_steps=") for s in args.set):
+            config.max_steps = TUNE_MAX_STEPS  # a short budget per trial, unless told
         space = SearchSpace.load(args.space) if args.space else None
         settings = TuneSettings(search_space=space.spec if space else default_space(config.algo),
                                 command="xiaoyarl " + shlex.join(args.argv))  # fmt: skip
