@@ -12,10 +12,11 @@ The protocol, the same for both libraries:
 - The time to target is wall-clock from the start of the training process (interpreter,
   imports, env and model construction, evaluations and confirmations included): what a user
   waits for. The time from the start of training is reported beside it.
-- Stable-Baselines3 uses the hyper-parameters its RL Zoo publishes for the task; xiaoyarl uses
-  what `xiaoyarl train ALGO ENV` starts from: its defaults, or the preset of the pair where
-  one exists (the fast_td3 and fast_sac rows); nothing else is set but the backend, seed,
-  budget and evaluation schedule.
+- Stable-Baselines3 uses the hyper-parameters its RL Zoo publishes for the task (tuned against
+  tuned); xiaoyarl uses what `xiaoyarl train ALGO ENV` starts from: the task preset of the pair
+  where one exists (`xiaoyarl list` names them), else its defaults. `--defaults` gives xiaoyarl
+  its defaults everywhere (`--no-preset`: general defaults against the zoo's tuning). Nothing
+  else is set but the backend, seed, budget and evaluation schedule.
 
 Reported per task and library: seeds solved, median env steps to the target, seconds to the
 target from process start (median, min, max over solved seeds) and from training start, the
@@ -28,6 +29,7 @@ switching `--backend torch`) and the random-action throughput of each bare simul
     python benchmarks/compare.py --quick                 # a subset, under ~15 minutes
     python benchmarks/compare.py                         # every task, 3 seeds
     python benchmarks/compare.py --tasks sac-pendulum --seeds 0 1 2 3 4
+    python benchmarks/compare.py --defaults              # xiaoyarl without its presets
 
 """
 
@@ -182,11 +184,14 @@ SB3_CLASSES = {"ppo": "PPO", "a2c": "A2C", "dqn": "DQN", "sac": "SAC", "td3": "T
 
 
 # --- one training run, inside its own process ---------------------------------------------------
-def run_xiaoyarl(task: Task, seed: int, threads: int | None, root: Path) -> dict:
-    from xiaoyarl import train_agent
+def run_xiaoyarl(task: Task, seed: int, threads: int | None, root: Path,
+                 defaults: bool = False) -> dict:  # fmt: skip
+    from xiaoyarl import Config, train_agent
     from xiaoyarl.config_io import apply_overrides, config_from_preset
 
-    config = config_from_preset(task.algo, task.env_id)  # what `xiaoyarl train` starts from
+    # what `xiaoyarl train` starts from (with --no-preset: the library's defaults)
+    config = (Config(algo=task.algo, env_id=task.env_id) if defaults
+              else config_from_preset(task.algo, task.env_id))  # fmt: skip
     for name, value in dict(
         backend=task.backend, seed=seed, threads=threads,
         max_steps=task.budget, target_return=task.target, eval_every=task.eval_every,
@@ -314,7 +319,8 @@ def run_sb3(task: Task, seed: int, threads: int | None, root: Path) -> dict:
     return result
 
 
-def child(lib: str, task_name: str, seed: int, threads: int | None, budget: int, out: Path) -> None:
+def child(lib: str, task_name: str, seed: int, threads: int | None, budget: int, out: Path,
+          defaults: bool = False) -> None:  # fmt: skip
     """Entry point of a training process: train, then write the result as JSON to `out`."""
     import torch
 
@@ -324,8 +330,10 @@ def child(lib: str, task_name: str, seed: int, threads: int | None, budget: int,
     if budget:
         task = Task(**{**task.__dict__, "budget": min(budget, task.budget)})
     with tempfile.TemporaryDirectory() as tmp:
-        runner = run_xiaoyarl if lib == "xiaoyarl" else run_sb3
-        result = runner(task, seed, threads, Path(tmp))
+        if lib == "xiaoyarl":
+            result = run_xiaoyarl(task, seed, threads, Path(tmp), defaults)
+        else:
+            result = run_sb3(task, seed, threads, Path(tmp))
     result["steps_per_second"] = result["total_steps"] / max(
         result["train_seconds"] - result["eval_seconds"], 1e-9
     )
@@ -333,12 +341,12 @@ def child(lib: str, task_name: str, seed: int, threads: int | None, budget: int,
 
 
 def train(lib: str, task_name: str, seed: int, threads: int | None, budget: int, tmp: Path,
-          script: str = __file__) -> dict:  # fmt: skip
+          script: str = __file__, defaults: bool = False) -> dict:  # fmt: skip
     """Run one training in a fresh process (`script --child ...`, which knows the task);
     add its peak resident memory (MiB)."""
     out = tmp / f"{lib}_{task_name}_{seed}.json"
     command = [sys.executable, script, "--child", lib, task_name, str(seed), str(out),
-               "--budget", str(budget or 0)]  # fmt: skip
+               "--budget", str(budget or 0)] + (["--defaults"] if defaults else [])  # fmt: skip
     env = dict(os.environ)
     if threads:
         command += ["--threads", str(threads)]
@@ -474,12 +482,17 @@ def main() -> None:
     parser.add_argument("--budget", type=int, help="cap every task's step budget (smoke test)")
     parser.add_argument("--throughput-seconds", type=float, default=1.0)
     parser.add_argument("--json", help="write the raw results here")
+    parser.add_argument(
+        "--defaults",
+        action="store_true",
+        help="xiaoyarl without its task presets (the library's defaults)",
+    )
     parser.add_argument("--child", nargs=4, metavar=("LIB", "TASK", "SEED", "OUT"),
                         help=argparse.SUPPRESS)  # fmt: skip
     args = parser.parse_args()
     if args.child:
         lib, task_name, seed, out = args.child
-        child(lib, task_name, int(seed), args.threads, args.budget or 0, Path(out))
+        child(lib, task_name, int(seed), args.threads, args.budget or 0, Path(out), args.defaults)
         return
     if args.quick:
         args.tasks = QUICK
@@ -498,7 +511,8 @@ def main() -> None:
             results[name] = {lib: [] for lib in libs}
             for seed in args.seeds:
                 for lib in libs:  # alternate: A, B, A, B, ...
-                    r = train(lib, name, seed, args.threads, args.budget, Path(tmp))
+                    r = train(lib, name, seed, args.threads, args.budget, Path(tmp),
+                              defaults=args.defaults)  # fmt: skip
                     results[name][lib].append(r)
                     secs = r["seconds_to_target"]
                     print(
@@ -519,8 +533,10 @@ def main() -> None:
 
         sb3 = stable_baselines3.__version__
     threads = f"{args.threads} torch thread(s)" if args.threads else "default torch threads"
+    settings = "its defaults" if args.defaults else "its task presets where they exist"
     print(
-        f"\n{machine()}, Stable-Baselines3 {sb3}, {threads} per process, seeds "
+        f"\n{machine()}, xiaoyarl with {settings}, Stable-Baselines3 {sb3}, {threads} per "
+        f"process, seeds "
         f"{' '.join(map(str, args.seeds))}, {time.strftime('%Y-%m-%d')}, "
         f"{time.time() - started:,.0f} s in all\n"
     )
@@ -533,6 +549,7 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps(
             {"machine": machine(), "torch": torch.__version__, "threads": args.threads,
+             "xiaoyarl_settings": "defaults" if args.defaults else "presets",
              "results": results, "throughput": raw}, indent=2))  # fmt: skip
 
 

@@ -31,6 +31,11 @@ BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
             "| sac Pendulum-v1 (gymnasium), target -200 | Stable-Baselines3 |",
         ),
         (
+            "compare.py",
+            "--tasks sac-pendulum --seeds 0 --budget 300 --throughput-seconds 0.05 --defaults",
+            "xiaoyarl with its defaults",
+        ),
+        (
             "training_throughput.py",
             "--device cpu --threads 1 --rows ppo:CartPole-v1:64 sac:Pendulum-v1:4 --rollouts 2",
             "| sac | Pendulum-v1 | 4 |",
