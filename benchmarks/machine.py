@@ -1,25 +1,7 @@
-"""The line every benchmark prints about the machine it ran on."""
+"""The line every benchmark prints about the machine it ran on (`xiaoyarl.machine`)."""
 
 from __future__ import annotations
 
-import os
-import platform
-from pathlib import Path
+from xiaoyarl.machine import machine
 
-import torch
-
-
-def machine() -> str:
-    """`"<cores> cores, <CPU model>, torch <version>"` (plus the GPU when CUDA is available)."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    line = f"{os.cpu_count()} cores, {cpu}, torch {torch.__version__}"
-    if torch.cuda.is_available():
-        line += f", {torch.cuda.get_device_name()}"
-    return line
+__all__ = ["machine"]

@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "xiaoyarl"
 
 # lowest first; a module belongs to the first layer one of whose prefixes names it
 LAYERS = [
-    ("xiaoyarl.errors", "xiaoyarl.lazy"),
+    ("xiaoyarl.errors", "xiaoyarl.lazy", "xiaoyarl.machine"),
     ("xiaoyarl.core",),
     ("xiaoyarl.config", "xiaoyarl.config_io", "xiaoyarl.presets"),
     ("xiaoyarl.envs",),

@@ -19,7 +19,7 @@ losses read. The run's config (config.yaml, the checkpoint) keeps the start valu
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 import math
 
 from xiaoyarl.agents import AgentBase
@@ -79,5 +79,8 @@ class Schedules:
                     group["lr"] = values["learning_rate"]
         others = {k: v for k, v in values.items() if k != "learning_rate"}
         if others:
-            self.agent.config = dataclasses.replace(self.agent.config, **others)
+            config = copy.copy(self.agent.config)
+            for name, value in others.items():
+                setattr(config, name, value)
+            self.agent.config = config
         return values

@@ -35,7 +35,6 @@ import dataclasses
 import datetime
 import math
 import os
-import platform
 import subprocess
 import sys
 import warnings
@@ -49,6 +48,7 @@ import yaml
 from xiaoyarl.config import Config
 from xiaoyarl.config_io import config_from_dict, config_from_saved
 from xiaoyarl.errors import CheckpointError, ConfigError, XiaoyaError
+from xiaoyarl.machine import machine
 from xiaoyarl.population.search_space import SearchSpace, field_is_int
 from xiaoyarl.presets import CONFIG_DIR
 from xiaoyarl.run import Callback, train_agent
@@ -336,11 +336,9 @@ class Study:
             if complete >= 2 and numeric:  # importances compare trials' values
                 try:
                     ax = plot_param_importances(study)
-                except (RuntimeError, ValueError) as e:  # e.g. every trial the same values
-                    ax = None
-                    print(f"xiaoyarl: no param_importances.png ({e})", file=sys.stderr)
-                if ax is not None:
                     save_figure(ax.figure, self.folder / "param_importances.png")
+                except (RuntimeError, ValueError) as e:  # e.g. every trial the same values
+                    print(f"xiaoyarl: no param_importances.png ({e})", file=sys.stderr)
 
     def write_preset(self, values: dict, found: str) -> Path:
         """best.yaml: the base config's own settings and `values`, as a config file whose
@@ -441,21 +439,6 @@ def trial_line(trial: optuna.trial.FrozenTrial, study: optuna.Study) -> str:
         best = ""
     error = f" ({trial.user_attrs['error']})" if "error" in trial.user_attrs else ""
     return f"trial {trial.number}: {trial.state.name.lower()}{value}{error}{best}"
-
-
-def machine() -> str:
-    """This machine in a few words, for a preset's provenance."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import torch
-
-    return f"{os.cpu_count()} cores, {cpu}, torch {torch.__version__}"
 
 
 # --- running a search ----------------------------------------------------------------------------
