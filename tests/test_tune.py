@@ -138,3 +138,26 @@ def test_refusals_name_what_to_do(tmp_path):
     (tmp_path / "c" / "tune.yaml").write_text("{}\n")
     run = cli("tune", "ppo", "CartPole-v1", "--cwd", str(tmp_path / "c"))
     assert run.returncode == 2 and "already holds a study" in run.stderr
+
+
+def test_sigterm_to_a_study_with_workers_stops_them_all(tmp_path):
+    args = tune_args(tmp_path, "study", "--trials", "4", "--max-steps", "100000", "--jobs", "2")
+    proc = subprocess.Popen([sys.executable, "-m", "xiaoyarl", *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    folder = tmp_path / "study" / "trials"
+    deadline = time.time() + 120
+    while len(list(folder.glob("*/recorder.csv"))) < 2:  # both workers are training
+        assert proc.poll() is None and time.time() < deadline
+        time.sleep(0.1)
+    workers = subprocess.run(["pgrep", "-f", "--", f"--join {tmp_path / 'study'}"], capture_output=True,
+                             text=True).stdout.split()  # fmt: skip
+    assert len(workers) == 2
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) != 0
+    for pid in workers:
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(pid), 0)  # gone
+    study = optuna.load_study(
+        study_name="xiaoyarl", storage=f"sqlite:///{tmp_path / 'study/study.db'}"
+    )
+    assert {t.state.name for t in study.trials} == {"FAIL"}  # stopped, not left running

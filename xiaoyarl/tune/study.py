@@ -35,6 +35,7 @@ import dataclasses
 import datetime
 import math
 import os
+import signal
 import subprocess
 import sys
 import warnings
@@ -268,6 +269,7 @@ class Study:
         done = (TrialState.COMPLETE, TrialState.PRUNED)
 
         def say(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+            self._write_csv(study.get_trials(deepcopy=False))  # the table as the study grows
             if log is not None:
                 log(trial_line(trial, study))
 
@@ -306,7 +308,7 @@ class Study:
 
     def _write_csv(self, trials: list) -> None:
         names = sorted({name for t in trials for name in t.params})
-        tmp = self.folder / ".trials.csv.tmp"
+        tmp = self.folder / f".trials.csv.{os.getpid()}.tmp"  # workers write it side by side
         with open(tmp, "w", newline="") as f:
             writer = csv.writer(f)
             writer.writerow(["number", "state", "value", "seconds", "worker", "run_dir", "error",
@@ -480,6 +482,11 @@ def run_workers(folder: Path, jobs: int, quiet: bool) -> None:
     this process (SIGTERM: each ends its trial with a checkpoint and marks it failed)."""
     command = [sys.executable, "-m", "xiaoyarl", "tune", "--join", str(folder)]
     command += ["--quiet"] if quiet else []
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # SIGTERM too stops the workers before this process ends
+
+    previous = signal.signal(signal.SIGTERM, stop)
     workers = [subprocess.Popen([*command, "--worker", str(k)]) for k in range(jobs)]
     try:
         codes = [w.wait() for w in workers]
@@ -489,6 +496,7 @@ def run_workers(folder: Path, jobs: int, quiet: bool) -> None:
                 w.terminate()
         for w in workers:
             w.wait()
+        signal.signal(signal.SIGTERM, previous)
     failed = [c for c in codes if c != 0]
     if failed:
         raise XiaoyaError(f"{len(failed)} of {jobs} tuning workers failed (exit codes "
