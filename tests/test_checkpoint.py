@@ -217,12 +217,29 @@ FAST_TD3_OPTIONS = {"explore_noise_std": 0.001, "explore_noise_std_max": 0.4, "c
         ("ppo", "CartPoleNoVelocity-v1", {"num_envs": 4, "horizon_len": 32, "recurrent": "lstm"}),
         ("a2c", "Pendulum-v1", {"num_envs": 16, "horizon_len": 8, "recurrent": "gru"}),
         # schedules: the values of the resumed half follow from the saved step count
-        ("ppo", "Pendulum-v1", {"num_envs": 16, "horizon_len": 8, "schedule_steps": 512,
-                                "learning_rate_schedule": "linear", "ratio_clip_schedule":
-                                "cosine", "lambda_entropy_schedule": "linear",
-                                "lambda_entropy": 0.01}),  # fmt: skip
-        ("sac", "Pendulum-v1", {**TINY_OFF, "learning_rate_schedule": "cosine",
-                                "schedule_steps": 512, "schedule_end": 0.1}),  # fmt: skip
+        (
+            "ppo",
+            "Pendulum-v1",
+            {
+                "num_envs": 16,
+                "horizon_len": 8,
+                "schedule_steps": 512,
+                "learning_rate_schedule": "linear",
+                "ratio_clip_schedule": "cosine",
+                "lambda_entropy_schedule": "linear",
+                "lambda_entropy": 0.01,
+            },
+        ),  # fmt: skip
+        (
+            "sac",
+            "Pendulum-v1",
+            {
+                **TINY_OFF,
+                "learning_rate_schedule": "cosine",
+                "schedule_steps": 512,
+                "schedule_end": 0.1,
+            },
+        ),  # fmt: skip
         # the H-term's trajectory buffer (an episode ends before the checkpoint, one after)
         ("sac", "Pendulum-v1", {**TINY_OFF, "num_envs": 1, "h_term": True, "h_term_start": 200}),
         (

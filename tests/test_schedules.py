@@ -41,8 +41,9 @@ def test_scheduled_values_follow_the_env_steps_over_schedule_steps_or_max_steps(
                     max_steps=1000)  # fmt: skip
     assert scheduled(config) == ["learning_rate", "lambda_entropy"]
     values = scheduled_values(config, 250)
-    assert values == pytest.approx({"learning_rate": 7.5e-4,
-                                    "lambda_entropy": 0.01 * (1 + math.cos(math.pi / 4)) / 2})
+    assert values == pytest.approx(
+        {"learning_rate": 7.5e-4, "lambda_entropy": 0.01 * (1 + math.cos(math.pi / 4)) / 2}
+    )
     config.schedule_steps = 500  # over its own span, not the budget
     assert scheduled_values(config, 250)["learning_rate"] == pytest.approx(5e-4)
     assert scheduled_values(config, 900)["learning_rate"] == 0.0

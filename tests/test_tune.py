@@ -149,7 +149,8 @@ def test_sigterm_to_a_study_with_workers_stops_them_all(tmp_path):
     while len(list(folder.glob("*/recorder.csv"))) < 2:  # both workers are training
         assert proc.poll() is None and time.time() < deadline
         time.sleep(0.1)
-    workers = subprocess.run(["pgrep", "-f", "--", f"--join {tmp_path / 'study'}"], capture_output=True,
+    pattern = f"--join {tmp_path / 'study'}"
+    workers = subprocess.run(["pgrep", "-f", "--", pattern], capture_output=True,
                              text=True).stdout.split()  # fmt: skip
     assert len(workers) == 2
     proc.send_signal(signal.SIGTERM)
