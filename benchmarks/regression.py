@@ -33,12 +33,14 @@ OFF = ["--set", "learning_starts=500"]
 # name -> the command line after `xiaoyarl` (COMMON and the run folder are added)
 RUNS: dict[str, list[str]] = {
     "ppo-cartpole": ["train", "ppo", "CartPole-v1", "--max-steps", "8192", "--eval-every", "2048"],
-    "ppo-pendulum": ["train", "ppo", "Pendulum-v1", "--max-steps", "8192", "--eval-every", "2048"],
+    # --no-preset where a pair gained a task preset after the baseline was recorded
+    "ppo-pendulum": ["train", "ppo", "Pendulum-v1", "--max-steps", "8192", "--eval-every", "2048",
+                     "--no-preset"],
     "ppo-cartpole-gymnasium": ["train", "ppo", "CartPole-v1", "--backend", "gymnasium",
                                "--max-steps", "4096", "--eval-every", "1024"],
     "a2c-cartpole": ["train", "a2c", "CartPole-v1", "--max-steps", "8192", "--eval-every", "2048"],
     "dqn-cartpole": ["train", "dqn", "CartPole-v1", "--max-steps", "3000", "--eval-every", "1000",
-                     *OFF],
+                     "--no-preset", *OFF],
     "double_dqn-cartpole": ["train", "double_dqn", "CartPole-v1", "--max-steps", "3000",
                             "--eval-every", "1000", *OFF],
     "d3qn-cartpole-per": ["train", "d3qn", "CartPole-v1", "--max-steps", "3000", "--eval-every",

@@ -27,7 +27,9 @@ SPACE = {"learning_rate": {"log_uniform": [1.0e-4, 3.0e-3]},
          "horizon_len": {"choice": [8, 16]},
          "net_dims": {"choice": [[16], [32, 32]]},
          "lambda_entropy": 0.001}  # fmt: skip
-TINY = ["--num-envs", "8", "--eval-every", "256", "--eval-episodes", "2", "--threads", "1"]
+# --no-preset: the tiny space and budget are the test's, whatever preset the pair may have
+TINY = ["--num-envs", "8", "--eval-every", "256", "--eval-episodes", "2", "--threads", "1",
+        "--no-preset"]
 
 
 def tune_args(tmp_path, folder="study", *extra):

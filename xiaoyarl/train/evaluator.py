@@ -233,7 +233,9 @@ def plot_learning_curve(
     mean = [r["eval_mean"] for r in rows]
     std = [r["eval_std"] for r in rows]
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
-    ax.plot(steps, mean, color="tab:blue", label="evaluation return")
+    # few evaluations (a short run) are drawn as points too: one alone would draw no line
+    ax.plot(steps, mean, color="tab:blue", label="evaluation return",
+            marker="o" if len(steps) <= 20 else None, markersize=4)  # fmt: skip
     ax.fill_between(
         steps,
         [m - s for m, s in zip(mean, std, strict=True)],
