@@ -28,8 +28,17 @@ SPACE = {"learning_rate": {"log_uniform": [1.0e-4, 3.0e-3]},
          "net_dims": {"choice": [[16], [32, 32]]},
          "lambda_entropy": 0.001}  # fmt: skip
 # --no-preset: the tiny space and budget are the test's, whatever preset the pair may have
-TINY = ["--num-envs", "8", "--eval-every", "256", "--eval-episodes", "2", "--threads", "1",
-        "--no-preset"]
+TINY = [
+    "--num-envs",
+    "8",
+    "--eval-every",
+    "256",
+    "--eval-episodes",
+    "2",
+    "--threads",
+    "1",
+    "--no-preset",
+]
 
 
 def tune_args(tmp_path, folder="study", *extra):
@@ -164,3 +173,18 @@ def test_sigterm_to_a_study_with_workers_stops_them_all(tmp_path):
         study_name="xiaoyarl", storage=f"sqlite:///{tmp_path / 'study/study.db'}"
     )
     assert {t.state.name for t in study.trials} == {"FAIL"}  # stopped, not left running
+
+
+def test_a_trial_of_several_seeds_trains_each_and_takes_their_mean(tmp_path):
+    run = cli(*tune_args(tmp_path, "study", "--trials", "1", "--max-steps", "512", "--seed", "5",
+                         "--trial-seeds", "2"), timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    trial = tmp_path / "study" / "trials" / "0000"
+    means = []
+    for seed in (5, 6):
+        assert yaml.safe_load((trial / f"seed_{seed}" / "config.yaml").read_text())["seed"] == seed
+        with open(trial / f"seed_{seed}" / "recorder.csv") as f:
+            evals = [float(r["eval_mean"]) for r in csv.DictReader(f)]
+        means.append(sum(evals) / len(evals))
+    (row,) = read_trials(tmp_path / "study")
+    assert float(row["value"]) == pytest.approx(sum(means) / 2, rel=1e-5)

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 TUNE_MAX_STEPS = 100_000
 # `xiaoyarl tune`'s flags that set the search's settings (`TuneSettings`), by their dest
 TUNE_FLAGS = ("trials", "timeout", "engine", "sampler", "pruner", "objective", "jobs", "storage",
-              "heartbeat", "members", "sampler_seed")  # fmt: skip
+              "heartbeat", "members", "sampler_seed", "trial_seeds")  # fmt: skip
 
 # Old spellings, accepted (with a note) for one release: (command, old option) -> the option.
 RENAMED = {("population", "--out"): "--cwd"}
@@ -254,6 +254,9 @@ def _parser() -> argparse.ArgumentParser:
                            "twice that is failed and retried (default 30)")  # fmt: skip
     tune.add_argument("--members", type=int, metavar="M", help="--engine pbt: members (8)")
     tune.add_argument("--sampler-seed", type=int, metavar="S", help="the sampler's seed (0)")
+    tune.add_argument("--trial-seeds", type=int, metavar="N",
+                      help="seeds each trial trains, one after another (--seed, --seed + 1, "
+                           "...); its value is their mean (default 1)")  # fmt: skip
     tune.add_argument(
         "--join",
         metavar="DIR",

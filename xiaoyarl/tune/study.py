@@ -15,9 +15,11 @@ Each trial trains ALGO on ENV for `max_steps` env steps (one process, one thread
 the sampler suggests for the search space's fields (TPE by default; the space is the
 populations' YAML, `population/search_space.py`). Its value is the mean of its evaluations
 over the budget (`objective: mean`, which rewards learning early and staying there), or the
-last one (`final`). The pruner reads every evaluation: the median pruner (as RL Zoo's) stops a
-trial whose evaluation falls below the median of earlier trials at the same step, from the
-sixth trial on and never in a trial's first third; successive halving is the other choice.
+last one (`final`); with `trial_seeds` N, the mean of that over N seeds trained one after
+another (a search on one seed picks settings that suit that seed: BENCHMARKS.md, "Tuning").
+The pruner reads every evaluation: the median pruner (as RL Zoo's) stops a trial whose
+evaluation falls below the median of earlier trials at the same step, from the sixth trial on
+and never in a trial's first third; successive halving is the other choice.
 
 Trials run in parallel as worker processes that share the study through its storage (`--jobs N`
 on this machine; `--join FOLDER` adds a worker, on another machine too when `--storage` is a
@@ -95,6 +97,7 @@ class TuneSettings:
     heartbeat: int = 30  # seconds between a running trial's heartbeats
     engine: str = "optuna"  # optuna | pbt (a generational population over the same space)
     members: int = 8  # pbt: members of the population
+    trial_seeds: int = 1  # seeds each trial trains, one after another (value: their mean)
     sampler_seed: int = 0
     search_space: dict = dataclasses.field(default_factory=dict)
     command: str = ""  # the command that started the study (best.yaml's provenance)
@@ -105,7 +108,7 @@ class TuneSettings:
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"tune: {name} {getattr(self, name)!r} is not one of "
                                   f"{', '.join(allowed)}.")  # fmt: skip
-        for name in ("trials", "jobs", "heartbeat", "members"):
+        for name in ("trials", "jobs", "heartbeat", "members", "trial_seeds"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"tune: {name} must be at least 1, got {getattr(self, name)}.")
         if self.timeout is not None and not self.timeout > 0:
@@ -227,10 +230,14 @@ class Study:
                                    study_name=STUDY_NAME, direction="maximize",
                                    load_if_exists=True)  # fmt: skip
 
-    def trial_config(self, values: dict, number: int) -> Config:
-        """The config of trial `number`: the base config with the suggested `values`."""
+    def trial_config(self, values: dict, number: int, k: int = 0) -> Config:
+        """The config of trial `number`'s `k`-th seed: the base config with the suggested
+        `values`, seed `seed + k`."""
         config = config_from_dict({**self.config.to_dict(), **values}, source=f"trial {number}")
         config.cwd = str(self.folder / "trials" / f"{number:04d}")
+        if self.settings.trial_seeds > 1:
+            config.seed += k
+            config.cwd = str(Path(config.cwd) / f"seed_{config.seed}")
         config.stop_at_target = False  # a trial trains its whole budget: the objective reads it
         config.confirm_episodes = 0
         config.threads = config.threads or 1  # trials run side by side
@@ -241,23 +248,29 @@ class Study:
         import optuna
 
         values = suggest(trial, self.space)
-        config = self.trial_config(values, trial.number)
-        trial.set_user_attr("run_dir", config.cwd)
+        trial.set_user_attr("run_dir", str(self.folder / "trials" / f"{trial.number:04d}"))
         trial.set_user_attr("worker", os.getpid())
-        report = Report(trial)
-        try:
-            summary = train_agent(config, log=None, callbacks=[report])
-        except XiaoyaError as e:
-            trial.set_user_attr("error", str(e))
-            raise
-        if summary["stop_reason"] in ("SIGINT", "SIGTERM"):
-            raise KeyboardInterrupt  # the worker was asked to stop: the trial is not finished
-        if report.pruned_at is not None:
-            raise optuna.TrialPruned(f"pruned at step {report.pruned_at}")
-        trial.set_user_attr("seconds", summary["train_seconds"])
-        if not report.means:
-            return math.nan  # no evaluation: Optuna counts the trial failed
-        return report.means[-1] if self.settings.objective == "final" else report.value()
+        per_seed, seconds = [], 0.0
+        for k in range(self.settings.trial_seeds):  # one seed after another
+            config = self.trial_config(values, trial.number, k)
+            # the pruner sees the seeds' evaluations one after another on one step axis
+            report = Report(trial, offset=k * config.max_steps)
+            try:
+                summary = train_agent(config, log=None, callbacks=[report])
+            except XiaoyaError as e:
+                trial.set_user_attr("error", str(e))
+                raise
+            if summary["stop_reason"] in ("SIGINT", "SIGTERM"):
+                raise KeyboardInterrupt  # the worker was asked to stop: the trial is unfinished
+            if report.pruned_at is not None:
+                raise optuna.TrialPruned(f"pruned at step {report.pruned_at}")
+            seconds += summary["train_seconds"]
+            if not report.means:
+                return math.nan  # no evaluation: Optuna counts the trial failed
+            per_seed.append(report.means[-1] if self.settings.objective == "final"
+                            else report.value())  # fmt: skip
+        trial.set_user_attr("seconds", seconds)
+        return sum(per_seed) / len(per_seed)
 
     def work(self, log: Callable[[str], None] | None = print, worker: int | None = 0) -> None:
         """Run trials in this process until the study has its trials (all workers together) or
@@ -369,14 +382,15 @@ class Study:
 class Report(Callback):
     """Hands each evaluation of a trial's run to Optuna's pruner; stops the run when it prunes."""
 
-    def __init__(self, trial: optuna.Trial) -> None:
+    def __init__(self, trial: optuna.Trial, offset: int = 0) -> None:
         self.trial = trial
+        self.offset = offset  # env steps of the trial's earlier seeds
         self.means: list[float] = []
         self.pruned_at: int | None = None
 
     def on_evaluation(self, loop: TrainLoop, result: EvalResult) -> bool | None:
         self.means.append(result.mean)
-        self.trial.report(self.value(), result.step)
+        self.trial.report(self.value(), self.offset + result.step)
         if self.trial.should_prune():
             self.pruned_at = result.step
             return False
