@@ -223,8 +223,8 @@ class Population:
         config.seed = seed
         config.cwd = str(self.member_dir(name))
         config.max_steps = max_steps
-        # a schedule decays once over a member's whole budget, not over each generation's part
-        config.schedule_steps = config.schedule_steps or self.config.max_steps
+        if scheduled(config):  # decays once over a member's whole budget, not per generation
+            config.schedule_steps = config.schedule_steps or self.config.max_steps
         config.stop_at_target = False  # members train for their budget; the population stops
         if config.threads is None:
             config.threads = 1  # members run side by side
