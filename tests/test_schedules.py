@@ -116,3 +116,25 @@ def test_a_schedule_of_a_field_the_algorithm_does_not_read_is_warned_about(capsy
                     ratio_clip_schedule="linear")  # fmt: skip
     train_agent(config, log=None)
     assert "ratio_clip_schedule='linear' is ignored by a2c" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["constant", "linear"])
+def test_a_population_member_decays_over_its_whole_budget_not_per_generation(tmp_path, kind):
+    from xiaoyarl.population.schemes import Population, PopulationConfig
+
+    config = Config(algo="ppo", env_id="Pendulum-v1", max_steps=100_000,
+                    learning_rate_schedule=kind)  # fmt: skip
+    population = Population.create_or_join(tmp_path, config, PopulationConfig(members=2),
+                                           resume=False, joining=False)  # fmt: skip
+    member = population.member_config("m0", seed=1, hparams={}, max_steps=20_000)  # generation 1
+    assert member.max_steps == 20_000
+    assert member.schedule_steps == (100_000 if kind == "linear" else None)
+
+
+def test_vmapped_populations_refuse_schedules():
+    from xiaoyarl.population.schemes import check_vmap_population
+
+    with pytest.raises(ConfigError, match="schedules"):
+        check_vmap_population(Config(algo="ppo", learning_rate_schedule="linear"), {})
+    with pytest.raises(ConfigError, match="ratio_clip_schedule"):  # not one it varies
+        check_vmap_population(Config(algo="ppo"), {"ratio_clip_schedule": {"choice": ["linear"]}})
