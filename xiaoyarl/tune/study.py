@@ -35,6 +35,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import datetime
+import io
 import math
 import os
 import signal
@@ -142,13 +143,22 @@ def check_space(space: SearchSpace) -> None:
 
 
 # --- the study folder ----------------------------------------------------------------------------
-def write_settings(folder: Path, config: Config, settings: TuneSettings) -> None:
-    """tune.yaml, atomically."""
-    text = yaml.safe_dump({"config": config.to_dict(), "tune": dataclasses.asdict(settings)},
-                          sort_keys=False)  # fmt: skip
-    tmp = folder / ".tune.yaml.tmp"
+def write_text(path: Path, text: str) -> None:
+    """Write `path` atomically: a reader (another worker) never sees half a file. The temporary
+    file is this process's own, since workers write the study's files side by side."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text)
-    tmp.replace(folder / "tune.yaml")
+    tmp.replace(path)
+
+
+def write_settings(folder: Path, config: Config, settings: TuneSettings) -> None:
+    """tune.yaml."""
+    write_text(
+        folder / "tune.yaml",
+        yaml.safe_dump(
+            {"config": config.to_dict(), "tune": dataclasses.asdict(settings)}, sort_keys=False
+        ),
+    )
 
 
 class Study:
@@ -177,7 +187,7 @@ class Study:
             study = Study(folder)
             for name in ("trials", "timeout", "jobs"):
                 setattr(study.settings, name, getattr(settings, name))
-            study._write()
+            write_settings(folder, study.config, study.settings.validate())
             return study
         if path.exists():
             raise CheckpointError(f"{folder} already holds a study. Pass --resume to continue "
@@ -187,9 +197,6 @@ class Study:
         folder.mkdir(parents=True, exist_ok=True)
         write_settings(folder, config, settings)
         return Study(folder)
-
-    def _write(self) -> None:
-        write_settings(self.folder, self.config, self.settings)
 
     # --- Optuna ---
     def storage_url(self) -> str:
@@ -321,18 +328,17 @@ class Study:
 
     def _write_csv(self, trials: list) -> None:
         names = sorted({name for t in trials for name in t.params})
-        tmp = self.folder / f".trials.csv.{os.getpid()}.tmp"  # workers write it side by side
-        with open(tmp, "w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(["number", "state", "value", "seconds", "worker", "run_dir", "error",
+        text = io.StringIO()
+        writer = csv.writer(text)
+        writer.writerow(["number", "state", "value", "seconds", "worker", "run_dir", "error",
                              *names])  # fmt: skip
-            for t in trials:
-                values = values_of(t.params, self.space)
-                attrs = t.user_attrs
-                writer.writerow([t.number, t.state.name, t.value, attrs.get("seconds"),
-                                 attrs.get("worker"), attrs.get("run_dir"), attrs.get("error", ""),
-                                 *(_text(values.get(n)) for n in names)])  # fmt: skip
-        tmp.replace(self.folder / "trials.csv")
+        for t in trials:
+            values = values_of(t.params, self.space)
+            attrs = t.user_attrs
+            writer.writerow([t.number, t.state.name, t.value, attrs.get("seconds"),
+                             attrs.get("worker"), attrs.get("run_dir"), attrs.get("error", ""),
+                             *(_text(values.get(n)) for n in names)])  # fmt: skip
+        write_text(self.folder / "trials.csv", text.getvalue())
 
     def _plot(self, study: optuna.Study, complete: int) -> None:
         import matplotlib
@@ -373,9 +379,7 @@ class Study:
         text = "".join(f"# {line}\n" for line in header)
         text += yaml.safe_dump(settings, sort_keys=False, default_flow_style=None)
         path = self.folder / "best.yaml"
-        tmp = self.folder / ".best.yaml.tmp"
-        tmp.write_text(text)
-        tmp.replace(path)
+        write_text(path, text)
         return path
 
 
