@@ -47,3 +47,20 @@ def test_readme_tools_for_a_finished_run(tmp_path):
     for name in ("policy.gif", "policy.onnx", "learning_curve.png"):
         assert (run / name).is_file(), name
     assert (tmp_path / "seeds.png").stat().st_size > 0
+
+
+def test_readme_tuning_commands_run_on_a_tiny_budget(tmp_path):
+    """The commands of the README's "Tuning" block, in order, with tiny budgets."""
+    pytest.importorskip("optuna")
+    block = re.search(r"### Tuning[^\n]*\n\n((?:    .*\n)+)", TEXT).group(1)
+    lines = [line.split("#")[0].strip() for line in block.splitlines()]
+    commands = [shlex.split(line)[1:] for line in lines if line.startswith("xiaoyarl")]
+    assert [c[0] for c in commands] == ["tune", "train", "train"]
+    tiny = {"--trials": "2", "--max-steps": "1024", "--eval-every": "512"}
+    for args in commands:
+        args = [tiny.get(prev, a) for prev, a in zip(["", *args[:-1]], args, strict=True)]
+        if "--max-steps" not in args:
+            args += ["--max-steps", "1024"]
+        done = cli(*args, "--eval-episodes", "2", cwd=tmp_path, timeout=600)
+        assert done.returncode == 0, (args, done.stderr)
+    assert (tmp_path / "runs" / "tune_Pendulum-v1_ppo" / "best.yaml").is_file()
