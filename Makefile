@@ -10,7 +10,7 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
 PIP := $(PY) -m pip install --disable-pip-version-check -q
 
-.PHONY: demo hello test test-slow lint format bench clean venv
+.PHONY: demo hello test test-slow lint format bench docs docs-check clean venv
 
 $(VENV)/.torch:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ $(VENV)/.core: $(VENV)/.torch pyproject.toml
 
 $(VENV)/.test: $(VENV)/.core
 	$(PIP) -e ".[test]"
+	touch $@
+
+$(VENV)/.docs: $(VENV)/.core
+	$(PIP) -e ".[docs]"
 	touch $@
 
 $(VENV)/.bench: $(VENV)/.core
@@ -59,15 +63,25 @@ bench: $(VENV)/.bench
 	$(PY) benchmarks/ppo_backends.py --seeds 0 1 2 --threads 1
 	$(PY) benchmarks/compare.py --quick
 
+# The documentation site, from docs/ into site/ (git ignores it): --strict makes a warning, a
+# broken link or a missing reference an error. Nothing is fetched from the network.
+docs: $(VENV)/.docs
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+# every page of the built site in headless Chromium (Debian's chromium and chromium-driver):
+# navigation, images, highlighting, links, no request off the machine; screenshots
+docs-check: docs
+	$(PY) docs/check_site.py site --screenshots site-screenshots
+
 # ruff (lint + format) on the code, then mypy's type check of the package ([tool.mypy])
 lint: $(VENV)/.test
-	$(VENV)/bin/ruff check xiaoyarl tests benchmarks examples
-	$(VENV)/bin/ruff format --check xiaoyarl tests benchmarks examples
+	$(VENV)/bin/ruff check xiaoyarl tests benchmarks examples docs/*.py
+	$(VENV)/bin/ruff format --check xiaoyarl tests benchmarks examples docs/*.py
 	$(VENV)/bin/mypy xiaoyarl
 
 format: $(VENV)/.test
-	$(VENV)/bin/ruff format xiaoyarl tests benchmarks examples
-	$(VENV)/bin/ruff check --fix xiaoyarl tests benchmarks examples
+	$(VENV)/bin/ruff format xiaoyarl tests benchmarks examples docs/*.py
+	$(VENV)/bin/ruff check --fix xiaoyarl tests benchmarks examples docs/*.py
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache .ruff_cache .mypy_cache *.egg-info
+	rm -rf $(VENV) runs site site-screenshots .pytest_cache .ruff_cache .mypy_cache *.egg-info

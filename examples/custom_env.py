@@ -17,6 +17,7 @@ import numpy as np
 from xiaoyarl import Config, evaluate, train_agent
 
 
+# --8<-- [start:env]
 class PointToOrigin(gym.Env):
     """State (position, velocity); action: a force in [-1, 1]; reward: -|position|."""
 
@@ -35,6 +36,7 @@ class PointToOrigin(gym.Env):
 
 
 gym.register("PointToOrigin-v0", entry_point=PointToOrigin, max_episode_steps=100)
+# --8<-- [end:env]
 
 
 def main() -> None:

@@ -4,7 +4,7 @@ What it uses is the library itself, not a copy: the networks and return function
 `xiaoyarl/core/`, the VecEnv contract and the torch-native CartPole of `xiaoyarl/envs/`, and
 the PPO agent of `xiaoyarl/agents/ppo.py` with its own defaults. The loop below is all that
 `xiaoyarl train` adds around them in one process, without its run folder, checkpoints, logs and
-plots (`xiaoyarl/train/loop.py`). The README walks through it.
+plots (`xiaoyarl/train/loop.py`). docs/hello-world.md walks through it.
 
 Run: make hello   (or: python examples/hello_world.py [--seed N] [--max-steps N])
 """
@@ -23,6 +23,7 @@ from xiaoyarl.envs.base import VecEnv
 from xiaoyarl.envs.cartpole import CartPoleEnv
 
 
+# --8<-- [start:evaluate]
 @torch.no_grad()
 def evaluate(agent: AgentDiscretePPO, env: VecEnv) -> float:
     """Mean return of one episode per sub-env of `env`, acting greedily (`agent.act`)."""
@@ -34,6 +35,7 @@ def evaluate(agent: AgentDiscretePPO, env: VecEnv) -> float:
         returns += reward * running
         running &= ~(terminated | truncated)
     return returns.mean().item()
+    # --8<-- [end:evaluate]
 
 
 def main() -> None:
@@ -44,22 +46,29 @@ def main() -> None:
     torch.set_num_threads(1)  # small networks: one thread is the fastest on a CPU
     torch.manual_seed(args.seed)  # the networks' initial weights and the agent's sampling
 
+    # --8<-- [start:env]
     # Env: 16 CartPoles stepped together as one batch of tensors (the VecEnv contract:
     # `reset() -> (state, info)`, `step(action) -> (state, reward, terminated, truncated,
     # info)`, each of shape (num_envs, ...), with auto-reset).
     env = CartPoleEnv(num_envs=16, seed=args.seed)
     eval_env = CartPoleEnv(num_envs=100, seed=args.seed + 1)  # 100 episodes per evaluation
+    # --8<-- [end:env]
 
+    # --8<-- [start:config]
     # Config: every hyper-parameter has a default; the fields left at None (sizes, rates,
     # normalisation) are PPO's own choices for a batched env on a CPU (`AgentPPO.defaults`).
     config = Config(algo="ppo", env_id="CartPole-v1", seed=args.seed, num_envs=16)
     config = dataclasses.replace(config, **AgentDiscretePPO.defaults(config, True, "cpu"))
+    # --8<-- [end:config]
 
+    # --8<-- [start:agent]
     # Net and Agent: the agent builds its actor (a categorical policy), its critic V(s), their
     # Adam optimizers and its observation and reward normalisers (`xiaoyarl/core/nets.py`).
     agent = AgentDiscretePPO(env.spec, config, torch.device("cpu"))
     print(f"actor: {agent.actor.net}\ncritic: {agent.critic.net}")
+    # --8<-- [end:agent]
 
+    # --8<-- [start:run]
     # Run: explore for `horizon_len` steps of every sub-env, learn from that rollout (GAE,
     # then epochs of clipped-surrogate mini-batch steps), evaluate now and then.
     state, info = env.reset(seed=args.seed)
@@ -79,6 +88,7 @@ def main() -> None:
                       f"100 episodes after {steps:,} env steps")  # fmt: skip
                 return
     print(f"not solved in {args.max_steps:,} env steps")
+    # --8<-- [end:run]
 
 
 if __name__ == "__main__":

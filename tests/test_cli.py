@@ -279,9 +279,9 @@ def _options(command: str) -> dict:
     """`xiaoyarl COMMAND`'s options: option string -> its argparse action."""
     import argparse
 
-    from xiaoyarl.cli import _parser
+    from xiaoyarl.cli import build_parser
 
-    commands = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     return {s: a for a in commands.choices[command]._actions for s in a.option_strings}
 
 
@@ -319,16 +319,16 @@ def test_options_named_as_config_fields_set_those_fields(tmp_path):
     """Each option whose name is a Config field's sets it; a population's --cwd is its own folder,
     not its members' run folder."""
     from xiaoyarl import Config
-    from xiaoyarl.cli import _apply_run_args, _parser, _population_settings
+    from xiaoyarl.cli import _apply_run_args, _population_settings, build_parser
 
-    args = _parser().parse_args(["train", "PPO", "Pendulum-v1", "--num-envs", "3", "--runner",
+    args = build_parser().parse_args(["train", "PPO", "Pendulum-v1", "--num-envs", "3", "--runner",
                                  "parallel", "--cwd", "r", "--target-return", "none"])  # fmt: skip
     config = Config()
     _apply_run_args(config, args)
     assert (config.algo, config.env_id, config.num_envs, config.runner, config.cwd) == (
         "ppo", "Pendulum-v1", 3, "parallel", "r")  # fmt: skip
     assert config.target_return is None and config.stop_at_target is False
-    args = _parser().parse_args(["population", "ppo", "Pendulum-v1", "--seed", "4", "--cwd",
+    args = build_parser().parse_args(["population", "ppo", "Pendulum-v1", "--seed", "4", "--cwd",
                                  str(tmp_path / "pop")])  # fmt: skip
     config, _, folder = _population_settings(args)
     assert config.seed == 4 and config.cwd is None and folder == tmp_path / "pop"
@@ -357,11 +357,11 @@ def test_population_refuses_out_and_cwd_together(tmp_path, capsys):
 def test_population_backend_and_run_flags_reach_every_member(tmp_path):
     """--backend (and the other run flags) set the members' config, as they set train's; the
     population's folder is --cwd and each member's run folder lies under it."""
-    from xiaoyarl.cli import _parser, _population_settings
+    from xiaoyarl.cli import _population_settings, build_parser
     from xiaoyarl.population.schemes import Population
 
     folder = tmp_path / "pop"
-    args = _parser().parse_args(["population", "ppo", "CartPole-v1", "--backend", "gymnasium",
+    args = build_parser().parse_args(["population", "ppo", "CartPole-v1", "--backend", "gymnasium",
                                  "--device", "cpu", "--threads", "2", "--seed", "3", "--set",
                                  "gamma=0.9", "--cwd", str(folder)])  # fmt: skip
     config, pop, where = _population_settings(args)
@@ -376,21 +376,21 @@ def test_population_backend_and_run_flags_reach_every_member(tmp_path):
 def test_population_resume_names_its_folder_as_train_does(tmp_path):
     """`--resume DIR`, or `--resume` with --cwd (or the default folder of ALGO ENV), continue
     a population; --resume DIR with another --cwd is refused, as for train."""
-    from xiaoyarl.cli import _parser, _population_settings
+    from xiaoyarl.cli import _population_settings, build_parser
     from xiaoyarl.errors import ConfigError
     from xiaoyarl.population.schemes import Population
 
     folder = tmp_path / "pop"
-    args = _parser().parse_args(["population", "ppo", "CartPole-v1", "--backend", "gymnasium",
+    args = build_parser().parse_args(["population", "ppo", "CartPole-v1", "--backend", "gymnasium",
                                  "--cwd", str(folder)])  # fmt: skip
     config, pop, where = _population_settings(args)
     Population.create_or_join(where, config, pop, resume=False, joining=False)
     for argv in (["--resume", str(folder)], ["--resume", "--cwd", str(folder)],
                  ["--resume", str(folder), "--cwd", str(folder)]):  # fmt: skip
-        config, _, where = _population_settings(_parser().parse_args(["population", *argv]))
+        config, _, where = _population_settings(build_parser().parse_args(["population", *argv]))
         assert where == folder and config.backend == "gymnasium", argv
     elsewhere = ["population", "--resume", str(folder), "--cwd", str(tmp_path / "other")]
     with pytest.raises(ConfigError, match="two folders"):
-        _population_settings(_parser().parse_args(elsewhere))
+        _population_settings(build_parser().parse_args(elsewhere))
     with pytest.raises(ConfigError, match="no population"):
-        _population_settings(_parser().parse_args(["population", "--resume", str(tmp_path)]))
+        _population_settings(build_parser().parse_args(["population", "--resume", str(tmp_path)]))

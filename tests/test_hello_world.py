@@ -1,4 +1,4 @@
-"""The hello world (`examples/hello_world.py`, README "Hello world") solves CartPole-v1 on the
+"""The hello world (`examples/hello_world.py`, docs/hello-world.md) solves CartPole-v1 on the
 library's core path, and what it loads of xiaoyarl stays under 1,000 lines of code."""
 
 from __future__ import annotations

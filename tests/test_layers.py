@@ -1,4 +1,4 @@
-"""The import contract of the package's layers (README, "What is in it"): a module imports only
+"""The import contract of the package's layers (docs/design.md, "The layers"): a module imports only
 from its own layer or the layers below it, and no file imports another file's private name.
 Read from the source with `ast`, so imports inside functions count as much as those at the top.
 """

@@ -211,8 +211,8 @@ def test_tournament_replaces_a_killed_member_and_keeps_the_leaderboard(tmp_path)
     assert _no_member_left(out)
 
 
-def test_cloud_recipe_launches_the_readme_command():
-    """The Kubernetes example parses, and its container runs the README's several-machine
+def test_cloud_recipe_launches_the_guides_command():
+    """The Kubernetes example parses, and its container runs the populations guide's several-machine
     torchrun command (the cluster and the image build are not run here)."""
     import shlex
 
@@ -223,7 +223,7 @@ def test_cloud_recipe_launches_the_readme_command():
     job = next(d for d in docs if d["kind"] == "Job")
     assert job["spec"]["completionMode"] == "Indexed"
     command = job["spec"]["template"]["spec"]["containers"][0]["command"]
-    readme = (root / "README.md").read_text().replace("\\\n", " ")
+    readme = (root / "docs" / "guides" / "populations.md").read_text().replace("\\\n", " ")
     line = next(s for s in readme.splitlines()
                 if s.strip().startswith("torchrun") and "xiaoyarl population" in s)  # fmt: skip
     expected = shlex.split(line)

@@ -25,7 +25,8 @@ def _free_port() -> int:
 
 
 def _launcher(port: int, out: Path, log: Path) -> subprocess.Popen:
-    """The README's several-machine command, with this machine as every node."""
+    """The several-machine command of docs/guides/populations.md, with this machine as every
+    node."""
     args = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2:3",
             "--nproc-per-node", "1", "--max-restarts", "100", "--rdzv-backend", "c10d",
             "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "elastic-test",

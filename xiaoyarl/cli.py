@@ -9,6 +9,7 @@ import math
 import re
 import shlex
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -44,7 +45,8 @@ TUNE_FLAGS = ("trials", "timeout", "engine", "sampler", "pruner", "objective", "
 RENAMED = {("population", "--out"): "--cwd"}
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The `xiaoyarl` command line: every command and flag (also the site's CLI reference)."""
     from xiaoyarl import __version__
 
     parser = argparse.ArgumentParser(
@@ -719,10 +721,22 @@ def _check_env(args: argparse.Namespace) -> int:
     return 1 if any(p.severity == "error" for p in problems) else 0
 
 
-def _list_fields() -> None:
-    """Every Config field: default, help, allowed values (where a fixed set) and, for
-    algorithm-specific fields, which algorithms read it; for a field whose null default is chosen
-    per algorithm, backend and device, what it becomes (`_automatic_values`)."""
+@dataclass(frozen=True)
+class FieldRow:
+    """One Config field as `xiaoyarl list --fields` and the site's Config reference show it."""
+
+    name: str
+    default: Any
+    help: str
+    choices: tuple | None  # the allowed values, where a fixed set
+    readers: tuple[str, ...]  # the algorithms that read it; () for a field every run reads
+    automatic: tuple[str, ...]  # for a null default: `algo, algo: value` lines, what it becomes
+
+
+def config_field_rows() -> list[FieldRow]:
+    """Every Config field: default, help, allowed values, which algorithms read it (for
+    algorithm-specific fields) and, for a field whose null default is chosen per algorithm,
+    backend and device, what it becomes (`_automatic_values`)."""
     import dataclasses
 
     from xiaoyarl.agents import ALGORITHMS
@@ -734,20 +748,27 @@ def _list_fields() -> None:
             readers.setdefault(field, []).append(algo)
     docs, choices = field_docs(), field_choices()
     automatic = _automatic_values(readers)
+    return [FieldRow(f.name, f.default_factory() if callable(f.default_factory) else f.default,
+                     docs[f.name], choices.get(f.name), tuple(readers.get(f.name, ())),
+                     tuple(automatic.get(f.name, ())))
+            for f in dataclasses.fields(Config)]  # fmt: skip
+
+
+def _list_fields() -> None:
+    """`xiaoyarl list --fields`: `config_field_rows` as text."""
     print("config fields (--set name=value; default, {allowed values}, then what it does):")
     print("  (null: chosen per algorithm, backend and device, as listed under the field, with the")
     print("  other automatic fields left null; torch-native includes Playground's JAX tasks)")
-    for f in dataclasses.fields(Config):
-        default = f.default_factory() if callable(f.default_factory) else f.default
-        who = f" [{', '.join(readers[f.name])}]" if f.name in readers else ""
-        doc = docs[f.name]
-        if f.name in choices:
-            doc = f"{{{', '.join(map(str, choices[f.name]))}}} {doc}"  # as argparse shows them
-        if f.name in automatic:  # what null gives, listed below
+    for row in config_field_rows():
+        who = f" [{', '.join(row.readers)}]" if row.readers else ""
+        doc = row.help
+        if row.choices:
+            doc = f"{{{', '.join(map(str, row.choices))}}} {doc}"  # as argparse shows them
+        if row.automatic:  # what null gives, listed below
             doc = f"{doc}{who}; null gives:"
             who = ""
-        print(f"  {f.name:18s} {default!r:12s} {doc}{who}")
-        for line in automatic.get(f.name, ()):
+        print(f"  {row.name:18s} {row.default!r:12s} {doc}{who}")
+        for line in row.automatic:
             print(f"      {line}")
 
 
@@ -827,12 +848,13 @@ def _set_without_equals(argv: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the `xiaoyarl` command line on `argv` (default: `sys.argv[1:]`); the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     hint = _set_without_equals(argv)
     if hint is not None:
         print(f"xiaoyarl: error: {hint}", file=sys.stderr)
         return 2
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     args.argv = argv
     handler = {
         "train": _train,

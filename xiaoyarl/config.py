@@ -216,7 +216,9 @@ class Config:
 
     @classmethod
     def field_names(cls) -> list[str]:
+        """The names of every field, in their order."""
         return [f.name for f in dataclasses.fields(cls)]
 
     def to_dict(self) -> dict:
+        """Every field and its value, as plain data (what config.yaml holds)."""
         return dataclasses.asdict(self)

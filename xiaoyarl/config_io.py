@@ -81,6 +81,7 @@ def load_config(path: str | Path) -> Config:
 
 
 def save_config(config: Config, path: str | Path) -> None:
+    """Write `config` to `path` as YAML, atomically (a temporary file, then renamed)."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
@@ -277,6 +278,7 @@ def field_choices(cls: type[Config] = Config) -> dict[str, tuple]:
 
 @functools.cache
 def field_types() -> dict[str, object]:
+    """Each Config field's type hint, by name (the types `--set` values are converted to)."""
     return typing.get_type_hints(Config)
 
 

@@ -310,6 +310,7 @@ class MultiAgentPolicy(Policy):
 
     @torch.no_grad()
     def act_normalized(self, obs: torch.Tensor, avail: torch.Tensor | None = None):
+        """Every agent's greedy action, in the networks' units (`[-1, 1]` when continuous)."""
         return self._joint(obs, avail, sample=False)
 
     def predict(
@@ -318,6 +319,8 @@ class MultiAgentPolicy(Policy):
         deterministic: bool = True,
         avail: np.ndarray | torch.Tensor | None = None,
     ) -> np.ndarray | torch.Tensor:
+        """Joint actions for observations `(batch, num_agents, obs_dim)` (or one `(num_agents,
+        obs_dim)`), in the env's units: numpy in, numpy out; `avail` masks unavailable actions."""
         if isinstance(obs, dict):
             raise ValueError("multi-agent policies take the agents' observations as an array.")
         is_numpy = not isinstance(obs, torch.Tensor)
@@ -388,6 +391,7 @@ class PolicyEnsemble(Policy):
 
     @torch.no_grad()
     def act_normalized(self, state: torch.Tensor) -> torch.Tensor:
+        """The ensemble's action in the networks' units: the members' mean, or majority vote."""
         actions = torch.stack([m.act_normalized(state) for m in self.members])  # (K, batch, ...)
         if not self.if_discrete:  # in float64: K copies of one policy give its action exactly
             return actions.double().mean(0).to(actions.dtype)
@@ -398,6 +402,7 @@ class PolicyEnsemble(Policy):
 
     @torch.no_grad()
     def sample_normalized(self, state: torch.Tensor) -> torch.Tensor:
+        """One randomly chosen member's sampled action per observation."""
         actions = torch.stack([m.sample_normalized(state) for m in self.members])
         pick = torch.randint(len(self.members), (state.shape[0],), device=state.device)
         return actions[pick, torch.arange(state.shape[0], device=state.device)]

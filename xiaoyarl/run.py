@@ -78,6 +78,7 @@ def run_title(config: Config, backend: str) -> str:
 
 
 def default_run_dir(config: Config) -> Path:
+    """`runs/<env>_<algo>_<seed>`, the run folder when `cwd` is not given."""
     env = re.sub(r"[^A-Za-z0-9_.-]+", "_", config.env_id)
     return Path("runs") / f"{env}_{config.algo}_{config.seed}"
 

@@ -24,9 +24,11 @@ class TorchKit:
     `core.optim.LeanKit` (the same arithmetic, less Python around it)."""
 
     def adam(self, params: Iterable[nn.Parameter], lr: float) -> protocols.Optimizer:
+        """torch's Adam (fused), with the eps the agents use."""
         return torch.optim.Adam(params, lr=lr, eps=1e-5, fused=True)
 
     def clip_grad_norm(self, params: list[nn.Parameter], max_norm: float) -> None:
+        """Clip the gradients of `params` to a total norm of `max_norm`, in place."""
         nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
 
 
@@ -34,9 +36,11 @@ class Eager:
     """Runs each update as it is."""
 
     def __call__(self, update: Callable[[Any], Any], inputs: Any) -> Any:
+        """Run `update(inputs)` as it is, eagerly."""
         return update(inputs)
 
     def reset(self) -> None:
+        """Nothing to forget: an eager update keeps no state."""
         pass
 
 
@@ -235,6 +239,7 @@ class AgentBase:
         }
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore what `state_dict` returned: networks, optimizers, where exploring resumes."""
         for name, net in self.nets.items():
             net.load_state_dict(state["nets"][name])
         for name, opt in self._optimizers().items():
@@ -262,6 +267,7 @@ class AgentBase:
         return {"last_state": self.last_state, **self._auxiliary_state()}
 
     def load_sub_env_state(self, state: dict) -> None:
+        """Restore what `sub_env_state` returned (the last observation of each sub-env)."""
         last = state["last_state"]
         self.last_state = None if last is None else last.to(self.device)
         self._load_auxiliary(state)

@@ -80,10 +80,15 @@ class VecEnv:
     device: torch.device
 
     def reset(self, seed: int | None = None) -> tuple[torch.Tensor, dict]:
+        """Start new episodes in every sub-env: `(obs (num_envs, *obs_shape), info)`; `seed`
+        reseeds the env."""
         raise NotImplementedError
 
     def step(self, action: torch.Tensor
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict]:  # fmt: skip
+        """One step of every sub-env: `(obs, reward, terminated, truncated, info)`, each
+        `(num_envs, ...)`; finished sub-envs reset themselves, `info["final_state"]` keeps the
+        state they ended in."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -191,6 +196,7 @@ class TorchVecEnv(VecEnv):
 
     # --- the contract ---
     def reset(self, seed: int | None = None) -> tuple[torch.Tensor, dict]:
+        """Draw fresh initial states for every sub-env (from `seed` when given)."""
         if seed is not None:
             self.generator.manual_seed(seed)
         self.sim_state = self._sample_initial(self.num_envs)
@@ -199,6 +205,7 @@ class TorchVecEnv(VecEnv):
 
     def step(self, action: torch.Tensor
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict]:  # fmt: skip
+        """Step every sub-env with `_dynamics`, apply the time limit, reset finished ones."""
         self._check_action(action)
         sim_state, reward, terminated = self._dynamics(self.sim_state, action)
         self.elapsed += 1
@@ -243,10 +250,12 @@ class TorchVecEnv(VecEnv):
             self.elapsed = elapsed.to(self.device, torch.int64).clone()
 
     def state_dict(self) -> dict:
+        """The simulator states, step counters and generator: a resume continues bit-exactly."""
         return {"sim_state": self.sim_state.clone(), "elapsed": self.elapsed.clone(),
                 "generator": self.generator.get_state()}  # fmt: skip
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore what `state_dict` returned, on this env's device."""
         self.sim_state = state["sim_state"].to(self.device).clone()
         self.elapsed = state["elapsed"].to(self.device).clone()
         self.generator.set_state(state["generator"])

@@ -123,21 +123,25 @@ def _open_high_low_close(ohlcv: torch.Tensor) -> tuple[torch.Tensor, ...]:
 
 
 def macd(ohlcv: torch.Tensor) -> torch.Tensor:
+    """MACD: the 12-day minus the 26-day exponential moving average of the close."""
     close = ohlcv[..., 3]
     return ema(close, MACD_SPANS[0]) - ema(close, MACD_SPANS[1])
 
 
 def boll_ub(ohlcv: torch.Tensor) -> torch.Tensor:
+    """The upper Bollinger band: the 20-day mean of the close plus 2 standard deviations."""
     close = ohlcv[..., 3]
     return rolling_mean(close, BOLL_WINDOW) + BOLL_STD_TIMES * rolling_std(close, BOLL_WINDOW)
 
 
 def boll_lb(ohlcv: torch.Tensor) -> torch.Tensor:
+    """The lower Bollinger band: the 20-day mean of the close minus 2 standard deviations."""
     close = ohlcv[..., 3]
     return rolling_mean(close, BOLL_WINDOW) - BOLL_STD_TIMES * rolling_std(close, BOLL_WINDOW)
 
 
 def rsi(ohlcv: torch.Tensor, window: int = 30) -> torch.Tensor:
+    """The relative strength index over `window` days (Wilder's smoothing), 0-100."""
     change = _diff(ohlcv[..., 3])
     up = smma(change.clamp(min=0), window)
     down = smma((-change).clamp(min=0), window)
@@ -147,6 +151,7 @@ def rsi(ohlcv: torch.Tensor, window: int = 30) -> torch.Tensor:
 
 
 def cci(ohlcv: torch.Tensor, window: int = 30) -> torch.Tensor:
+    """The commodity channel index over `window` days, from the typical price."""
     _, high, low, close = _open_high_low_close(ohlcv)
     typical = (close + high + low) / 3.0
     return _safe_ratio(
@@ -155,6 +160,7 @@ def cci(ohlcv: torch.Tensor, window: int = 30) -> torch.Tensor:
 
 
 def dx(ohlcv: torch.Tensor, window: int = 30) -> torch.Tensor:
+    """The directional movement index over `window` days, 0-100."""
     _, high, low, close = _open_high_low_close(ohlcv)
     up_move, down_move = _diff(high), -_diff(low)
     plus_dm = torch.where((up_move > 0) & (up_move > down_move), up_move, 0.0)
@@ -169,6 +175,7 @@ def dx(ohlcv: torch.Tensor, window: int = 30) -> torch.Tensor:
 
 
 def close_sma(ohlcv: torch.Tensor, window: int) -> torch.Tensor:
+    """The simple moving average of the close over `window` days."""
     return rolling_mean(ohlcv[..., 3], window)
 
 

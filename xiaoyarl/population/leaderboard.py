@@ -51,6 +51,7 @@ def write_json(obj: object, path: Path) -> None:
 
 
 def read_json(path: Path, what: str) -> dict:
+    """The JSON file `path`, or an error that names it as `what` and says how it is broken."""
     try:
         return json.loads(path.read_text())
     except FileNotFoundError:

@@ -14,6 +14,7 @@ from xiaoyarl.train.evaluator import save_figure
 
 
 def read_population_csv(folder: str | Path) -> list[dict]:
+    """The rows of a population folder's population.csv, as dicts."""
     path = Path(folder) / "population.csv"
     if not path.is_file():
         return []

@@ -288,6 +288,7 @@ class Population:
 
 
 def checkpoint_step(checkpoint: dict) -> int:
+    """The env steps a checkpoint was written at."""
     return int(checkpoint["counters"]["total_steps"])
 
 

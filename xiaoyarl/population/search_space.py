@@ -94,6 +94,7 @@ class Param:
 
 
 def field_is_int(name: str) -> bool:
+    """Whether Config field `name` takes integers (its sampled values are rounded)."""
     kind = field_types()[name]
     return kind is int or int in typing.get_args(kind)
 

@@ -39,6 +39,7 @@ _TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP
 
 
 def under_torchrun() -> bool:
+    """Whether this process is a slot that torchrun started."""
     return "TORCHELASTIC_RUN_ID" in os.environ
 
 
@@ -67,6 +68,7 @@ def _records(state: dict) -> list[dict]:
 
 
 def free_stale_claims(state: dict, lease_seconds: float) -> None:
+    """Drop the claims whose holder sent no heartbeat for `lease_seconds`."""
     for record in _records(state):
         if stale(record.get("claim"), lease_seconds):
             record["claim"] = None

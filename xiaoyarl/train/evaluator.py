@@ -173,20 +173,24 @@ class Evaluator:
         truncate_csv_after(self.recorder_path, step)
 
     def plot(self) -> None:
+        """Redraw learning_curve.png from recorder.csv."""
         self.last_plot = time.monotonic()
         plot_learning_curve(self.run_dir)
 
     def close(self) -> None:
+        """Draw the last plot and close the evaluation envs."""
         self.plot()
         if self.confirm_env is not None:
             self.confirm_env.close()
             self.confirm_env = None
 
     def state_dict(self) -> dict:
+        """The best return and the evaluation counters (so seeds continue after a resume)."""
         return {"best_return": self.best_return, "num_evals": self.num_evals,
                 "num_confirms": self.num_confirms}  # fmt: skip
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore what `state_dict` returned."""
         self.best_return = state["best_return"]
         self.num_evals = state["num_evals"]
         self.num_confirms = state.get("num_confirms", 0)

@@ -150,6 +150,7 @@ class TrainLoop:
 
     # --- checkpoints ---------------------------------------------------------------------------
     def state_dict(self) -> dict:
+        """The whole training state: agent, env, counters, RNG states, evaluator and config."""
         rng = {"torch": torch.get_rng_state()}
         if self.agent.device.type == "cuda":
             rng["cuda"] = torch.cuda.get_rng_state(self.agent.device)
@@ -242,6 +243,7 @@ class TrainLoop:
         return None, None
 
     def save(self, state: dict | None = None) -> None:
+        """Write a checkpoint (this state, or `state`) atomically."""
         save_atomic(state if state is not None else self.state_dict(), self.ckpt_path)
         self.saved_step = self.total_steps
 
@@ -291,23 +293,28 @@ class TrainLoop:
         return self.evaluator
 
     def evaluator_state(self) -> dict | None:
+        """The evaluator's state for the checkpoint."""
         return self.own_evaluator().state_dict()
 
     def load_evaluator_state(self, state: dict | None) -> None:
+        """Restore the evaluator's state; None starts its evaluations anew."""
         if state is not None:  # None: a run that starts its evaluations anew (a fusion)
             evaluator = self.own_evaluator()
             evaluator.load_state_dict(state)
             self.best_return = evaluator.best_return
 
     def truncate_records(self, step: int) -> None:
+        """Drop the recorded rows after `step` (a resume continues from the checkpoint's step)."""
         self.own_evaluator().truncate_after(step)
         self.loggers.truncate_after(step)
 
     def close_evaluator(self) -> None:
+        """Close the evaluator: last plot, envs closed."""
         self.own_evaluator().close()
 
     # --- the loop ------------------------------------------------------------------------------
     def run(self) -> dict:
+        """Train until the budget, the target, a stop request or a callback ends it; the summary."""
         cfg = self.config
         assert cfg.eval_every is not None, "resolve_config sets eval_every"
         stop_reason = "max_steps"
@@ -521,6 +528,7 @@ class TrainLoop:
                 f"Kept in {self.run_dir}: {', '.join(kept)}{resume}.")  # fmt: skip
 
     def summary(self, stop_reason: str) -> dict:
+        """The run's summary dict (what `train_agent` returns)."""
         last = self.last_eval
         return {
             "algo": self.config.algo,

@@ -7,7 +7,7 @@ PettingZoo id names a Python attribute (`env_fn` is a dotted identifier), which 
 from a single-agent gymnasium id `"module:Env-v0"` (whose name has a `-vN` version).
 
 The contract (shapes, auto-reset, masks, team return) is in `envs/multi/base.py` and
-`docs/multi_agent.md`.
+`docs/guides/multi-agent.md`.
 """
 
 from __future__ import annotations
