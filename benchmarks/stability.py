@@ -1,6 +1,7 @@
-"""Stability over seeds: fixed budgets with no early stop, for xiaoyarl with its defaults,
-xiaoyarl with the H-term (`h_term: true`, where it applies) and Stable-Baselines3 with the RL
-Zoo's settings, trained alternately in fresh processes (the harness of `compare.py`).
+"""Stability over seeds: fixed budgets with no early stop, for xiaoyarl with its defaults, xiaoyarl
+with the H-term (`h_term: true`, where it applies), xiaoyarl with its task preset (where the
+task has one) and Stable-Baselines3 with the RL Zoo's settings, trained alternately in fresh
+processes (the harness of `compare.py`).
 
 Every run trains its whole budget, evaluating the deterministic policy on 10 episodes every
 `eval_every` env steps. Per task and variant the report gives, over seeds (rliable's
@@ -40,6 +41,7 @@ sys.path.insert(0, str(HERE.parent))
 import compare  # noqa: E402
 from compare import ZOO_OFF_POLICY_PENDULUM, ZOO_PPO_CARTPOLE, Task  # noqa: E402
 
+from xiaoyarl.presets import preset_path  # noqa: E402
 from xiaoyarl.stats import bootstrap_ci, cvar, iqm  # noqa: E402
 
 ZOO_PPO_PENDULUM = dict(  # ppo.yml, Pendulum (n_envs 4, normalize, gSDE)
@@ -84,7 +86,9 @@ TASKS: dict[str, Task] = {
     "sac-hopper-100k": compare.TASKS["sac-hopper-100k"],
 }
 H_TERM_ALGOS = ("ppo", "a2c", "ddpg", "td3", "sac", "modsac", "redq")
-VARIANTS = ("xiaoyarl", "xiaoyarl+h_term", "sb3")
+# xiaoyarl and xiaoyarl+h_term: the library's defaults (`--no-preset`); xiaoyarl+preset: the
+# task preset `xiaoyarl train` starts from, for the tasks that have one
+VARIANTS = ("xiaoyarl", "xiaoyarl+h_term", "xiaoyarl+preset", "sb3")
 
 
 def register() -> None:
@@ -95,13 +99,17 @@ def register() -> None:
 
 
 def variants(name: str) -> list[str]:
-    return [v for v in VARIANTS if v != "xiaoyarl+h_term" or TASKS[name].algo in H_TERM_ALGOS]
+    task = TASKS[name]
+    applies = {"xiaoyarl+h_term": task.algo in H_TERM_ALGOS,
+               "xiaoyarl+preset": preset_path(task.algo, task.env_id) is not None}  # fmt: skip
+    return [v for v in VARIANTS if applies.get(v, True)]
 
 
 def run_once(name: str, variant: str, seed: int, args, tmp: Path) -> dict:
     lib = "sb3" if variant == "sb3" else "xiaoyarl"
     task_name = f"stability-{name}" + ("-h_term" if variant == "xiaoyarl+h_term" else "")
-    result = compare.train(lib, task_name, seed, args.threads, args.budget, tmp, script=__file__)
+    result = compare.train(lib, task_name, seed, args.threads, args.budget, tmp, script=__file__,
+                           defaults=variant != "xiaoyarl+preset")  # fmt: skip
     result.update(task=name, variant=variant, seed=seed, date=time.strftime("%Y-%m-%d"))
     return result
 
@@ -172,7 +180,7 @@ def plot(name: str, by_variant: dict[str, list[dict]], path: Path) -> None:
 
     task = TASKS[name]
     fig, ax = plt.subplots(figsize=(7, 4))
-    colors = {"xiaoyarl": "C0", "xiaoyarl+h_term": "C2", "sb3": "C1"}
+    colors = {"xiaoyarl": "C0", "xiaoyarl+h_term": "C2", "xiaoyarl+preset": "C3", "sb3": "C1"}
     for variant, runs in by_variant.items():
         color = colors[variant]
         if not runs:
@@ -216,11 +224,13 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the summaries here")
     parser.add_argument("--child", nargs=4, metavar=("LIB", "TASK", "SEED", "OUT"),
                         help=argparse.SUPPRESS)  # fmt: skip
+    parser.add_argument("--defaults", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     register()
     if args.child:
         lib, task_name, seed, out = args.child
-        compare.child(lib, task_name, int(seed), args.threads, args.budget or 0, Path(out))
+        compare.child(lib, task_name, int(seed), args.threads, args.budget or 0, Path(out),
+                      args.defaults)  # fmt: skip
         return
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.report_only:

@@ -5,6 +5,7 @@
   the same rows as `xiaoyarl list --fields`);
 - `reference/cli.md`: every command and flag from the parser (`xiaoyarl.cli.build_parser`);
 - `guides/algorithms.md`: each algorithm's main defaults, as the agents resolve them;
+- `guides/tuning.md`: the table of task presets, from `xiaoyarl/presets.py` and the files;
 - `design.md`: the picture of the layers, from the contract the tests check;
 - `benchmarks.md`: BENCHMARKS.md itself, with the plots it shows copied into the site and its
   links to the repository's files shown as file names.
@@ -129,7 +130,28 @@ def algorithm_defaults() -> str:
     return "\n".join(rows)
 
 
-def layers_picture() -> str:
+def presets_table() -> str:
+    """Every task preset: the pair, the ids it applies to, its file and the first line of the
+    file's provenance comment (`xiaoyarl/presets.py`, the table `xiaoyarl list` prints)."""
+    from xiaoyarl.presets import ALGO_PRESETS, CONFIG_DIR, ID_PRESETS, PRESETS, preset_ids
+
+    def provenance(name: str) -> str:
+        first = (CONFIG_DIR / name).read_text().splitlines()[0]
+        return _cell(first.lstrip("# "))
+
+    rows = ["| algorithm | task | env ids | file | provenance (first line) |",
+            "| --- | --- | --- | --- | --- |"]  # fmt: skip
+    for (algo, task), name in PRESETS.items():
+        ids = ", ".join(f"`{i}`" for i in preset_ids(task))
+        rows.append(f"| `{algo}` | {task} | {ids} | `{name}` | {provenance(name)} |")
+    for (algo, env_id, task), name in ID_PRESETS.items():
+        rows.append(f"| `{algo}` | {task} | `{env_id}` | `{name}` | {provenance(name)} |")
+    for algo, name in ALGO_PRESETS.items():
+        rows.append(f"| `{algo}` | every other task | | `{name}` | {provenance(name)} |")
+    return "\n".join(rows)
+
+
+def layers_svg() -> str:
     """The layers as an SVG picture, lowest at the bottom, read from the contract the test suite
     checks (`LAYERS` in tests/test_layers.py), so the picture is the rule CI enforces."""
     import ast
@@ -160,15 +182,22 @@ def layers_picture() -> str:
     parts.append('<defs><marker id="down" markerWidth="10" markerHeight="10" refX="9" refY="5" '
                  'orient="auto" markerUnits="strokeWidth"><path d="M0,0 L9,5 L0,10 z" '
                  'fill="#3f51b5"/></marker></defs>')  # fmt: skip
-    parts.append(f'<text x="52" y="{height / 2}" font-family="sans-serif" font-size="13" '
-                 f'fill="#3f51b5">imports</text>')  # fmt: skip
+    parts.append(f'<text x="26" y="{height / 2}" transform="rotate(-90 26 {height / 2})" '
+                 f'text-anchor="middle" font-family="sans-serif" font-size="13" '
+                 f'fill="#3f51b5">imports go down</text>')  # fmt: skip
     parts.append("</svg>")
     return "\n".join(parts)
 
 
+def layers_picture() -> str:
+    """The picture of the layers (`assets/layers.svg`, written by `on_files`)."""
+    return ("![The layers of xiaoyarl, lowest at the bottom: a module imports only from the "
+            "layers below it](assets/layers.svg)")  # fmt: skip
+
+
 GENERATED = {"config-fields": config_fields, "cli-commands": cli_commands,
              "benchmarks": benchmarks, "algorithm-defaults": algorithm_defaults,
-             "layers-picture": layers_picture}  # fmt: skip
+             "layers-picture": layers_picture, "presets-table": presets_table}  # fmt: skip
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
@@ -185,7 +214,9 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
 
 
 def on_files(files: Files, config) -> Files:
-    """Copy the plots BENCHMARKS.md shows into the site, at the paths its links name."""
+    """Copy the plots BENCHMARKS.md shows into the site, at the paths its links name; draw the
+    picture of the layers."""
+    files.append(File.generated(config, "assets/layers.svg", content=layers_svg()))
     for image in re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", BENCHMARKS.read_text()):
         source = ROOT / image
         if not source.is_file():

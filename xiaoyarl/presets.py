@@ -65,6 +65,7 @@ PRESETS: dict[tuple[str, str], str] = {
     ("pqn", MINATAR_BREAKOUT): "minatar/pqn.yaml",
     ("fast_td3", PENDULUM): "parallel/fast_td3_pendulum.yaml",
     ("fast_sac", PENDULUM): "parallel/fast_sac_pendulum.yaml",
+    ("ppo", PENDULUM): "classic/ppo_pendulum.yaml",
 }
 
 # algorithm -> config file for every task without a preset of its own: the settings an

@@ -79,9 +79,16 @@ def check_vmap_population(config: Config, search_space: dict) -> None:
         raise ConfigError("--population-backend vmap trains plain single-process PPO members "
                           "(no h_term, runner single, no recurrent policy).")  # fmt: skip
     if scheduled(config) or any(f.endswith("_schedule") for f in search_space):
-        raise ConfigError("--population-backend vmap keeps each member's values constant: "
-                          "schedules (learning_rate_schedule, ...) need the process backend "
-                          "(the default).")  # fmt: skip
+        names = [
+            f.name
+            for f in dataclasses.fields(config)
+            if f.name.endswith("_schedule") and getattr(config, f.name) != "constant"
+        ]
+        fix = f", or --set {names[0]}=constant" if names else ""
+        raise ConfigError(f"--population-backend vmap keeps each member's values constant: "
+                          f"schedules ({', '.join(names) or 'searched'}) need the process "
+                          f"backend (the default){fix}; a task preset may set one (--no-preset "
+                          f"starts from the library's defaults).")  # fmt: skip
 
 
 @dataclass
