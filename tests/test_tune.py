@@ -188,3 +188,38 @@ def test_a_trial_of_several_seeds_trains_each_and_takes_their_mean(tmp_path):
         means.append(sum(evals) / len(evals))
     (row,) = read_trials(tmp_path / "study")
     assert float(row["value"]) == pytest.approx(sum(means) / 2, rel=1e-5)
+
+
+def test_the_time_objective_is_the_seconds_to_the_target(tmp_path):
+    """`--objective time`: a trial stops at its confirmed target and its value is minus the
+    seconds to it (training and evaluation), as the run's summary reports them."""
+    args = ["--trials", "1", "--max-steps", "4096", "--objective", "time", "--target-return",
+            "-1500"]  # fmt: skip
+    run = cli(*tune_args(tmp_path, "study", *args), timeout=300)
+    assert run.returncode == 0, run.stderr
+    (row,) = read_trials(tmp_path / "study")
+    config = load_config(tmp_path / "study" / "trials" / "0000" / "config.yaml")
+    assert config.stop_at_target and config.confirm_episodes == 50
+    with open(tmp_path / "study" / "trials" / "0000" / "recorder.csv") as f:
+        rows = list(csv.DictReader(f))
+    reached = [r for r in rows if r["confirm_mean"] and float(r["confirm_mean"]) >= -1500]
+    assert reached, "Pendulum's first evaluations of a random policy score above -1500"
+    assert int(reached[0]["step"]) == int(rows[-1]["step"])  # the trial ended there
+    assert -float(row["value"]) == pytest.approx(float(reached[0]["time"]), abs=0.5)
+
+
+def test_seed_values_of_the_time_objective():
+    from xiaoyarl.tune.study import MISSED_TARGET_FACTOR, seed_value
+
+    solved = {"solved": True, "seconds_to_target": 12.5, "train_seconds": 9.0, "eval_seconds": 3}
+    missed = {"solved": False, "seconds_to_target": None, "train_seconds": 20.0, "eval_seconds": 2}
+    assert seed_value("time", None, solved) == -12.5
+    assert seed_value("time", None, missed) == -MISSED_TARGET_FACTOR * 22.0
+
+
+def test_the_time_objective_needs_a_target(tmp_path):
+    run = cli("tune", "ppo", "StockTrading-v0", "--objective", "time", "--cwd",
+              str(tmp_path / "s"))  # fmt: skip
+    assert run.returncode == 2 and "--target-return R" in run.stderr
+    run = cli(*tune_args(tmp_path, "p", "--engine", "pbt", "--objective", "time"))
+    assert run.returncode == 2 and "optuna engine" in run.stderr

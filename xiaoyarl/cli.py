@@ -236,9 +236,10 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["median", "halving", "none"],
         help="stops trials that fall behind on their evaluations (median)",
     )
-    tune.add_argument("--objective", choices=["mean", "final"],
+    tune.add_argument("--objective", choices=["mean", "final", "time"],
                       help="a trial's value: the mean of its evaluations (default; rewards "
-                           "learning early) or the last one")  # fmt: skip
+                           "learning early), the last one, or the seconds to the target (time: "
+                           "training and evaluation; trials stop at the target)")  # fmt: skip
     tune.add_argument(
         "--jobs",
         type=int,

@@ -11,15 +11,17 @@ A study lives in one folder:
     param_importances.png
     best.yaml                  the best trial's settings as a config file, with its provenance
 
-Each trial trains ALGO on ENV for `max_steps` env steps (one process, one thread) with the values
-the sampler suggests for the search space's fields (TPE by default; the space is the
-populations' YAML, `population/search_space.py`). Its value is the mean of its evaluations
-over the budget (`objective: mean`, which rewards learning early and staying there), or the
-last one (`final`); with `trial_seeds` N, the mean of that over N seeds trained one after
-another (a search on one seed picks settings that suit that seed: BENCHMARKS.md, "Tuning").
-The pruner reads every evaluation: the median pruner (as RL Zoo's) stops a trial whose
-evaluation falls below the median of earlier trials at the same step, from the sixth trial on
-and never in a trial's first third; successive halving is the other choice.
+Each trial trains ALGO on ENV for `max_steps` env steps (one process, one thread) with the
+values the sampler suggests for the search space's fields (TPE by default; the space is the
+populations' YAML, `population/search_space.py`). Its value is the mean of its evaluations over
+the budget (`objective: mean`, which rewards learning early and staying there), the last one
+(`final`), or, for the time a user waits, minus the seconds to the target (`time`: training and
+evaluation, the target confirmed as in any run, the trial stopping there; a seed that misses it
+counts ten times its training seconds); with `trial_seeds` N, the mean of that over N seeds
+trained one after another (a search on one seed picks settings that suit that seed:
+BENCHMARKS.md, "Tuning"). The pruner reads every evaluation: the median pruner (as RL Zoo's)
+stops a trial whose evaluation falls below the median of earlier trials at the same step, from
+the sixth trial on and never in a trial's first third; successive halving is the other choice.
 
 Trials run in parallel as worker processes that share the study through its storage (`--jobs N`
 on this machine; `--join FOLDER` adds a worker, on another machine too when `--storage` is a
@@ -67,7 +69,9 @@ if TYPE_CHECKING:
 ENGINES = ("optuna", "pbt")
 SAMPLERS = ("tpe", "random")
 PRUNERS = ("median", "halving", "none")
-OBJECTIVES = ("mean", "final")
+OBJECTIVES = ("mean", "final", "time")
+# objective time: a seed that misses the target counts this many times its training seconds
+MISSED_TARGET_FACTOR = 10
 STUDY_NAME = "xiaoyarl"
 # algorithm -> its family's default search space under configs/tune/ (after RL Zoo's samplers)
 DEFAULT_SPACES = {
@@ -92,7 +96,7 @@ class TuneSettings:
     timeout: float | None = None  # seconds a worker starts new trials for
     sampler: str = "tpe"  # tpe | random
     pruner: str = "median"  # median | halving | none
-    objective: str = "mean"  # mean (of the evaluations over the budget) | final
+    objective: str = "mean"  # mean (of the evaluations over the budget) | final | time
     jobs: int = 1  # worker processes on this machine
     storage: str | None = None  # a database URL; None: SQLite in the study folder
     heartbeat: int = 30  # seconds between a running trial's heartbeats
@@ -116,6 +120,11 @@ class TuneSettings:
             raise ConfigError(f"tune: timeout must be a number of seconds > 0, got {self.timeout}.")
         if not self.search_space:
             raise ConfigError("tune: the search space is empty; give --space FILE.yaml.")
+        if self.engine == "pbt" and self.objective == "time":
+            raise ConfigError(
+                "tune: objective time is the optuna engine's; a population ranks "
+                "its members by their evaluations (objective mean)."
+            )
         return self
 
 
@@ -194,6 +203,8 @@ class Study:
                                   f"it, or choose another --cwd.")  # fmt: skip
         settings.validate()
         check_space(SearchSpace(settings.search_space, source="search space"))
+        if settings.objective == "time":
+            check_target(config)
         folder.mkdir(parents=True, exist_ok=True)
         write_settings(folder, config, settings)
         return Study(folder)
@@ -245,8 +256,11 @@ class Study:
         if self.settings.trial_seeds > 1:
             config.seed += k
             config.cwd = str(Path(config.cwd) / f"seed_{config.seed}")
-        config.stop_at_target = False  # a trial trains its whole budget: the objective reads it
-        config.confirm_episodes = 0
+        if self.settings.objective == "time":  # a trial ends at its (confirmed) target
+            config.stop_at_target = True
+        else:  # a trial trains its whole budget: the objective reads it
+            config.stop_at_target = False
+            config.confirm_episodes = 0
         config.threads = config.threads or 1  # trials run side by side
         return config
 
@@ -274,8 +288,7 @@ class Study:
             seconds += summary["train_seconds"]
             if not report.means:
                 return math.nan  # no evaluation: Optuna counts the trial failed
-            per_seed.append(report.means[-1] if self.settings.objective == "final"
-                            else report.value())  # fmt: skip
+            per_seed.append(seed_value(self.settings.objective, report, summary))
         trial.set_user_attr("seconds", seconds)
         return sum(per_seed) / len(per_seed)
 
@@ -381,6 +394,31 @@ class Study:
         path = self.folder / "best.yaml"
         write_text(path, text)
         return path
+
+
+def seed_value(objective: str, report: Report, summary: dict) -> float:
+    """One seed's value of a trial (higher is better; see the module's docstring)."""
+    if objective == "final":
+        return report.means[-1]
+    if objective == "time":
+        if summary["solved"]:
+            return -summary["seconds_to_target"]
+        return -MISSED_TARGET_FACTOR * (summary["train_seconds"] + summary["eval_seconds"])
+    return report.value()
+
+
+def check_target(config: Config) -> None:
+    """`objective: time` needs a target: `target_return`, or the env's own."""
+    if config.target_return is not None:
+        return
+    from xiaoyarl.envs import make_env
+
+    with make_env(config.env_id, backend=config.backend, env_kwargs=config.env_kwargs) as env:
+        if env.spec.target_return is None:
+            raise ConfigError(
+                f"tune: objective time measures the seconds to the target, and "
+                f"{config.env_id} has none: give one with --target-return R."
+            )
 
 
 class Report(Callback):
