@@ -22,7 +22,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urldefrag, urlparse
 
-SCREENSHOTS = {"home": "", "guide": "guides/algorithms/", "reference": "reference/config/"}
+SCREENSHOTS = {"home": "index.html", "guide": "guides/algorithms.html",
+               "reference": "reference/config.html"}  # fmt: skip
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
 
@@ -90,7 +91,7 @@ def check_page(driver, root: Path, base: str, page: str) -> list[str]:
     from selenium.webdriver.support.ui import WebDriverWait
 
     driver.get(base + page)
-    where = f"/{page}"
+    where = page
     problems = []
     nav = (By.CSS_SELECTOR, "nav.md-nav--primary a.md-nav__link")
     try:  # the page is complete when its navigation is there
@@ -150,9 +151,9 @@ def main() -> int:
         print(f"no built site in {root}: run `make docs` first", file=sys.stderr)
         return 2
     pages = sorted(
-        str(p.parent.relative_to(root)) + "/" if p.parent != root else ""
-        for p in root.rglob("index.html")
-        if not p.relative_to(root).parts[0].startswith(("assets", "search"))
+        str(p.relative_to(root))
+        for p in root.rglob("*.html")
+        if p.name != "404.html" and not p.relative_to(root).parts[0].startswith("assets")
     )
     server, base = serve(root)
     driver = browser()

@@ -91,7 +91,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_config_reference_lists_every_field(site: Path):
-    page = (site / "reference" / "config" / "index.html").read_text()
+    page = (site / "reference" / "config.html").read_text()
     listed = re.findall(r'id="field-(\w+)"', page)
     assert listed == [f.name for f in dataclasses.fields(Config)]
 
@@ -99,7 +99,7 @@ def test_config_reference_lists_every_field(site: Path):
 def test_cli_reference_lists_every_command(site: Path):
     from xiaoyarl.cli import build_parser
 
-    page = (site / "reference" / "cli" / "index.html").read_text()
+    page = (site / "reference" / "cli.html").read_text()
     commands = next(a for a in build_parser()._actions if hasattr(a, "choices") and a.choices)
     for name in commands.choices:
         assert f"xiaoyarl {name}</code>" in page, name
