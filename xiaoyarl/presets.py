@@ -33,6 +33,7 @@ SPREAD_CONTINUOUS = "cooperative navigation (continuous actions)"
 MINATAR_BREAKOUT = "MinAtar Breakout"
 MINATAR_SPACE_INVADERS = "MinAtar SpaceInvaders"
 PENDULUM = "Pendulum"
+CARTPOLE = "CartPole"
 
 # env id -> its task: (the task with discrete actions, the task with continuous actions),
 # the second chosen by env_kwargs["continuous_actions"] (ids of one kind name it twice)
@@ -44,6 +45,7 @@ TASKS: dict[str, tuple[str, str]] = {
     "MinAtar/Breakout-v1": (MINATAR_BREAKOUT, MINATAR_BREAKOUT),
     "MinAtar/SpaceInvaders-v1": (MINATAR_SPACE_INVADERS, MINATAR_SPACE_INVADERS),
     "Pendulum-v1": (PENDULUM, PENDULUM),
+    "CartPole-v1": (CARTPOLE, CARTPOLE),
 }
 
 _SPREAD_MAPPO = "multi_agent/spread_mappo.yaml"
@@ -66,6 +68,10 @@ PRESETS: dict[tuple[str, str], str] = {
     ("fast_td3", PENDULUM): "parallel/fast_td3_pendulum.yaml",
     ("fast_sac", PENDULUM): "parallel/fast_sac_pendulum.yaml",
     ("ppo", PENDULUM): "classic/ppo_pendulum.yaml",
+    ("sac", PENDULUM): "classic/sac_pendulum.yaml",
+    ("td3", PENDULUM): "classic/td3_pendulum.yaml",
+    ("ddpg", PENDULUM): "classic/ddpg_pendulum.yaml",
+    ("dqn", CARTPOLE): "classic/dqn_cartpole.yaml",
 }
 
 # algorithm -> config file for every task without a preset of its own: the settings an
