@@ -226,7 +226,7 @@ def test_presets_the_task_one_first_then_the_algorithms():
     assert preset_path("fast_td3", "Hopper-v5") == CONFIG_DIR / "parallel/fast_td3.yaml"
     assert preset_path("fast_sac", "MountainCarContinuous-v0") == (
         CONFIG_DIR / "parallel/fast_sac.yaml")  # fmt: skip
-    assert preset_path("td3", "Pendulum-v1") is None  # TD3 itself keeps the library's values
+    assert preset_path("td3", "Hopper-v5") is None  # not FastTD3's: TD3 keeps its own
 
 
 def test_parallel_defaults_per_device():
