@@ -17,7 +17,8 @@ populations' YAML, `population/search_space.py`). Its value is the mean of its e
 the budget (`objective: mean`, which rewards learning early and staying there), the last one
 (`final`), or, for the time a user waits, minus the seconds to the target (`time`: training and
 evaluation, the target confirmed as in any run, the trial stopping there; a seed that misses it
-counts ten times its training seconds); with `trial_seeds` N, the mean of that over N seeds
+counts ten times its seconds of training and evaluation); with `trial_seeds` N, the mean over N
+seeds
 trained one after another (a search on one seed picks settings that suit that seed:
 BENCHMARKS.md, "Tuning"). The pruner reads every evaluation: the median pruner (as RL Zoo's)
 stops a trial whose evaluation falls below the median of earlier trials at the same step, from
@@ -70,7 +71,8 @@ ENGINES = ("optuna", "pbt")
 SAMPLERS = ("tpe", "random")
 PRUNERS = ("median", "halving", "none")
 OBJECTIVES = ("mean", "final", "time")
-# objective time: a seed that misses the target counts this many times its training seconds
+# objective time: a seed that misses the target counts this many times its seconds (training and
+# evaluation)
 MISSED_TARGET_FACTOR = 10
 STUDY_NAME = "xiaoyarl"
 # algorithm -> its family's default search space under configs/tune/ (after RL Zoo's samplers)
