@@ -1,5 +1,6 @@
 """Vmapped populations (`population/vmap.py`): the stacked update against each member's own
-`AgentPPO.ppo_update`, and whole populations through the CLI with `--population-backend vmap`."""
+`AgentPPO.ppo_update` and `AgentPQN.pqn_update`, and whole populations through the CLI with
+`--population-backend vmap`."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import pytest
 import torch
 
 from xiaoyarl.agents.ppo import AgentDiscretePPO, AgentPPO, Rollout
+from xiaoyarl.agents.pqn import AgentPQN
+from xiaoyarl.agents.pqn import Rollout as PQNRollout
 from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.config import Config
 from xiaoyarl.core.optim import clip_grad_norm
@@ -19,7 +22,7 @@ from xiaoyarl.envs import make_env
 from xiaoyarl.errors import ConfigError
 from xiaoyarl.population.plots import read_population_csv
 from xiaoyarl.population.schemes import PopulationConfig
-from xiaoyarl.population.vmap import VmapPPO, member_spec
+from xiaoyarl.population.vmap import VmapPPO, VmapPQN, member_spec
 from xiaoyarl.train.checkpoint import load_plain
 
 MEMBERS, SUB_ENVS, HORIZON = 3, 4, 16
@@ -154,6 +157,102 @@ def test_vmapped_updates_agree_exactly_in_double_precision():
         torch.set_default_dtype(default)
 
 
+def _pqn_members(lrs: tuple[float, ...], clips: tuple[float, ...], **settings):
+    env = make_env("CartPole-v1", MEMBERS * SUB_ENVS, seed=1)
+    spec = member_spec(env, MEMBERS)
+    agents = []
+    for i in range(MEMBERS):
+        config = resolve_config(Config(algo="pqn", env_id="CartPole-v1", seed=i,
+                                       num_envs=SUB_ENVS, horizon_len=HORIZON,
+                                       learning_rate=lrs[i], clip_grad_norm=clips[i],
+                                       explore_decay_steps=200 * (i + 1), **settings),
+                                True, "cpu")  # fmt: skip
+        torch.manual_seed(i)
+        agents.append(AgentPQN(spec, config, torch.device("cpu")))
+    return env, agents
+
+
+def _pqn_difference(agents, references) -> float:
+    worst = 0.0
+    for agent, ref in zip(agents, references, strict=True):
+        mine, theirs = agent.qnet.state_dict(), ref.qnet.state_dict()
+        for key in mine:  # weights, and the observation normaliser's statistics
+            worst = max(worst, (mine[key].double() - theirs[key].double()).abs().max().item())
+        mine, theirs = (a.optimizers["qnet"].state_dict()["state"] for a in (agent, ref))
+        assert mine.keys() == theirs.keys()
+        for j in mine:
+            for field in ("step", "exp_avg", "exp_avg_sq"):
+                d = (mine[j][field].double() - theirs[j][field].double()).abs().max().item()
+                worst = max(worst, d)
+    return worst
+
+
+@pytest.mark.parametrize("state_norm, dtype, lrs, tolerance", [
+    (False, torch.float32, (5e-4, 1e-3, 2e-3), 1e-5),
+    (True, torch.float32, (5e-4, 1e-3, 2e-3), 1e-5),
+    # large learning rates (float32 rounding grows there): the same arithmetic in float64
+    (True, torch.float64, (5e-4, 3e-3, 1e-2), 1e-9),
+])  # fmt: skip
+def test_vmapped_pqn_update_equals_each_members_own_update(state_norm, dtype, lrs, tolerance):
+    """PQN members with their own learning rate, gradient clip and epsilon schedule: after two
+    rollouts, weights (and normaliser statistics), Adam moments and steps agree with each
+    member's own `pqn_update`; each explored with its own epsilon."""
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        _check_vmapped_pqn_update(state_norm, lrs, tolerance)
+    finally:
+        torch.set_default_dtype(default)
+
+
+def _check_vmapped_pqn_update(state_norm: bool, lrs: tuple, tolerance: float) -> None:
+    env, agents = _pqn_members(lrs, (10.0, 0.1, 1.0), state_norm=state_norm)
+    model = VmapPQN(agents)
+    state, _ = env.reset(seed=0)
+    model.last_state = state
+    references = [copy.deepcopy(a) for a in agents]
+    size = HORIZON * SUB_ENVS
+    config = agents[0].config
+    num_perms = -(-max(1, int(config.repeat_times * size / config.batch_size))
+                  * config.batch_size // size)  # fmt: skip
+    for u in range(2):
+        rollout = model.explore_env(env, HORIZON)
+        orders = []
+        for i in range(MEMBERS):  # the permutations `pqn_update` draws after this seed
+            torch.manual_seed(100 * u + i)
+            orders.append(torch.cat([torch.randperm(size) for _ in range(num_perms)]))
+        logs = model.update(rollout, torch.stack(orders))
+        for i, ref in enumerate(references):
+            torch.manual_seed(100 * u + i)
+            ref.pqn_update(PQNRollout(*(x[:, i] for x in rollout)))
+    model.write_back()
+    assert logs["critic_loss"].shape == (MEMBERS,)
+    assert _pqn_difference(agents, references) < tolerance
+    # each member counted its own env steps, so each is at its own point of its epsilon schedule
+    assert [a.explored for a in agents] == [2 * size] * MEMBERS
+    expected = [1 - 0.95 * min(1, 2 * size / (200 * (i + 1))) for i in range(MEMBERS)]
+    assert [a.epsilon() for a in agents] == pytest.approx(expected)
+    steps = next(iter(agents[0].optimizers["qnet"].state_dict()["state"].values()))["step"]
+    assert steps.item() == 2 * 4 * 8  # 2 rollouts x 4 epochs x 8 mini-batches
+
+
+def test_vmapped_pqn_members_explore_with_their_own_epsilon():
+    """A member at epsilon 1 acts at random, one at epsilon 0 greedily, in the same rollout."""
+    env, agents = _pqn_members((5e-4,) * 3, (10.0,) * 3)
+    for agent, decay in zip(agents, (10**9, 1, 1), strict=True):
+        agent.config.explore_decay_steps = decay
+        agent.config.explore_rate = 0.0
+    agents[2].explored = 10  # past its one-step decay: greedy from the start
+    model = VmapPQN(agents)
+    state, _ = env.reset(seed=0)
+    model.last_state = state
+    rollout = model.explore_env(env, 64)
+    for i in (0, 2):
+        greedy = agents[i].qnet(rollout.states[:, i].flatten(0, 1))
+        agree = (greedy == rollout.actions[:, i].flatten()).float().mean().item()
+        assert (agree < 0.8) if i == 0 else (agree == 1.0)
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "xiaoyarl", "population", *args],
                           capture_output=True, text=True, timeout=600)  # fmt: skip
@@ -203,9 +302,32 @@ def test_vmapped_tournament_fills_the_leaderboard(tmp_path):
     assert len(board["entries"]) == 2
 
 
+def test_vmapped_pqn_population_learns_cartpole(tmp_path):
+    """PQN members with a learning-rate search, trained as one stacked model, reach CartPole's
+    target; their checkpoints carry each member's own learning rate."""
+    space = tmp_path / "space.yaml"
+    space.write_text("learning_rate: {log_uniform: [2.0e-4, 2.0e-3]}\n")
+    out = tmp_path / "pop"
+    result = _cli("pqn", "CartPole-v1", "--members", "4", "--population-backend", "vmap",
+                  "--max-steps", "120000", "--generation-steps", "40000", "--search", str(space),
+                  "--cwd", str(out), "--target-return", "none", "--summary-json",
+                  str(tmp_path / "summary.json"))  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = read_population_csv(out)
+    assert sum(r["event"] == "trained" for r in rows) == 12  # 4 members x 3 generations
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["done"] and summary["best_score"] >= 475  # CartPole's target
+    for name, member in summary["members"].items():
+        checkpoint = load_plain(out / "members" / name / "checkpoint" / "state.pt")
+        assert checkpoint["counters"]["total_steps"] == member["steps"] >= 120000
+        lr = checkpoint["agent"]["optimizers"]["qnet"]["param_groups"][0]["lr"]
+        assert lr == pytest.approx(member["hparams"]["learning_rate"])
+
+
 @pytest.mark.parametrize("algo, space, words", [
     ("sac", {}, "sac members need the process backend"),
     ("ppo", {"net_dims": {"choice": [[64, 64], [32]]}}, "not net_dims"),
+    ("pqn", {"ratio_clip": {"choice": [0.1, 0.2]}}, "learning_rate, clip_grad_norm of pqn"),
 ])  # fmt: skip
 def test_vmap_backend_refuses_what_it_cannot_stack(algo, space, words):
     pop = PopulationConfig(backend="vmap", search_space=space)

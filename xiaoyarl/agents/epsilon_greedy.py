@@ -24,8 +24,10 @@ class EpsilonGreedy:
         progress = min(1.0, self.explored / cfg.explore_decay_steps)
         return 1.0 + progress * (cfg.explore_rate - 1.0)
 
-    def epsilon_greedy(self, greedy: torch.Tensor, random: torch.Tensor) -> torch.Tensor:
-        """Each of `random` (actions, the shape of `greedy`) with probability epsilon, else
-        the `greedy` action at its place."""
-        explore = torch.rand(greedy.shape, device=self.device) < self.epsilon()
+    def epsilon_greedy(self, greedy: torch.Tensor, random: torch.Tensor,
+                       epsilon: float | torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+        """Each of `random` (actions, the shape of `greedy`) with probability `epsilon` (None:
+        this agent's, `epsilon()`), else the `greedy` action at its place."""
+        epsilon = self.epsilon() if epsilon is None else epsilon
+        explore = torch.rand(greedy.shape, device=self.device) < epsilon
         return torch.where(explore, random, greedy)

@@ -9,6 +9,7 @@ from running away.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 import torch
@@ -79,9 +80,13 @@ class AgentPQN(EpsilonGreedy, AgentBase):
         self.nets = {"qnet": self.qnet}
         self.optimizers = {"qnet": self.make_optimizer(self.qnet)}
 
-    def explore_step(self, state: torch.Tensor) -> tuple[torch.Tensor, tuple]:
+    def explore_step(
+        self, state: torch.Tensor, epsilon: float | torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, tuple]:
+        """Epsilon-greedy actions (`epsilon`: None, this agent's schedule's)."""
         greedy = self.qnet(state)
-        action = self.epsilon_greedy(greedy, torch.randint_like(greedy, self.spec.action_dim))
+        random = torch.randint_like(greedy, self.spec.action_dim)
+        action = self.epsilon_greedy(greedy, random, epsilon)
         return action, (state, action)
 
     def record(self, kept: tuple, reward: torch.Tensor, terminal: torch.Tensor,
@@ -116,10 +121,22 @@ class AgentPQN(EpsilonGreedy, AgentBase):
                                            cfg.repeat_times, self.device)  # fmt: skip
         logs = torch.zeros(2, device=self.device)
         for idx in batches.indices:
-            q = self.qnet.q_values(states[idx]).gather(1, actions[idx].unsqueeze(1)).squeeze(1)
-            loss = 0.5 * batches.mean((q - returns[idx]).square())
+            loss, step_logs = self.pqn_loss(states[idx], actions[idx], returns[idx], batches.mean)
             self.optimizer_step(self.optimizers["qnet"], self.qnet, loss)
-            logs += torch.stack([loss.detach(), batches.mean(q.detach())])
+            logs += step_logs
         self.state_norm.update(states)  # after the update, as the on-policy agents
         logs /= len(batches.indices)
         return {"critic_loss": logs[0], "q_value": logs[1]}
+
+    def pqn_loss(
+        self,
+        states: torch.Tensor,
+        actions: torch.Tensor,
+        returns: torch.Tensor,
+        mean: Callable[[torch.Tensor], torch.Tensor],
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Half the squared error of Q(s, a) against the Q(lambda) returns of a mini-batch, its
+        mean taken by `mean` (the mini-batches'); and `(loss, mean Q)` detached, to log."""
+        q = self.qnet.q_values(states).gather(1, actions.unsqueeze(1)).squeeze(1)
+        loss = 0.5 * mean((q - returns).square())
+        return loss, torch.stack([loss.detach(), mean(q.detach())])

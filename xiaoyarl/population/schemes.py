@@ -57,8 +57,11 @@ CSV_FIELDS = ["time", "event", "member", "generation", "step", "score", "parent"
 
 
 # A vmapped population (`vmap.py`): the algorithms it trains, and the settings members may vary.
-VMAP_ALGOS = ("ppo",)
-PER_MEMBER = ("learning_rate", "ratio_clip", "lambda_entropy", "clip_grad_norm")
+VMAP_ALGOS = ("ppo", "pqn")
+PER_MEMBER = {
+    "ppo": ("learning_rate", "ratio_clip", "lambda_entropy", "clip_grad_norm"),
+    "pqn": ("learning_rate", "clip_grad_norm"),
+}
 
 
 def check_vmap_population(config: Config, search_space: dict) -> None:
@@ -68,16 +71,19 @@ def check_vmap_population(config: Config, search_space: dict) -> None:
             f"--population-backend vmap trains {', '.join(VMAP_ALGOS)} members; {config.algo} "
             f"members need the process backend (the default)."
         )
-    varied = sorted(set(search_space) - set(PER_MEMBER))
+    per_member = PER_MEMBER[config.algo]
+    varied = sorted(set(search_space) - set(per_member))
     if varied:
         raise ConfigError(
             f"--population-backend vmap stacks members of one shape: it can vary "
-            f"{', '.join(PER_MEMBER)} per member, not {', '.join(varied)}. Search those with "
+            f"{', '.join(per_member)} of {config.algo} per member, not {', '.join(varied)}. "
+            f"Search those with "
             f"the process backend (the default)."
         )
     if config.h_term or config.runner != "single" or config.recurrent:
-        raise ConfigError("--population-backend vmap trains plain single-process PPO members "
-                          "(no h_term, runner single, no recurrent policy).")  # fmt: skip
+        raise ConfigError(f"--population-backend vmap trains plain single-process "
+                          f"{config.algo} members (no h_term, runner single, no recurrent "
+                          f"policy).")  # fmt: skip
     if scheduled(config) or any(f.endswith("_schedule") for f in search_space):
         names = [
             f.name

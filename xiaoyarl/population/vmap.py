@@ -2,13 +2,14 @@
 
 With `--population-backend vmap` a slot claims a batch of the population's tasks (every member
 of a generation, or a batch of tournament pods) and trains them together. The members' agents
-are ordinary `AgentPPO`s; their weights, normaliser statistics and Adam moments are stacked
-along a leading member axis (`torch.func.stack_module_state`), and every call of an agent's
-method is one `torch.func.vmap` of `functional_call` over the members: the agents' own
-`explore_step`, `ppo_batch` (GAE), `ppo_loss` and `update_state_norms`, in
-`AgentBase.explore_env`'s loop and `AgentPPO.ppo_update`'s order. Each member acts in its own
-block of sub-envs of one vectorized env (sub-envs `m * N ... (m + 1) * N - 1` are member m's).
-Per member: its own reward scaling, advantages and their normalisation, mini-batch order,
+are ordinary agents (`AgentPPO`, `AgentPQN`); their weights, normaliser statistics and Adam
+moments are stacked along a leading member axis (`torch.func.stack_module_state`), and every
+call of an agent's method is one `torch.func.vmap` of `functional_call` over the members: the
+agents' own `explore_step`, in `AgentBase.explore_env`'s loop, and their own update steps in
+their update's order (PPO: `ppo_batch` (GAE), `ppo_loss`, `update_state_norms`; PQN:
+`q_lambda_targets`, `pqn_loss`). Each member acts in its own block of sub-envs of one
+vectorized env (sub-envs `m * N ... (m + 1) * N - 1` are member m's). Per member: its own
+exploration (PQN: its own epsilon), reward scaling, returns or advantages, mini-batch order,
 gradient clipping and Adam step (`core/optim.py`'s, on its slice of the stacked weights) with
 its own learning rate. So a GPU trains hundreds of small agents in about the time of one.
 
@@ -16,8 +17,8 @@ At the end of a segment every member's state is written back into its agent and 
 ordinary run checkpoint in its member folder, so the schemes (`population.py`) rank, copy and
 explore them exactly as they do the member processes' checkpoints.
 
-Per-member hyper-parameters (`PER_MEMBER`, searchable): learning_rate, ratio_clip,
-lambda_entropy, clip_grad_norm. Every other setting is the same for all members.
+Per-member hyper-parameters (`PER_MEMBER`, searchable): learning_rate and clip_grad_norm, and
+for PPO ratio_clip and lambda_entropy. Every other setting is the same for all members.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ from torch.utils._pytree import tree_leaves, tree_map
 
 from xiaoyarl.agents.base import AgentBase
 from xiaoyarl.agents.ppo import LOSS_NAMES, AgentPPO, PPOBatch, Rollout
+from xiaoyarl.agents.pqn import AgentPQN
+from xiaoyarl.agents.pqn import Rollout as PQNRollout
 from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.config import Config
 from xiaoyarl.config_io import save_config
@@ -47,7 +50,7 @@ from xiaoyarl.envs import is_torch_native
 from xiaoyarl.envs.base import VecEnv
 from xiaoyarl.errors import ConfigError
 from xiaoyarl.population.leaderboard import locked
-from xiaoyarl.population.schemes import PER_MEMBER
+from xiaoyarl.population.schemes import PER_MEMBER, VMAP_ALGOS
 from xiaoyarl.population.slots import Slot
 from xiaoyarl.train.checkpoint import load_plain, policy_state, save_atomic
 from xiaoyarl.train.evaluator import RECORDER_FIELDS, run_episodes
@@ -61,13 +64,13 @@ BATCH_DIMS = tuple(None if field == "masks" else 0 for field in PPOBatch._fields
 
 def same_shape(configs: list[Config]) -> None:
     """Members of one vmapped batch may differ only in `PER_MEMBER`, seed and run folder."""
-    skip = set(PER_MEMBER) | {"seed", "cwd", "max_steps"}
+    skip = set(PER_MEMBER[configs[0].algo]) | {"seed", "cwd", "max_steps"}
     first = {k: v for k, v in configs[0].to_dict().items() if k not in skip}
     for config in configs[1:]:
         now = {k: v for k, v in config.to_dict().items() if k not in skip}
         diff = sorted(k for k in first if first[k] != now[k])
         if diff:
-            shared = ", ".join(PER_MEMBER)
+            shared = ", ".join(PER_MEMBER[configs[0].algo])
             raise ConfigError(
                 f"vmapped members must share every setting but {shared}; these differ: "
                 f"{', '.join(diff)}."
@@ -78,7 +81,7 @@ class _Member(nn.Module):
     """One member's networks; `forward(fn, *args)` is `fn(agent, *args)`, so that any method of
     the agent runs through `functional_call` on one member's slice of the stacked state."""
 
-    def __init__(self, agent: AgentPPO) -> None:
+    def __init__(self, agent: AgentBase) -> None:
         super().__init__()
         self.nets = nn.ModuleDict(agent.nets)
         self.agent = agent  # not a module: its networks are the ones above
@@ -103,15 +106,25 @@ def _update_state_norms(agent: AgentPPO, data: PPOBatch) -> torch.Tensor:
     return data.advantages.new_zeros(())  # vmap returns tensors
 
 
-class VmapPPO:
-    """M `AgentPPO`s of one shape, stacked: explore, update and evaluate them together.
+def _update_state_norm(agent: AgentBase, states: torch.Tensor) -> torch.Tensor:
+    agent.state_norm.update(states)
+    return states.new_zeros(())  # vmap returns tensors
+
+
+class VmapAgents:
+    """M agents of one algorithm and shape, stacked: explore, update and evaluate them together.
+    An algorithm's subclass writes its update (`update`) from the agent's own steps.
 
     `agents` keep their own (unstacked) state until `write_back`; `last_state` `(M * N, S)` is
     where exploring resumes, for the env of `M * N` sub-envs."""
 
-    rollout_class = Rollout  # `explore_env`: the rollout `(T, M, N, ...)` of every member
+    # `explore_env`: the rollout `(T, M, N, ...)` of every member, the agents' rollout class
+    rollout_class: Any
+    # per-member settings (`(M,)` tensors in `hparams`) the update reads; every algorithm's
+    # optimizer steps read clip_grad_norm (and learning_rate, from each agent's config)
+    hparam_names: tuple[str, ...] = ("clip_grad_norm",)
 
-    def __init__(self, agents: list[AgentPPO]) -> None:
+    def __init__(self, agents: list[Any]) -> None:
         self.agents = agents
         self.m = len(agents)
         first = agents[0]
@@ -128,13 +141,15 @@ class VmapPPO:
                         if k != canonical[id(v)]}  # fmt: skip
         self.params: dict[str, torch.Tensor] = params
         self.buffers: dict[str, torch.Tensor] = buffers
+        # the networks with an optimizer, and their parameters' names
+        learned = [name for name, optimizer in first.optimizers.items() if optimizer is not None]
         self.groups = {name: [k for k in params if k.startswith(f"nets.{name}.")]
-                       for name in ("actor", "critic")}  # fmt: skip
+                       for name in learned}  # fmt: skip
         # per member `(M,)` (learning rates: the configs' floats, as the optimizers take them)
         self.hparams = {
             name: torch.tensor([float(getattr(a.config, name)) for a in agents],
                                device=self.device)
-            for name in ("ratio_clip", "lambda_entropy", "clip_grad_norm")
+            for name in self.hparam_names
         }  # fmt: skip
         # Adam's state, stacked: moments as the weights, step counts `(M, P)` per network
         self.adam = {k: {"exp_avg": torch.zeros_like(v), "exp_avg_sq": torch.zeros_like(v)}
@@ -223,20 +238,20 @@ class VmapPPO:
         """A rollout `(T, M, N, ...)` of every member in its own sub-envs: the loop of
         `AgentBase.explore_env` (which reads of this object only `last_state`, `explored` and
         the methods below) on the members' own `explore_step` and `record`."""
-        rollout = AgentBase.explore_env(cast(AgentBase, self), env, horizon_len)
-        for agent in self.agents:
-            agent.explored += horizon_len * self.num_envs
-        return cast(Rollout, rollout)
+        return AgentBase.explore_env(cast(AgentBase, self), env, horizon_len)
 
     def explore_step(self, state: torch.Tensor) -> tuple[torch.Tensor, tuple]:
         """Every member's `explore_step` on its sub-envs' states of `state` `(M * N, S)`: the
-        env actions `(M * N, ...)` and what each keeps `(M, N, ...)`."""
+        env actions `(M * N, ...)` and what each keeps `(M, N, ...)`. Each member counts its
+        env steps, as its own `explore_env` does."""
         action, kept = self._explore_step(self.state, self._members(state))
+        for agent in self.agents:
+            agent.explored += self.num_envs
         return action.flatten(0, 1), kept
 
     def record(self, kept: tuple, reward: torch.Tensor, terminal: torch.Tensor,
                truncate: torch.Tensor, info: dict) -> tuple[torch.Tensor, ...]:  # fmt: skip
-        """`AgentPPO.record`, with the env's outputs `(M * N, ...)` as `(M, N, ...)`."""
+        """The agents' `record`, with the env's outputs `(M * N, ...)` as `(M, N, ...)`."""
         final = {"final_state": self._members(info["final_state"])}
         return self.template.agent.record(kept, self._members(reward), self._members(terminal),
                                           self._members(truncate), final)  # fmt: skip
@@ -255,43 +270,32 @@ class VmapPPO:
 
         return run_episodes(env, policy, seed=seed).view(self.m, -1)
 
-    # --- the update: `AgentPPO.ppo_update`'s, every member at once ---------------------------
-    def update(
-        self, rollout: Rollout, order: torch.Tensor | None = None
-    ) -> dict[str, torch.Tensor]:
-        """Every member's `ppo_update` on its part of `rollout` `(T, M, N, ...)`; returns the
-        logged losses `(M,)` each. `order` `(M, L)`: each member's mini-batches one after the
-        other (indices into its `T * N` transitions, time-major); None draws each member's
-        mini-batches as its `ppo_update` does (`reducer.minibatches`)."""
+    def update(self, rollout: Any, order: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """Every member's update on its part of `rollout` `(T, M, N, ...)`; returns the logged
+        losses `(M,)` each. `order` `(M, L)`: each member's mini-batches one after the other
+        (indices into its `T * N` transitions, time-major); None draws them as each member's
+        own update does."""
+        raise NotImplementedError
+
+    def _minibatch_order(self, size: int, order: torch.Tensor | None) -> tuple:
+        """`(order (M, L), mini-batches per update, their size, their mean)`: each member's
+        mini-batches of its `size` transitions, drawn as its own update draws them
+        (`reducer.minibatches`) unless `order` is given."""
         cfg = self.config
-        t_len, m, n = rollout.rewards.shape
-        size = t_len * n
-        members = Rollout._make(None if x is None else x.transpose(0, 1) for x in rollout)
-        ppo_batch = self.vmapped(lambda agent, r: tuple(agent.ppo_batch(r)), out_dims=BATCH_DIMS)
-        data = PPOBatch(*ppo_batch(self.state, members))  # (M, T * N, ...) each
-        # each member's mini-batches, drawn as its `ppo_update` draws them
         reducer = self.template.agent.reducer
         assert cfg.batch_size and cfg.repeat_times, "resolve_config sets them"
-        draws = [reducer.minibatches(size, n, cfg.batch_size, cfg.repeat_times, self.device)
-                 for _ in range(m)]  # fmt: skip
+        draws = [reducer.minibatches(size, self.num_envs, cfg.batch_size, cfg.repeat_times,
+                                     self.device) for _ in range(self.m)]  # fmt: skip
         if order is None:
             order = torch.stack([torch.cat(draw.indices) for draw in draws])
-        num_updates, batch_size = len(draws[0].indices), draws[0].indices[0].numel()
-        mean = draws[0].mean
-        losses = self.vmapped(lambda agent, b, eps, entropy: agent.ppo_loss(b, mean, eps, entropy))
-        logs = torch.zeros(m, len(LOSS_NAMES), device=self.device)
-        for i in range(num_updates):
-            idx = order[:, i * batch_size : (i + 1) * batch_size]
-            minibatch = PPOBatch._make(None if x is None else _gather(x, idx) for x in data)
-            loss, step_logs = losses(self.state, minibatch, self.hparams["ratio_clip"],
-                                     self.hparams["lambda_entropy"])  # fmt: skip
-            grads = torch.autograd.grad(loss.sum(), list(self.params.values()))
-            # contiguous, as parameters' own gradients are (the fused Adam kernel reads them so)
-            self._optimizer_steps({k: g.contiguous()
-                                   for k, g in zip(self.params, grads, strict=True)})  # fmt: skip
-            logs += step_logs
-        self.vmapped(_update_state_norms)(self.state, data)
-        return dict(zip(LOSS_NAMES, (logs / num_updates).unbind(1), strict=True))
+        return order, len(draws[0].indices), draws[0].indices[0].numel(), draws[0].mean
+
+    def _step(self, loss: torch.Tensor) -> None:
+        """Every member's gradient step on its part of `loss` `(M,)`."""
+        grads = torch.autograd.grad(loss.sum(), list(self.params.values()))
+        # contiguous, as parameters' own gradients are (the fused Adam kernel reads them so)
+        self._optimizer_steps({k: g.contiguous()
+                               for k, g in zip(self.params, grads, strict=True)})  # fmt: skip
 
     @torch.no_grad()
     def _optimizer_steps(self, grads: dict[str, torch.Tensor]) -> None:
@@ -335,7 +339,81 @@ class VmapPPO:
         return done
 
 
-def _optimizer(agent: AgentPPO, name: str):  # noqa: ANN202 - the agent's optimizer
+class VmapPPO(VmapAgents):
+    """M `AgentPPO`s: the update is `AgentPPO.ppo_update`'s, every member at once."""
+
+    rollout_class = Rollout
+    hparam_names = ("ratio_clip", "lambda_entropy", "clip_grad_norm")
+
+    def update(
+        self, rollout: Rollout, order: torch.Tensor | None = None
+    ) -> dict[str, torch.Tensor]:
+        """Every member's `ppo_update` on its part of `rollout` `(T, M, N, ...)`: its GAE
+        (`ppo_batch`), mini-batch steps of its `ppo_loss` (with its clip range and entropy
+        weight), then its normalisers' update."""
+        t_len, m, n = rollout.rewards.shape
+        members = Rollout._make(None if x is None else x.transpose(0, 1) for x in rollout)
+        ppo_batch = self.vmapped(lambda agent, r: tuple(agent.ppo_batch(r)), out_dims=BATCH_DIMS)
+        data = PPOBatch(*ppo_batch(self.state, members))  # (M, T * N, ...) each
+        order, num_updates, batch_size, mean = self._minibatch_order(t_len * n, order)
+        losses = self.vmapped(lambda agent, b, eps, entropy: agent.ppo_loss(b, mean, eps, entropy))
+        logs = torch.zeros(m, len(LOSS_NAMES), device=self.device)
+        for i in range(num_updates):
+            idx = order[:, i * batch_size : (i + 1) * batch_size]
+            minibatch = PPOBatch._make(None if x is None else _gather(x, idx) for x in data)
+            loss, step_logs = losses(self.state, minibatch, self.hparams["ratio_clip"],
+                                     self.hparams["lambda_entropy"])  # fmt: skip
+            self._step(loss)
+            logs += step_logs
+        self.vmapped(_update_state_norms)(self.state, data)
+        return dict(zip(LOSS_NAMES, (logs / num_updates).unbind(1), strict=True))
+
+
+class VmapPQN(VmapAgents):
+    """M `AgentPQN`s: each explores with its own epsilon (its own env steps so far), and the
+    update is `AgentPQN.pqn_update`'s, every member at once."""
+
+    rollout_class = PQNRollout
+
+    def __init__(self, agents: list[AgentPQN]) -> None:
+        super().__init__(agents)
+        self._explore_step = self.vmapped(
+            lambda agent, s, epsilon: agent.explore_step(s, epsilon), "different"
+        )
+
+    def explore_step(self, state: torch.Tensor) -> tuple[torch.Tensor, tuple]:
+        """Every member's epsilon-greedy step, each with the epsilon of its own schedule."""
+        epsilons = torch.tensor([a.epsilon() for a in self.agents], device=self.device)
+        action, kept = self._explore_step(self.state, self._members(state), epsilons)
+        for agent in self.agents:
+            agent.explored += self.num_envs
+        return action.flatten(0, 1), kept
+
+    def update(
+        self, rollout: PQNRollout, order: torch.Tensor | None = None
+    ) -> dict[str, torch.Tensor]:
+        """Every member's `pqn_update` on its part of `rollout` `(T, M, N, ...)`: its Q(lambda)
+        returns (`q_lambda_targets`), mini-batch steps of its `pqn_loss`, then its observation
+        normaliser's update."""
+        t_len, m, n = rollout.rewards.shape
+        members = PQNRollout._make(x.transpose(0, 1) for x in rollout)  # (M, T, N, ...)
+        targets = self.vmapped(lambda agent, r: agent.q_lambda_targets(r).flatten())
+        returns = targets(self.state, members)  # (M, T * N)
+        states, actions = members.states.flatten(1, 2), members.actions.flatten(1, 2)
+        order, num_updates, batch_size, mean = self._minibatch_order(t_len * n, order)
+        losses = self.vmapped(lambda agent, s, a, g: agent.pqn_loss(s, a, g, mean))
+        logs = torch.zeros(m, 2, device=self.device)
+        for i in range(num_updates):
+            idx = order[:, i * batch_size : (i + 1) * batch_size]
+            loss, step_logs = losses(self.state, _gather(states, idx), _gather(actions, idx),
+                                     _gather(returns, idx))  # fmt: skip
+            self._step(loss)
+            logs += step_logs
+        self.vmapped(_update_state_norm)(self.state, states)
+        return dict(zip(("critic_loss", "q_value"), (logs / num_updates).unbind(1), strict=True))
+
+
+def _optimizer(agent: AgentBase, name: str):  # noqa: ANN202 - the agent's optimizer
     optimizer = agent.optimizers[name]
     assert optimizer is not None, "vmapped members are learners"
     return optimizer
@@ -348,8 +426,12 @@ def member_spec(env: VecEnv, members: int):  # noqa: ANN201 - an EnvSpec
     return dataclasses.replace(env.spec, num_envs=env.spec.num_envs // members)
 
 
+# algorithm -> its stacked form (`schemes.VMAP_ALGOS` names them)
+VMAPPED: dict[str, type[VmapAgents]] = {"ppo": VmapPPO, "pqn": VmapPQN}
+
+
 # --- a slot that trains its claimed members together -----------------------------------------
-def member_checkpoint(loop_counters: dict, config: Config, agent: AgentPPO) -> dict:
+def member_checkpoint(loop_counters: dict, config: Config, agent: AgentBase) -> dict:
     """A member's state as an ordinary run checkpoint (`TrainLoop.state_dict`'s format): the
     env and evaluator are not kept, so a run resumed from it starts new episodes."""
     from xiaoyarl.train.loop import CHECKPOINT_FORMAT
@@ -376,7 +458,7 @@ def member_checkpoint(loop_counters: dict, config: Config, agent: AgentPPO) -> d
 
 
 class VmapSlot(Slot):
-    """A slot that claims up to `members` tasks and trains them as one `VmapPPO`."""
+    """A slot that claims up to `members` tasks and trains them as one `VmapAgents`."""
 
     def __init__(self, population, name: str, log) -> None:  # noqa: ANN001
         super().__init__(population, name, log)
@@ -409,14 +491,14 @@ class VmapSlot(Slot):
         for config, checkpoint in zip(configs, checkpoints, strict=True):
             torch.manual_seed(config.seed)  # a new member's initial weights, as `train_agent`
             agent = agent_class(config.algo, spec)(spec, config, device, kit=LeanKit())
-            assert isinstance(agent, AgentPPO), "the vmap backend refuses other algorithms"
+            assert config.algo in VMAP_ALGOS, "the vmap backend refuses other algorithms"
             if checkpoint is not None:
                 agent.load_state_dict(checkpoint["agent"])
             agents.append(agent)
             counters.append(dict(checkpoint["counters"]) if checkpoint else
                             {"total_steps": 0, "updates": 0, "train_seconds": 0.0,
                              "eval_seconds": 0.0, "best_return": -math.inf})  # fmt: skip
-        model = VmapPPO(agents)
+        model = VMAPPED[first.algo](agents)
         state, _ = env.reset(seed=seed)
         model.last_state = state
         start = time.perf_counter()
