@@ -12,8 +12,11 @@ and reports, per side, the seeds that reached the env's target (confirmed, as ev
 env steps and the seconds to it (training and evaluation, start-up excluded), with medians.
 PRESET defaults to the task's preset file (`xiaoyarl list` names them).
 
+`--no-defaults` runs the preset alone, for a task the defaults are known to miss (say so
+with the defaults' own run beside it).
+
 Usage: python benchmarks/presets.py ALGO ENV [--config FILE.yaml] [--seeds 1 2 3]
-           [--max-steps 500000] [--json out.json]
+           [--max-steps 500000] [--json out.json] [--no-defaults]
 """
 
 from __future__ import annotations
@@ -63,12 +66,15 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--max-steps", type=int, default=500_000)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--no-defaults", action="store_true", help="run the preset alone")
     args = parser.parse_args()
     preset = args.config or preset_path(args.algo, args.env)
     if preset is None:
         sys.exit(f"{args.algo} on {args.env} has no preset; name one with --config FILE.yaml")
     root = Path(tempfile.mkdtemp(prefix="xiaoyarl-presets-"))
     sides = {"preset": ["--config", str(preset)], "defaults": ["--no-preset"]}
+    if args.no_defaults:
+        del sides["defaults"]
     results: dict[str, list[dict]] = {side: [] for side in sides}
     for seed in args.seeds:
         for side, settings in sides.items():

@@ -12,7 +12,7 @@ from helpers import cli
 
 from xiaoyarl import Config, ConfigError, make_env, train_agent
 from xiaoyarl.agents import AgentDDPG, AgentREDQ, AgentSAC, AgentTD3
-from xiaoyarl.agents.settings import resolve_config
+from xiaoyarl.agents.settings import check_config, ignored_fields, resolve_config
 from xiaoyarl.core.buffer import Batch
 from xiaoyarl.core.distributional import DistributionalCriticEnsemble, categorical_projection
 from xiaoyarl.presets import CONFIG_DIR, preset_path
@@ -168,6 +168,49 @@ def test_distributional_td3_takes_gradient_steps_and_acts():
     assert {"critic_loss", "q_value", "actor_loss"} <= set(logs)
     assert all(torch.isfinite(v) for v in logs.values())
     assert agent.act(state).shape == (4, 1)
+
+
+def test_ornstein_uhlenbeck_noise_follows_its_recursion_and_restarts_with_the_episode():
+    """`explore_noise: ou`: each sub-env's noise is x <- (1 - theta dt) x + std sqrt(dt) N(0, 1)
+    from 0, reset to 0 where an episode ends (terminal or truncated), correlated in time, and
+    carried by a checkpoint; TD3 and DDPG take it."""
+    from xiaoyarl.agents.ddpg import OU_DT
+
+    for cls in (AgentTD3, AgentDDPG):
+        agent, _ = make_agent(cls, explore_noise="ou", explore_noise_std=0.5, ou_theta=0.15)
+        state = torch.randn(4, 3)
+        with torch.no_grad():
+            greedy = agent.actor(state)
+        torch.manual_seed(3)
+        draws = [torch.randn(4, 1) for _ in range(3)]
+        torch.manual_seed(3)
+        want = torch.zeros(4, 1)
+        for draw in draws:
+            action = agent.explore_action(state)
+            want = (1 - 0.15 * OU_DT) * want + 0.5 * OU_DT**0.5 * draw
+            torch.testing.assert_close(agent.ou_noise, want)
+            torch.testing.assert_close(action, (greedy + want).clamp(-1, 1))
+        ended = torch.tensor([False, True, False, False])
+        agent.record((state, action), torch.zeros(4), torch.zeros(4, dtype=torch.bool), ended,
+                     {"final_state": state})  # fmt: skip
+        assert agent.ou_noise[1].item() == 0.0
+        assert torch.equal(agent.ou_noise[[0, 2, 3]], want[[0, 2, 3]])
+        fresh, _ = make_agent(cls, explore_noise="ou", explore_noise_std=0.5)
+        fresh.load_state_dict(agent.state_dict())
+        assert torch.equal(fresh.ou_noise, agent.ou_noise)
+    # correlated in time: a lag-1 autocorrelation near 1, where independent noise has none
+    agent, _ = make_agent(AgentTD3, num_envs=256, explore_noise="ou", explore_noise_std=0.5)
+    torch.manual_seed(0)
+    series = [agent.explore_noise(torch.zeros(256, 1)).clone() for _ in range(200)]
+    x = torch.stack(series[100:])
+    lag1 = torch.corrcoef(torch.stack([x[:-1].flatten(), x[1:].flatten()]))[0, 1].item()
+    assert lag1 > 0.95
+    # SAC explores with its own policy: the field is reported as one it does not read
+    assert ignored_fields(Config(algo="sac", env_id="Pendulum-v1", explore_noise="ou")) == [
+        "explore_noise"
+    ]
+    with pytest.raises(ConfigError, match="explore_noise"):
+        check_config(Config(algo="td3", env_id="Pendulum-v1", explore_noise="pink"))
 
 
 def test_each_sub_env_keeps_its_noise_std_until_its_episode_ends():

@@ -14,8 +14,8 @@ NAMED = {*PRESETS.values(), *ALGO_PRESETS.values(), *ID_PRESETS.values()}
 FILES = sorted(p.relative_to(CONFIG_DIR).as_posix() for p in CONFIG_DIR.glob("*/*.yaml")
                if p.parent.name != "tune")  # fmt: skip
 # a preset's opening comment names its provenance: measured here (BENCHMARKS.md), found by a
-# search (`xiaoyarl tune`), or a publication's settings
-PROVENANCE = ("BENCHMARKS.md", "xiaoyarl tune", "et al.", "paper")
+# search (`xiaoyarl tune`), or a publication's settings (a paper's, RL Zoo's files)
+PROVENANCE = ("BENCHMARKS.md", "xiaoyarl tune", "et al.", "paper", "RL Zoo")
 
 
 def test_every_preset_file_is_named_and_every_named_file_exists():

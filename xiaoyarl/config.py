@@ -172,6 +172,12 @@ class Config:
     explore_noise_std: float = option(0.1, "DDPG / TD3: Gaussian exploration noise (actions: +-1)")
     explore_noise_std_max: float | None = option(None, "DDPG / TD3: each sub-env its own noise "
         "std, drawn from [explore_noise_std, this] as its episode starts (FastTD3)")  # fmt: skip
+    explore_noise: str = option("gaussian", "DDPG / TD3: exploration noise, independent at every "
+        "step (gaussian) or Ornstein-Uhlenbeck (ou: correlated in time, std explore_noise_std "
+        "x sqrt(dt), dt 0.01, as the DDPG paper and SB3), each sub-env's reset as its episode "
+        "ends", choices=("gaussian", "ou"))  # fmt: skip
+    ou_theta: float = option(0.15, "DDPG / TD3 with explore_noise ou: the pull of the noise "
+        "back to 0 (theta)")  # fmt: skip
     policy_noise_std: float = option(0.2, "TD3: target policy smoothing noise ...")
     policy_noise_clip: float = option(0.5, "... clipped to +-this")
     policy_delay: int = option(2, "TD3: critic updates per actor update")

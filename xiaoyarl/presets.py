@@ -34,6 +34,7 @@ MINATAR_BREAKOUT = "MinAtar Breakout"
 MINATAR_SPACE_INVADERS = "MinAtar SpaceInvaders"
 PENDULUM = "Pendulum"
 CARTPOLE = "CartPole"
+MOUNTAIN_CAR = "MountainCar"
 
 # env id -> its task: (the task with discrete actions, the task with continuous actions),
 # the second chosen by env_kwargs["continuous_actions"] (ids of one kind name it twice)
@@ -46,6 +47,7 @@ TASKS: dict[str, tuple[str, str]] = {
     "MinAtar/SpaceInvaders-v1": (MINATAR_SPACE_INVADERS, MINATAR_SPACE_INVADERS),
     "Pendulum-v1": (PENDULUM, PENDULUM),
     "CartPole-v1": (CARTPOLE, CARTPOLE),
+    "MountainCar-v0": (MOUNTAIN_CAR, MOUNTAIN_CAR),
 }
 
 _SPREAD_MAPPO = "multi_agent/spread_mappo.yaml"
@@ -72,6 +74,7 @@ PRESETS: dict[tuple[str, str], str] = {
     ("td3", PENDULUM): "classic/td3_pendulum.yaml",
     ("ddpg", PENDULUM): "classic/ddpg_pendulum.yaml",
     ("dqn", CARTPOLE): "classic/dqn_cartpole.yaml",
+    ("dqn", MOUNTAIN_CAR): "classic/dqn_mountaincar.yaml",
 }
 
 # algorithm -> config file for every task without a preset of its own: the settings an

@@ -24,13 +24,21 @@ if TYPE_CHECKING:
     from xiaoyarl.agents.protocols import OptimizerKit
 
 
+OU_DT = 1e-2  # the time step of the Ornstein-Uhlenbeck noise (OpenAI Baselines', SB3's)
+# the settings of the exploration noise (SAC explores with its own policy's)
+NOISE_FIELDS = frozenset(
+    {"explore_noise_std", "explore_noise_std_max", "explore_noise", "ou_theta"}
+)
+
+
 class AgentDDPG(AgentOffPolicy):
-    """Deterministic actor, Q critic, target networks for both, Gaussian exploration noise."""
+    """Deterministic actor, Q critic, target networks for both, Gaussian exploration noise
+    (independent at every step, or the paper's Ornstein-Uhlenbeck process)."""
 
     if_discrete = False
-    config_fields = OFF_POLICY_FIELDS | {"explore_noise_std", "explore_noise_std_max",
-                                         "num_critics", "target_q_reduce", "critic_atoms",
-                                         "critic_v_min", "critic_v_max", "crossq"}  # fmt: skip
+    config_fields = OFF_POLICY_FIELDS | NOISE_FIELDS | {"num_critics", "target_q_reduce",
+                                                        "critic_atoms", "critic_v_min",
+                                                        "critic_v_max", "crossq"}  # fmt: skip
     actor_class: type[nn.Module] = Actor
     uses_target_actor = True
     default_num_critics = 1  # critics unless `num_critics` says otherwise
@@ -76,6 +84,7 @@ class AgentDDPG(AgentOffPolicy):
             "critic": self.make_optimizer(self.critic),
         }
         self.noise_stds: torch.Tensor | None = None  # (num_envs, 1) with explore_noise_std_max
+        self.ou_noise: torch.Tensor | None = None  # (num_envs, action_dim) with explore_noise ou
 
     def make_critic(self, encoder: nn.Module) -> nn.Module:
         """The critics: `num_critics` Q(s, a) networks, C51 distributions where `critic_atoms`."""
@@ -92,8 +101,23 @@ class AgentDDPG(AgentOffPolicy):
     # --- the hooks the successors override ---
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
         action = self.actor(state)
-        noise = torch.randn_like(action) * self.explore_std(state.shape[0])
-        return (action + noise).clamp(-1.0, 1.0)
+        return (action + self.explore_noise(action)).clamp(-1.0, 1.0)
+
+    def explore_noise(self, action: torch.Tensor) -> torch.Tensor:
+        """Noise for a batch of actions `(num_envs, action_dim)`: Gaussian with `explore_std`,
+        drawn anew at every step; or (`explore_noise: ou`) each sub-env's Ornstein-Uhlenbeck
+        process, x <- x - theta * x * dt + std * sqrt(dt) * N(0, 1), from 0 at its episode's
+        start: a push that lasts, for tasks a random walk of actions does not solve (the
+        DDPG paper's noise; theta 0.15, dt 0.01 as OpenAI Baselines and SB3)."""
+        draw = torch.randn_like(action)  # drawn before any new noise stds (`explore_std`)
+        std = self.explore_std(action.shape[0])
+        if self.config.explore_noise != "ou":
+            return draw * std
+        if self.ou_noise is None or self.ou_noise.shape != action.shape:
+            self.ou_noise = torch.zeros_like(action)
+        pull = self.config.ou_theta * OU_DT
+        self.ou_noise = (1 - pull) * self.ou_noise + std * math.sqrt(OU_DT) * draw
+        return self.ou_noise
 
     def explore_std(self, num_envs: int) -> torch.Tensor | float:
         """The exploration noise's std: `explore_noise_std`, or with `explore_noise_std_max`
@@ -112,30 +136,37 @@ class AgentDDPG(AgentOffPolicy):
 
     def record(self, kept: tuple, reward: torch.Tensor, terminal: torch.Tensor,
                truncate: torch.Tensor, info: dict) -> tuple[torch.Tensor, ...]:  # fmt: skip
+        ended = (terminal | truncate).unsqueeze(-1)
         if self.noise_stds is not None:  # a sub-env whose episode ended draws a new std
-            ended = (terminal | truncate).unsqueeze(-1)
             fresh = self.draw_noise_stds(ended.shape[0])
             self.noise_stds = torch.where(ended, fresh, self.noise_stds)
+        if self.ou_noise is not None:  # and its Ornstein-Uhlenbeck noise starts again from 0
+            self.ou_noise = torch.where(ended, 0.0, self.ou_noise)
         return super().record(kept, reward, terminal, truncate, info)
 
     def sub_env_state(self) -> dict:
-        # differs: each sub-env's noise std, with explore_noise_std_max
-        return {**super().sub_env_state(), "noise_stds": self.noise_stds}
+        # differs: each sub-env's noise std (explore_noise_std_max) and OU noise (ou)
+        return {**super().sub_env_state(), **self._noise_state()}
 
     def load_sub_env_state(self, state: dict) -> None:
         super().load_sub_env_state(state)
-        self._load_noise_stds(state)
+        self._load_noise_state(state)
 
     def state_dict(self) -> dict:
-        return {**super().state_dict(), "noise_stds": self.noise_stds}
+        return {**super().state_dict(), **self._noise_state()}
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
-        self._load_noise_stds(state)
+        self._load_noise_state(state)
 
-    def _load_noise_stds(self, state: dict) -> None:
-        stds = state.get("noise_stds")  # absent from the checkpoints of earlier versions
+    def _noise_state(self) -> dict:
+        return {"noise_stds": self.noise_stds, "ou_noise": self.ou_noise}
+
+    def _load_noise_state(self, state: dict) -> None:
+        # absent from the checkpoints of earlier versions
+        stds, ou = state.get("noise_stds"), state.get("ou_noise")
         self.noise_stds = None if stds is None else stds.to(self.device)
+        self.ou_noise = None if ou is None else ou.to(self.device)
 
     def target_action(self, next_states: torch.Tensor) -> torch.Tensor:
         """The action the target policy takes in s' `(B, A)`."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, cast
 import torch
 from torch import nn
 
-from xiaoyarl.agents.ddpg import AgentDDPG
+from xiaoyarl.agents.ddpg import NOISE_FIELDS, AgentDDPG
 from xiaoyarl.config import Config
 from xiaoyarl.core.buffer import Batch, Transitions
 from xiaoyarl.core.off_policy_nets import ActorDiscreteSAC, ActorSAC, QEnsemble
@@ -43,8 +43,7 @@ class AgentSAC(AgentDDPG):
     actor_class: type[nn.Module] = ActorSAC  # differs: stochastic actor
     uses_target_actor = False  # differs: the target uses the current actor
     default_num_critics = 2  # differs: clipped double Q
-    config_fields = (AgentDDPG.config_fields - {"explore_noise_std", "explore_noise_std_max"}) | {
-        "alpha_init"}  # fmt: skip
+    config_fields = (AgentDDPG.config_fields - NOISE_FIELDS) | {"alpha_init"}
 
     def __init__(self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True,
                  kit: OptimizerKit | None = None) -> None:  # fmt: skip

@@ -63,6 +63,12 @@ def check_config(config: Config) -> Config:
             f"h_term=True on {config.algo}: the H-term reads the exploration density of one "
             f"noise std for every sub-env; remove explore_noise_std_max or h_term."
         )
+    if config.h_term and config.algo in H_TERM_NOISE_ALGOS and config.explore_noise == "ou":
+        raise ConfigError(
+            f"invalid config: explore_noise='ou' with h_term=True on {config.algo}: the H-term "
+            f"reads the density of independent Gaussian noise at each step; set "
+            f"explore_noise=gaussian or h_term off."
+        )
     if config.recurrent and (config.h_term or config.runner != "single"):
         raise ConfigError(
             f"invalid config: recurrent={config.recurrent!r} trains in one process (runner "
