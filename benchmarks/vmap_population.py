@@ -1,14 +1,16 @@
-"""Vmapped populations: the wall time of M PPO members trained together against one member.
+"""Vmapped populations: the wall time of M members trained together against one member.
 
-Every row trains PPO on torch-native CartPole-v1 for a fixed budget of env steps per member,
+Every row trains ALGO (`--algo`: ppo, the default, or pqn) on torch-native CartPole-v1 for a
+fixed budget of env steps per member,
 through the command line in a fresh process (start-up included), with the defaults:
-- `train`: one member, `xiaoyarl train ppo CartPole-v1` (what a user runs for one agent);
-- `vmap M`: M members, `xiaoyarl population ppo CartPole-v1 --members M --population-backend
+- `train`: one member, `xiaoyarl train ALGO CartPole-v1` (what a user runs for one agent);
+- `vmap M`: M members, `xiaoyarl population ALGO CartPole-v1 --members M --population-backend
   vmap`, in one generation (`--select-fraction 0`: no selection, only the training).
 Each row gives its wall seconds, the ratio to the `train` row, and the median member's final
 evaluation (10 episodes each).
 
     python benchmarks/vmap_population.py --members 1 16 --threads 1 2
+    python benchmarks/vmap_population.py --algo pqn --members 1 16 --threads 1 2
     python benchmarks/vmap_population.py --device cuda --members 1 64 256 1024
 """
 
@@ -34,9 +36,10 @@ def timed(args: list[str], timeout: float) -> float:
     return time.perf_counter() - start
 
 
-def one_member(root: Path, budget: int, threads: int, device: str, timeout: float) -> dict:
+def one_member(algo: str, root: Path, budget: int, threads: int, device: str,
+               timeout: float) -> dict:  # fmt: skip
     run = root / "train"
-    seconds = timed([sys.executable, "-m", "xiaoyarl", "train", "ppo", "CartPole-v1", "--quiet",
+    seconds = timed([sys.executable, "-m", "xiaoyarl", "train", algo, "CartPole-v1", "--quiet",
                      "--max-steps", str(budget), "--target-return", "none", "--threads",
                      str(threads), "--device", device, "--cwd", str(run)], timeout)  # fmt: skip
     rows = (run / "recorder.csv").read_text().splitlines()
@@ -44,11 +47,11 @@ def one_member(root: Path, budget: int, threads: int, device: str, timeout: floa
     return {"row": "train", "members": 1, "seconds": seconds, "median_eval": final}
 
 
-def vmapped(root: Path, members: int, budget: int, threads: int, device: str,
+def vmapped(algo: str, root: Path, members: int, budget: int, threads: int, device: str,
             timeout: float) -> dict:  # fmt: skip
     out = root / f"vmap{members}"
     summary = root / f"vmap{members}.json"
-    seconds = timed([sys.executable, "-m", "xiaoyarl", "population", "ppo", "CartPole-v1",
+    seconds = timed([sys.executable, "-m", "xiaoyarl", "population", algo, "CartPole-v1",
                      "--members", str(members), "--population-backend", "vmap", "--quiet",
                      "--max-steps", str(budget), "--generation-steps", str(budget),
                      "--select-fraction", "0", "--target-return", "none", "--threads",
@@ -62,6 +65,7 @@ def vmapped(root: Path, members: int, budget: int, threads: int, device: str,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--algo", choices=["ppo", "pqn"], default="ppo")
     parser.add_argument("--members", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--budget", type=int, default=100_000, help="env steps per member")
@@ -74,9 +78,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for threads in args.threads:
             root = Path(tmp) / f"threads{threads}"
-            base = one_member(root, args.budget, threads, args.device, args.timeout)
-            found = [base] + [vmapped(root, m, args.budget, threads, args.device, args.timeout)
-                              for m in args.members]  # fmt: skip
+            base = one_member(args.algo, root, args.budget, threads, args.device, args.timeout)
+            found = [base] + [vmapped(args.algo, root, m, args.budget, threads, args.device,
+                                      args.timeout) for m in args.members]  # fmt: skip
             for row in found:
                 row.update(threads=threads, ratio=row["seconds"] / base["seconds"])
                 rows.append(row)
