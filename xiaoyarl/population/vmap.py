@@ -234,10 +234,10 @@ class VmapAgents:
 
     # --- acting: `AgentBase.explore_env`'s loop, each step every member's own ----------------
     @torch.no_grad()
-    def explore_env(self, env: VecEnv, horizon_len: int) -> Rollout:
-        """A rollout `(T, M, N, ...)` of every member in its own sub-envs: the loop of
-        `AgentBase.explore_env` (which reads of this object only `last_state`, `explored` and
-        the methods below) on the members' own `explore_step` and `record`."""
+    def explore_env(self, env: VecEnv, horizon_len: int) -> Any:
+        """A rollout `(T, M, N, ...)` of every member in its own sub-envs (`rollout_class`):
+        the loop of `AgentBase.explore_env` (which reads of this object only `last_state`,
+        `explored` and the methods below) on the members' own `explore_step` and `record`."""
         return AgentBase.explore_env(cast(AgentBase, self), env, horizon_len)
 
     def explore_step(self, state: torch.Tensor) -> tuple[torch.Tensor, tuple]:
