@@ -177,7 +177,7 @@ def test_ornstein_uhlenbeck_noise_follows_its_recursion_and_restarts_with_the_ep
     from xiaoyarl.agents.ddpg import OU_DT
 
     for cls in (AgentTD3, AgentDDPG):
-        agent, _ = make_agent(cls, explore_noise="ou", explore_noise_std=0.5, ou_theta=0.15)
+        agent, _ = make_agent(cls, explore_noise="ou", explore_noise_std=0.5)
         state = torch.randn(4, 3)
         with torch.no_grad():
             greedy = agent.actor(state)

@@ -92,8 +92,7 @@ class Config:
         "processes (parallel)", ("single", "parallel"))  # fmt: skip
     num_workers: int = option(2, "parallel: worker processes, each stepping num_envs sub-envs")
     restart_workers: int = option(0, "parallel: crashed workers restarted before the run fails")
-    worker_timeout: float = option(60.0, "parallel: seconds a rollout may take before a worker "
-        "counts as hung")  # fmt: skip
+    worker_timeout: float = option(60.0, "parallel: seconds before a rollout counts as hung")
 
     # --- budget, evaluation, checkpoints ---
     max_steps: int = option(2_000_000, "env steps (summed over sub-envs) before training stops")
@@ -172,12 +171,8 @@ class Config:
     explore_noise_std: float = option(0.1, "DDPG / TD3: Gaussian exploration noise (actions: +-1)")
     explore_noise_std_max: float | None = option(None, "DDPG / TD3: each sub-env its own noise "
         "std, drawn from [explore_noise_std, this] as its episode starts (FastTD3)")  # fmt: skip
-    explore_noise: str = option("gaussian", "DDPG / TD3: exploration noise, independent at every "
-        "step (gaussian) or Ornstein-Uhlenbeck (ou: correlated in time, std explore_noise_std "
-        "x sqrt(dt), dt 0.01, as the DDPG paper and SB3), each sub-env's reset as its episode "
-        "ends", choices=("gaussian", "ou"))  # fmt: skip
-    ou_theta: float = option(0.15, "DDPG / TD3 with explore_noise ou: the pull of the noise "
-        "back to 0 (theta)")  # fmt: skip
+    explore_noise: str = option("gaussian", "DDPG / TD3: Gaussian noise drawn at each step, or "
+        "ou: Ornstein-Uhlenbeck, correlated in time", choices=("gaussian", "ou"))  # fmt: skip
     policy_noise_std: float = option(0.2, "TD3: target policy smoothing noise ...")
     policy_noise_clip: float = option(0.5, "... clipped to +-this")
     policy_delay: int = option(2, "TD3: critic updates per actor update")

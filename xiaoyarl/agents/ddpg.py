@@ -24,11 +24,11 @@ if TYPE_CHECKING:
     from xiaoyarl.agents.protocols import OptimizerKit
 
 
-OU_DT = 1e-2  # the time step of the Ornstein-Uhlenbeck noise (OpenAI Baselines', SB3's)
+# the Ornstein-Uhlenbeck noise's pull to 0 (the DDPG paper's) and time step (OpenAI Baselines',
+# SB3's defaults)
+OU_THETA, OU_DT = 0.15, 1e-2
 # the settings of the exploration noise (SAC explores with its own policy's)
-NOISE_FIELDS = frozenset(
-    {"explore_noise_std", "explore_noise_std_max", "explore_noise", "ou_theta"}
-)
+NOISE_FIELDS = frozenset({"explore_noise_std", "explore_noise_std_max", "explore_noise"})
 
 
 class AgentDDPG(AgentOffPolicy):
@@ -115,7 +115,7 @@ class AgentDDPG(AgentOffPolicy):
             return draw * std
         if self.ou_noise is None or self.ou_noise.shape != action.shape:
             self.ou_noise = torch.zeros_like(action)
-        pull = self.config.ou_theta * OU_DT
+        pull = OU_THETA * OU_DT
         self.ou_noise = (1 - pull) * self.ou_noise + std * math.sqrt(OU_DT) * draw
         return self.ou_noise
 
