@@ -35,7 +35,6 @@ MINATAR_SPACE_INVADERS = "MinAtar SpaceInvaders"
 PENDULUM = "Pendulum"
 CARTPOLE = "CartPole"
 MOUNTAIN_CAR = "MountainCar"
-HOPPER = "MuJoCo Hopper"
 
 # env id -> its task: (the task with discrete actions, the task with continuous actions),
 # the second chosen by env_kwargs["continuous_actions"] (ids of one kind name it twice)
@@ -49,7 +48,6 @@ TASKS: dict[str, tuple[str, str]] = {
     "Pendulum-v1": (PENDULUM, PENDULUM),
     "CartPole-v1": (CARTPOLE, CARTPOLE),
     "MountainCar-v0": (MOUNTAIN_CAR, MOUNTAIN_CAR),
-    "Hopper-v5": (HOPPER, HOPPER),
 }
 
 _SPREAD_MAPPO = "multi_agent/spread_mappo.yaml"
@@ -77,7 +75,6 @@ PRESETS: dict[tuple[str, str], str] = {
     ("ddpg", PENDULUM): "classic/ddpg_pendulum.yaml",
     ("dqn", CARTPOLE): "classic/dqn_cartpole.yaml",
     ("dqn", MOUNTAIN_CAR): "classic/dqn_mountaincar.yaml",
-    ("ppo", HOPPER): "mujoco/ppo_hopper.yaml",
 }
 
 # algorithm -> config file for every task without a preset of its own: the settings an
