@@ -12,11 +12,12 @@ and reports, per side, the seeds that reached the env's target (confirmed, as ev
 env steps and the seconds to it (training and evaluation, start-up excluded), with medians.
 PRESET defaults to the task's preset file (`xiaoyarl list` names them).
 
+`--target-return R` sets the target of both sides (e.g. a milestone short of the env's own);
 `--no-defaults` runs the preset alone, for a task the defaults are known to miss (say so
 with the defaults' own run beside it).
 
 Usage: python benchmarks/presets.py ALGO ENV [--config FILE.yaml] [--seeds 1 2 3]
-           [--max-steps 500000] [--json out.json] [--no-defaults]
+           [--max-steps 500000] [--json out.json] [--no-defaults] [--target-return R]
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=500_000)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--no-defaults", action="store_true", help="run the preset alone")
+    parser.add_argument("--target-return", help="both sides' target (default: the env's)")
     args = parser.parse_args()
     preset = args.config or preset_path(args.algo, args.env)
     if preset is None:
@@ -75,6 +77,9 @@ def main() -> None:
     sides = {"preset": ["--config", str(preset)], "defaults": ["--no-preset"]}
     if args.no_defaults:
         del sides["defaults"]
+    if args.target_return is not None:
+        sides = {side: [*settings, "--target-return", args.target_return]
+                 for side, settings in sides.items()}  # fmt: skip
     results: dict[str, list[dict]] = {side: [] for side in sides}
     for seed in args.seeds:
         for side, settings in sides.items():
@@ -87,8 +92,9 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps({"machine": machine(), "algo": args.algo,
                                          "env": args.env, "preset": str(preset),
-                                         "max_steps": args.max_steps, "results": results},
-                                        indent=1) + "\n")  # fmt: skip
+                                         "max_steps": args.max_steps,
+                                         "target_return": args.target_return,
+                                         "results": results}, indent=1) + "\n")  # fmt: skip
 
 
 if __name__ == "__main__":
