@@ -223,3 +223,26 @@ def test_the_time_objective_needs_a_target(tmp_path):
     assert run.returncode == 2 and "--target-return R" in run.stderr
     run = cli(*tune_args(tmp_path, "p", "--engine", "pbt", "--objective", "time"))
     assert run.returncode == 2 and "optuna engine" in run.stderr
+
+
+def test_a_pruned_trials_value_is_its_objectives_only_where_the_objective_is_the_mean():
+    """Optuna keeps a pruned trial's last report (the mean of its evaluations so far): a value
+    in the units of the `mean` objective only; under `time` and `final` the table leaves it out
+    and says where the trial stopped and its mean evaluation there."""
+    import optuna
+    from optuna.trial import TrialState
+
+    from xiaoyarl.tune.study import trial_line, trial_value
+
+    study = optuna.create_study(direction="maximize")
+    study.add_trial(optuna.trial.create_trial(value=-3.5, params={}, distributions={}))
+    pruned = optuna.trial.create_trial(
+        state=TrialState.PRUNED, value=120.0, params={}, distributions={},
+        intermediate_values={20_000: 120.0}, user_attrs={"pruned_at": 20_000, "mean_eval": 120.0},
+    )  # fmt: skip
+    assert trial_value(pruned, "mean") == 120.0
+    assert trial_value(pruned, "time") is None and trial_value(pruned, "final") is None
+    assert trial_value(study.trials[0], "time") == -3.5
+    line = trial_line(pruned, study, "time")
+    assert ": pruned at step 20,000 (mean evaluation 120.00) |" in line, line
+    assert "best -3.50" in line

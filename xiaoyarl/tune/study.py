@@ -6,7 +6,8 @@ A study lives in one folder:
     tune.yaml                  the search: base config, search space, settings, the command
     study.db                   Optuna's storage (SQLite), unless `--storage` names a database
     trials/NNNN/               each trial's run folder (config.yaml, recorder.csv, ...)
-    trials.csv                 a row per trial: number, state, value, seconds, its values
+    trials.csv                 a row per trial: number, state, value, seconds, where a pruned
+                               trial stopped and its mean evaluation there, its values
     optimization_history.png   Optuna's plots
     param_importances.png
     best.yaml                  the best trial's settings as a config file, with its provenance
@@ -285,7 +286,9 @@ class Study:
                 raise
             if summary["stop_reason"] in ("SIGINT", "SIGTERM"):
                 raise KeyboardInterrupt  # the worker was asked to stop: the trial is unfinished
-            if report.pruned_at is not None:
+            if report.pruned_at is not None:  # where (on the seeds' one step axis), and why
+                trial.set_user_attr("pruned_at", k * config.max_steps + report.pruned_at)
+                trial.set_user_attr("mean_eval", report.value())
                 raise optuna.TrialPruned(f"pruned at step {report.pruned_at}")
             seconds += summary["train_seconds"]
             if not report.means:
@@ -306,7 +309,7 @@ class Study:
         def say(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
             self._write_csv(study.get_trials(deepcopy=False))  # the table as the study grows
             if log is not None:
-                log(trial_line(trial, study))
+                log(trial_line(trial, study, self.settings.objective))
 
         if sum(t.state in done for t in study.get_trials(deepcopy=False)) >= self.settings.trials:
             return
@@ -346,12 +349,13 @@ class Study:
         text = io.StringIO()
         writer = csv.writer(text)
         writer.writerow(["number", "state", "value", "seconds", "worker", "run_dir", "error",
-                             *names])  # fmt: skip
+                         "pruned_at", "mean_eval_when_pruned", *names])  # fmt: skip
         for t in trials:
             values = values_of(t.params, self.space)
             attrs = t.user_attrs
-            writer.writerow([t.number, t.state.name, t.value, attrs.get("seconds"),
-                             attrs.get("worker"), attrs.get("run_dir"), attrs.get("error", ""),
+            writer.writerow([t.number, t.state.name, trial_value(t, self.settings.objective),
+                             attrs.get("seconds"), attrs.get("worker"), attrs.get("run_dir"),
+                             attrs.get("error", ""), attrs.get("pruned_at"), attrs.get("mean_eval"),
                              *(_text(values.get(n)) for n in names)])  # fmt: skip
         write_text(self.folder / "trials.csv", text.getvalue())
 
@@ -490,9 +494,25 @@ def values_of(params: dict, space: SearchSpace) -> dict:
     return values
 
 
-def trial_line(trial: optuna.trial.FrozenTrial, study: optuna.Study) -> str:
+def trial_value(trial: optuna.trial.FrozenTrial, objective: str) -> float | None:
+    """A finished trial's value in the objective's units: a pruned trial's only where the
+    objective is the mean evaluation (Optuna keeps its last report, the mean of its evaluations
+    so far, which the `final` and `time` objectives do not measure)."""
+    from optuna.trial import TrialState
+
+    if trial.state == TrialState.PRUNED and objective != "mean":
+        return None
+    return trial.value
+
+
+def trial_line(trial: optuna.trial.FrozenTrial, study: optuna.Study,
+               objective: str) -> str:  # fmt: skip
     """One line about a finished trial, for the console."""
-    value = "" if trial.value is None else f" {trial.value:.2f}"
+    value = trial_value(trial, objective)
+    value = "" if value is None else f" {value:.2f}"
+    if "pruned_at" in trial.user_attrs:
+        value += (f" at step {trial.user_attrs['pruned_at']:,} (mean evaluation "
+                  f"{trial.user_attrs['mean_eval']:.2f})")  # fmt: skip
     try:
         best = f" | best {study.best_value:.2f} (trial {study.best_trial.number})"
     except ValueError:  # no complete trial yet
