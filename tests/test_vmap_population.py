@@ -46,13 +46,16 @@ def _members(env_id: str, lrs: list[float] | None = None, **settings):
 
 
 def _max_difference(agents, references) -> float:
+    """The largest difference between the agents' and the references' networks (weights and
+    statistics: PPO's reward scaler and value normaliser, normalisers inside the networks) and
+    their optimizers' Adam state."""
     worst = 0.0
     for agent, ref in zip(agents, references, strict=True):
-        for name in agent.nets:  # actor, critic, reward scaler (and value normaliser)
+        for name in agent.nets:
             mine, theirs = agent.nets[name].state_dict(), ref.nets[name].state_dict()
             for key in mine:
                 worst = max(worst, (mine[key].double() - theirs[key].double()).abs().max().item())
-        for name in ("actor", "critic"):
+        for name in agent.optimizers:
             mine = agent.optimizers[name].state_dict()["state"]
             theirs = ref.optimizers[name].state_dict()["state"]
             assert mine.keys() == theirs.keys()
@@ -63,10 +66,19 @@ def _max_difference(agents, references) -> float:
     return worst
 
 
-def _update_both(env, agents, updates: int) -> list:
-    """`updates` rollouts, each updated vmapped and by every member's own `ppo_update` with
-    the same mini-batch order; returns the members' own (reference) agents."""
-    model = VmapPPO(agents)
+def _ppo_update(agent, rollout: list) -> None:
+    agent.ppo_update(Rollout(*rollout))
+
+
+def _pqn_update(agent, rollout: list) -> None:
+    agent.pqn_update(PQNRollout(*rollout))
+
+
+def _update_both(env, agents, updates: int, stacked=VmapPPO, own_update=_ppo_update) -> list:
+    """`updates` rollouts, each updated stacked (`stacked(agents)`) and by every member's own
+    update (`own_update(agent, its part of the rollout)`, PPO's by default) with the same
+    mini-batch order; returns the members' own (reference) agents."""
+    model = stacked(agents)
     state, _ = env.reset(seed=0)
     model.last_state = state
     references = [copy.deepcopy(a) for a in agents]
@@ -77,13 +89,13 @@ def _update_both(env, agents, updates: int) -> list:
     for u in range(updates):
         rollout = model.explore_env(env, HORIZON)
         orders = []
-        for i in range(MEMBERS):  # the permutations `ppo_update` draws after this seed
+        for i in range(MEMBERS):  # the permutations a member's own update draws after this seed
             torch.manual_seed(100 * u + i)
             orders.append(torch.cat([torch.randperm(size) for _ in range(num_perms)]))
         model.update(rollout, torch.stack(orders))
         for i, ref in enumerate(references):
             torch.manual_seed(100 * u + i)
-            ref.ppo_update(Rollout(*(None if x is None else x[:, i] for x in rollout)))
+            own_update(ref, [None if x is None else x[:, i] for x in rollout])
     model.write_back()
     return references
 
@@ -172,21 +184,6 @@ def _pqn_members(lrs: tuple[float, ...], clips: tuple[float, ...], **settings):
     return env, agents
 
 
-def _pqn_difference(agents, references) -> float:
-    worst = 0.0
-    for agent, ref in zip(agents, references, strict=True):
-        mine, theirs = agent.qnet.state_dict(), ref.qnet.state_dict()
-        for key in mine:  # weights, and the observation normaliser's statistics
-            worst = max(worst, (mine[key].double() - theirs[key].double()).abs().max().item())
-        mine, theirs = (a.optimizers["qnet"].state_dict()["state"] for a in (agent, ref))
-        assert mine.keys() == theirs.keys()
-        for j in mine:
-            for field in ("step", "exp_avg", "exp_avg_sq"):
-                d = (mine[j][field].double() - theirs[j][field].double()).abs().max().item()
-                worst = max(worst, d)
-    return worst
-
-
 @pytest.mark.parametrize("state_norm, dtype, lrs, tolerance", [
     (False, torch.float32, (5e-4, 1e-3, 2e-3), 1e-5),
     (True, torch.float32, (5e-4, 1e-3, 2e-3), 1e-5),
@@ -207,27 +204,9 @@ def test_vmapped_pqn_update_equals_each_members_own_update(state_norm, dtype, lr
 
 def _check_vmapped_pqn_update(state_norm: bool, lrs: tuple, tolerance: float) -> None:
     env, agents = _pqn_members(lrs, (10.0, 0.1, 1.0), state_norm=state_norm)
-    model = VmapPQN(agents)
-    state, _ = env.reset(seed=0)
-    model.last_state = state
-    references = [copy.deepcopy(a) for a in agents]
+    references = _update_both(env, agents, 2, VmapPQN, _pqn_update)
+    assert _max_difference(agents, references) < tolerance
     size = HORIZON * SUB_ENVS
-    config = agents[0].config
-    num_perms = -(-max(1, int(config.repeat_times * size / config.batch_size))
-                  * config.batch_size // size)  # fmt: skip
-    for u in range(2):
-        rollout = model.explore_env(env, HORIZON)
-        orders = []
-        for i in range(MEMBERS):  # the permutations `pqn_update` draws after this seed
-            torch.manual_seed(100 * u + i)
-            orders.append(torch.cat([torch.randperm(size) for _ in range(num_perms)]))
-        logs = model.update(rollout, torch.stack(orders))
-        for i, ref in enumerate(references):
-            torch.manual_seed(100 * u + i)
-            ref.pqn_update(PQNRollout(*(x[:, i] for x in rollout)))
-    model.write_back()
-    assert logs["critic_loss"].shape == (MEMBERS,)
-    assert _pqn_difference(agents, references) < tolerance
     # each member counted its own env steps, so each is at its own point of its epsilon schedule
     assert [a.explored for a in agents] == [2 * size] * MEMBERS
     expected = [1 - 0.95 * min(1, 2 * size / (200 * (i + 1))) for i in range(MEMBERS)]
@@ -258,26 +237,36 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=600)  # fmt: skip
 
 
-def test_vmapped_generational_population_learns_cartpole(tmp_path):
-    space = tmp_path / "space.yaml"
-    space.write_text("learning_rate: {log_uniform: [1.0e-4, 1.0e-2]}\n")
+def _population_learns_cartpole(tmp_path, algo: str, space: str, steps: int, net: str):
+    """A vmapped generational population of 4 `algo` members, 3 generations of `steps` / 3 env
+    steps with a learning-rate search: 12 trainings, a member at CartPole's target, and every
+    member's checkpoint at its steps with its own learning rate. Returns (folder, summary,
+    population.csv's rows)."""
+    (tmp_path / "space.yaml").write_text(f"learning_rate: {space}\n")
     out = tmp_path / "pop"
-    result = _cli("ppo", "CartPole-v1", "--members", "4", "--population-backend", "vmap",
-                  "--max-steps", "60000", "--generation-steps", "20000", "--search", str(space),
-                  "--cwd", str(out), "--target-return", "none", "--summary-json",
-                  str(tmp_path / "summary.json"))  # fmt: skip
+    result = _cli(algo, "CartPole-v1", "--members", "4", "--population-backend", "vmap",
+                  "--max-steps", str(steps), "--generation-steps", str(steps // 3), "--search",
+                  str(tmp_path / "space.yaml"), "--cwd", str(out), "--target-return", "none",
+                  "--summary-json", str(tmp_path / "summary.json"))  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     rows = read_population_csv(out)
     assert sum(r["event"] == "trained" for r in rows) == 12  # 4 members x 3 generations
-    exploits = [r for r in rows if r["event"] == "exploit"]
-    assert len(exploits) == 2  # the bottom member, at each of 2 generation boundaries
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["done"] and summary["best_score"] >= 475  # CartPole's target
     for name, member in summary["members"].items():
         checkpoint = load_plain(out / "members" / name / "checkpoint" / "state.pt")
-        assert checkpoint["counters"]["total_steps"] == member["steps"] >= 60000
-        lr = checkpoint["agent"]["optimizers"]["actor"]["param_groups"][0]["lr"]
+        assert checkpoint["counters"]["total_steps"] == member["steps"] >= steps
+        lr = checkpoint["agent"]["optimizers"][net]["param_groups"][0]["lr"]
         assert lr == pytest.approx(member["hparams"]["learning_rate"])
+    return out, summary, rows
+
+
+def test_vmapped_generational_population_learns_cartpole(tmp_path):
+    out, summary, rows = _population_learns_cartpole(
+        tmp_path, "ppo", "{log_uniform: [1.0e-4, 1.0e-2]}", 60000, "actor"
+    )
+    exploits = [r for r in rows if r["event"] == "exploit"]
+    assert len(exploits) == 2  # the bottom member, at each of 2 generation boundaries
     # a member's folder is an ordinary run folder: its best policy evaluates
     play = subprocess.run([sys.executable, "-m", "xiaoyarl", "eval",
                            str(out / "members" / summary["best_member"]), "--episodes", "3"],
@@ -305,23 +294,8 @@ def test_vmapped_tournament_fills_the_leaderboard(tmp_path):
 def test_vmapped_pqn_population_learns_cartpole(tmp_path):
     """PQN members with a learning-rate search, trained as one stacked model, reach CartPole's
     target; their checkpoints carry each member's own learning rate."""
-    space = tmp_path / "space.yaml"
-    space.write_text("learning_rate: {log_uniform: [2.0e-4, 2.0e-3]}\n")
-    out = tmp_path / "pop"
-    result = _cli("pqn", "CartPole-v1", "--members", "4", "--population-backend", "vmap",
-                  "--max-steps", "120000", "--generation-steps", "40000", "--search", str(space),
-                  "--cwd", str(out), "--target-return", "none", "--summary-json",
-                  str(tmp_path / "summary.json"))  # fmt: skip
-    assert result.returncode == 0, result.stderr[-2000:]
-    rows = read_population_csv(out)
-    assert sum(r["event"] == "trained" for r in rows) == 12  # 4 members x 3 generations
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["done"] and summary["best_score"] >= 475  # CartPole's target
-    for name, member in summary["members"].items():
-        checkpoint = load_plain(out / "members" / name / "checkpoint" / "state.pt")
-        assert checkpoint["counters"]["total_steps"] == member["steps"] >= 120000
-        lr = checkpoint["agent"]["optimizers"]["qnet"]["param_groups"][0]["lr"]
-        assert lr == pytest.approx(member["hparams"]["learning_rate"])
+    _population_learns_cartpole(tmp_path, "pqn", "{log_uniform: [2.0e-4, 2.0e-3]}", 120000,
+                                "qnet")  # fmt: skip
 
 
 @pytest.mark.parametrize("algo, space, words", [
