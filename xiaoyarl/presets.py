@@ -35,6 +35,7 @@ MINATAR_SPACE_INVADERS = "MinAtar SpaceInvaders"
 PENDULUM = "Pendulum"
 CARTPOLE = "CartPole"
 MOUNTAIN_CAR = "MountainCar"
+LUNAR_LANDER = "LunarLander"
 
 # env id -> its task: (the task with discrete actions, the task with continuous actions),
 # the second chosen by env_kwargs["continuous_actions"] (ids of one kind name it twice)
@@ -48,6 +49,7 @@ TASKS: dict[str, tuple[str, str]] = {
     "Pendulum-v1": (PENDULUM, PENDULUM),
     "CartPole-v1": (CARTPOLE, CARTPOLE),
     "MountainCar-v0": (MOUNTAIN_CAR, MOUNTAIN_CAR),
+    "LunarLander-v3": (LUNAR_LANDER, LUNAR_LANDER),
 }
 
 _SPREAD_MAPPO = "multi_agent/spread_mappo.yaml"
@@ -75,6 +77,7 @@ PRESETS: dict[tuple[str, str], str] = {
     ("ddpg", PENDULUM): "classic/ddpg_pendulum.yaml",
     ("dqn", CARTPOLE): "classic/dqn_cartpole.yaml",
     ("dqn", MOUNTAIN_CAR): "classic/dqn_mountaincar.yaml",
+    ("ppo", LUNAR_LANDER): "box2d/ppo_lunarlander.yaml",
 }
 
 # algorithm -> config file for every task without a preset of its own: the settings an
