@@ -508,8 +508,8 @@ def trial_value(trial: optuna.trial.FrozenTrial, objective: str) -> float | None
 def trial_line(trial: optuna.trial.FrozenTrial, study: optuna.Study,
                objective: str) -> str:  # fmt: skip
     """One line about a finished trial, for the console."""
-    value = trial_value(trial, objective)
-    value = "" if value is None else f" {value:.2f}"
+    number = trial_value(trial, objective)
+    value = "" if number is None else f" {number:.2f}"
     if "pruned_at" in trial.user_attrs:
         value += (f" at step {trial.user_attrs['pruned_at']:,} (mean evaluation "
                   f"{trial.user_attrs['mean_eval']:.2f})")  # fmt: skip
