@@ -291,6 +291,7 @@ def test_vmapped_tournament_fills_the_leaderboard(tmp_path):
     assert len(board["entries"]) == 2
 
 
+@pytest.mark.slow  # a learning test (40 s); the docs tests run the same command on a tiny budget
 def test_vmapped_pqn_population_learns_cartpole(tmp_path):
     """PQN members with a learning-rate search, trained as one stacked model, reach CartPole's
     target; their checkpoints carry each member's own learning rate."""
