@@ -136,12 +136,13 @@ class AgentDDPG(AgentOffPolicy):
 
     def record(self, kept: tuple, reward: torch.Tensor, terminal: torch.Tensor,
                truncate: torch.Tensor, info: dict) -> tuple[torch.Tensor, ...]:  # fmt: skip
-        ended = (terminal | truncate).unsqueeze(-1)
-        if self.noise_stds is not None:  # a sub-env whose episode ended draws a new std
-            fresh = self.draw_noise_stds(ended.shape[0])
-            self.noise_stds = torch.where(ended, fresh, self.noise_stds)
-        if self.ou_noise is not None:  # and its Ornstein-Uhlenbeck noise starts again from 0
-            self.ou_noise = torch.where(ended, 0.0, self.ou_noise)
+        if self.noise_stds is not None or self.ou_noise is not None:
+            ended = (terminal | truncate).unsqueeze(-1)
+            if self.noise_stds is not None:  # a sub-env whose episode ended draws a new std
+                fresh = self.draw_noise_stds(ended.shape[0])
+                self.noise_stds = torch.where(ended, fresh, self.noise_stds)
+            if self.ou_noise is not None:  # and its Ornstein-Uhlenbeck noise restarts from 0
+                self.ou_noise = torch.where(ended, 0.0, self.ou_noise)
         return super().record(kept, reward, terminal, truncate, info)
 
     def sub_env_state(self) -> dict:
