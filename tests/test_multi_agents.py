@@ -19,16 +19,18 @@ from xiaoyarl.errors import ConfigError
 from xiaoyarl.train.checkpoint import load_plain
 
 ALGOS = [("vdn", "SpreadDiscrete-v0"), ("qmix", "SpreadDiscrete-v0"),
+         ("pqn_vdn", "SpreadDiscrete-v0"),
          ("maddpg", "SpreadContinuous-v0"), ("maddpg", "SpreadDiscrete-v0"),
          ("matd3", "SpreadContinuous-v0"), ("matd3", "SpreadDiscrete-v0"),
          ("mappo", "SpreadContinuous-v0"), ("mappo", "SpreadDiscrete-v0")]  # fmt: skip
+ON_POLICY = ("mappo", "pqn_vdn")  # no replay buffer: no buffer_size, learning_starts
 SMALL = {"net_dims": [32, 32], "batch_size": 16, "learning_starts": 16, "buffer_size": 4096}
 
 
 def make_agent(algo, env_id, num_envs=4, **overrides):
     config = Config(algo=algo, env_id=env_id, num_envs=num_envs, **{**SMALL, **overrides})
     config = resolve_config(config, batched=True)
-    if algo == "mappo":
+    if algo in ON_POLICY:
         config.batch_size = 16
     env = make_multi_agent_env(env_id, num_envs, seed=0)
     torch.manual_seed(0)
@@ -87,6 +89,40 @@ def test_qmix_hypernetworks_start_small_with_the_default_init_gain():
         check_config(Config(algo="qmix", env_id="SpreadDiscrete-v0", hypernet_init_gain=0.0))
 
 
+def test_pqn_vdn_targets_and_loss_match_a_reference_written_out():
+    """PQN-VDN: the Q(lambda) returns of the team reward bootstrap from max Q_tot of the step
+    reached, the sum over agents of each one's best Q-value (written out per sub-env and step,
+    then the textbook recursion), and the loss is half the squared error of the sum of the
+    agents' Q-values of the actions taken against them."""
+    from test_pqn import slow_lambda_returns
+
+    agent, env = make_agent("pqn_vdn", "SpreadDiscrete-v0", gamma=0.9, q_lambda=0.7)
+    agent.update_net(agent.explore_env(env, 20))  # a trained network, not the initial one
+    rollout = agent.explore_env(env, 12)  # steps 20-31: every episode ends at its step 25
+    assert rollout.truncates.any() and rollout.actions.shape == (12, 4, 3)
+    layout, steps, envs = agent.layout, 12, 4
+    next_values = torch.zeros(steps, envs)
+    chosen = torch.zeros(steps, envs)
+    with torch.no_grad():
+        for t in range(steps):
+            for e in range(envs):
+                after = layout.unpack(rollout.next_states[t, e])
+                q_next = agent.qnet.q_values(with_agent_ids(after.obs))  # (A, U)
+                next_values[t, e] = sum(q_next[i].max() for i in range(3))
+                now = layout.unpack(rollout.states[t, e])
+                q = agent.qnet.q_values(with_agent_ids(now.obs))
+                chosen[t, e] = sum(q[i, rollout.actions[t, e, i]] for i in range(3))
+    want = slow_lambda_returns(rollout.rewards, next_values, rollout.terminals,
+                               rollout.truncates, 0.9, 0.7)  # fmt: skip
+    returns = agent.q_lambda_targets(rollout)
+    torch.testing.assert_close(returns, want)
+    loss, logs = agent.pqn_loss(rollout.states.flatten(0, 1), rollout.actions.flatten(0, 1),
+                                returns.flatten(), torch.mean)  # fmt: skip
+    torch.testing.assert_close(loss, 0.5 * (chosen - want).square().mean())
+    torch.testing.assert_close(logs[1], chosen.mean())
+    assert set(agent.nets) == {"qnet"}  # no target network, no mixer to train
+
+
 def test_centralized_critic_and_mixer_inputs():
     agent, env = make_agent("matd3", "SpreadContinuous-v0")
     spec = env.spec  # 3 agents, 18 observation numbers, 18 state numbers, 5 action numbers
@@ -104,7 +140,7 @@ def test_centralized_critic_and_mixer_inputs():
     assert ids.shape == (2, 3, 7) and torch.equal(ids[1, 2, 4:], torch.tensor([0.0, 0, 1]))
 
 
-@pytest.mark.parametrize("algo", ["vdn", "qmix", "maddpg", "matd3", "mappo"])
+@pytest.mark.parametrize("algo", ["vdn", "qmix", "maddpg", "matd3", "mappo", "pqn_vdn"])
 def test_action_masks_are_never_violated(algo):
     """A PettingZoo env whose masks change every step and which raises on a masked action."""
     env_id = "test_pettingzoo_adapter:make_masked"
@@ -144,10 +180,11 @@ def test_two_step_game_qmix_finds_8_and_vdn_settles_at_7(tmp_path):
 @pytest.mark.parametrize(("algo", "env_id", "extra"), [
     ("vdn", "SpreadDiscrete-v0", {}), ("maddpg", "SpreadContinuous-v0", {}),
     ("mappo", "SpreadDiscrete-v0", {}), ("qmix", "SpreadDiscrete-v0", {"agent_rnn": True}),
-], ids=["vdn", "maddpg", "mappo", "qmix-rnn"])  # fmt: skip
+    ("pqn_vdn", "SpreadDiscrete-v0", {}),
+], ids=["vdn", "maddpg", "mappo", "qmix-rnn", "pqn_vdn"])  # fmt: skip
 def test_resume_is_bit_exact_for_each_family(tmp_path, algo, env_id, extra):
     def run(cwd, steps, resume=False):
-        fields = {**SMALL, "batch_size": 16} if algo != "mappo" else {"net_dims": [32, 32]}
+        fields = {**SMALL, "batch_size": 16} if algo not in ON_POLICY else {"net_dims": [32, 32]}
         config = Config(algo=algo, env_id=env_id, num_envs=4, horizon_len=16, cwd=str(cwd),
                         max_steps=steps, eval_every=256, eval_episodes=2,
                         checkpoint_every=10**6, threads=1, **fields, **extra)  # fmt: skip
@@ -170,11 +207,12 @@ def test_resume_is_bit_exact_for_each_family(tmp_path, algo, env_id, extra):
 
 
 @pytest.mark.parametrize(("algo", "env_id"), [("qmix", "SpreadDiscrete-v0"),
-                                              ("mappo", "SpreadContinuous-v0")])  # fmt: skip
+                                              ("mappo", "SpreadContinuous-v0"),
+                                              ("pqn_vdn", "SpreadDiscrete-v0")])  # fmt: skip
 def test_a_saved_multi_agent_policy_acts_as_the_agent(tmp_path, algo, env_id):
     config = Config(algo=algo, env_id=env_id, num_envs=4, horizon_len=16, max_steps=256,
                     eval_every=128, eval_episodes=2, cwd=str(tmp_path / "r"), threads=1,
-                    **({**SMALL, "batch_size": 16} if algo != "mappo" else {}))  # fmt: skip
+                    **({**SMALL, "batch_size": 16} if algo not in ON_POLICY else {}))  # fmt: skip
     train_agent(config, log=None)
     policy = load_policy(tmp_path / "r")
     state = load_plain(tmp_path / "r" / "actor.pt")

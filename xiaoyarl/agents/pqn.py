@@ -10,7 +10,7 @@ from running away.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 import torch
 
@@ -21,7 +21,7 @@ from xiaoyarl.core.off_policy_nets import QNetLayerNorm
 from xiaoyarl.core.returns import lambda_returns
 
 if TYPE_CHECKING:
-    from xiaoyarl.agents.protocols import OptimizerKit
+    from xiaoyarl.agents.protocols import OptimizerKit, Steps
     from xiaoyarl.config import Config
     from xiaoyarl.envs.base import EnvSpec
 
@@ -45,7 +45,7 @@ class AgentPQN(EpsilonGreedy, AgentBase):
     if_off_policy = False
     if_discrete = True
     config_fields = frozenset({"explore_rate", "explore_decay_steps", "q_lambda"})
-    rollout_class = Rollout
+    rollout_class: ClassVar[Callable[..., Steps]] = Rollout
 
     @classmethod
     def defaults(cls, config: Config, batched: bool, device_type: str) -> dict:
@@ -103,10 +103,22 @@ class AgentPQN(EpsilonGreedy, AgentBase):
         network as it is now."""
         horizon_len, num_envs = rollout.rewards.shape
         with torch.no_grad():
-            next_q = self.qnet.q_values(rollout.next_states.flatten(0, 1)).max(-1).values
+            next_q = self.greedy_values(rollout.next_states.flatten(0, 1))
             return lambda_returns(rollout.rewards, next_q.view(horizon_len, num_envs),
                                   rollout.terminals, rollout.truncates, self.config.gamma,
                                   self.config.q_lambda)  # fmt: skip
+
+    def greedy_values(self, states: torch.Tensor) -> torch.Tensor:
+        """max_a Q(s, a) `(B,)` of states `(B, ...)`, what the returns bootstrap from."""
+        return self.qnet.q_values(states).max(-1).values
+
+    def chosen_values(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """Q(s, a) `(B,)` of the actions taken, what is regressed onto the returns."""
+        return self.qnet.q_values(states).gather(1, actions.unsqueeze(1)).squeeze(1)
+
+    def update_state_norm(self, states: torch.Tensor) -> None:
+        """Take in a rollout's states `(T * N, ...)` into the observation normaliser."""
+        self.state_norm.update(states)
 
     def pqn_update(self, rollout: Rollout) -> dict[str, torch.Tensor]:
         """The rollout's Q(lambda) returns, then `repeat_times` epochs of mini-batch steps on
@@ -115,7 +127,7 @@ class AgentPQN(EpsilonGreedy, AgentBase):
         cfg = self.config
         horizon_len, num_envs = rollout.rewards.shape
         returns = self.q_lambda_targets(rollout).flatten()
-        states, actions = rollout.states.flatten(0, 1), rollout.actions.flatten()
+        states, actions = rollout.states.flatten(0, 1), rollout.actions.flatten(0, 1)
         assert cfg.batch_size and cfg.repeat_times, "resolve_config sets them"
         batches = self.reducer.minibatches(horizon_len * num_envs, num_envs, cfg.batch_size,
                                            cfg.repeat_times, self.device)  # fmt: skip
@@ -124,7 +136,7 @@ class AgentPQN(EpsilonGreedy, AgentBase):
             loss, step_logs = self.pqn_loss(states[idx], actions[idx], returns[idx], batches.mean)
             self.optimizer_step(self.optimizers["qnet"], self.qnet, loss)
             logs += step_logs
-        self.state_norm.update(states)  # after the update, as the on-policy agents
+        self.update_state_norm(states)  # after the update, as the on-policy agents
         logs /= len(batches.indices)
         return {"critic_loss": logs[0], "q_value": logs[1]}
 
@@ -137,6 +149,6 @@ class AgentPQN(EpsilonGreedy, AgentBase):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Half the squared error of Q(s, a) against the Q(lambda) returns of a mini-batch, its
         mean taken by `mean` (the mini-batches'); and `(loss, mean Q)` detached, to log."""
-        q = self.qnet.q_values(states).gather(1, actions.unsqueeze(1)).squeeze(1)
+        q = self.chosen_values(states, actions)
         loss = 0.5 * mean((q - returns).square())
         return loss, torch.stack([loss.detach(), mean(q.detach())])

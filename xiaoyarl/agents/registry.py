@@ -25,6 +25,7 @@ from xiaoyarl.agents.multi.centralized_critic import (
     AgentMATD3Discrete,
 )
 from xiaoyarl.agents.multi.mappo import AgentDiscreteMAPPO, AgentMAPPO
+from xiaoyarl.agents.multi.pqn_vdn import AgentPQNVDN
 from xiaoyarl.agents.multi.value_decomposition import AgentQMIX, AgentVDN
 from xiaoyarl.agents.multi_discrete import MULTI_DISCRETE
 from xiaoyarl.agents.ppo import AgentDiscretePPO, AgentPPO
@@ -60,6 +61,7 @@ ALGORITHMS: dict[str, tuple[type[AgentBase] | None, type[AgentBase] | None]] = {
     # multi-agent
     "vdn": (None, AgentVDN),
     "qmix": (None, AgentQMIX),
+    "pqn_vdn": (None, AgentPQNVDN),
     "maddpg": (AgentMADDPG, AgentMADDPGDiscrete),
     "matd3": (AgentMATD3, AgentMATD3Discrete),
     "mappo": (AgentMAPPO, AgentDiscreteMAPPO),

@@ -1,5 +1,6 @@
 """Multi-agent algorithms on the single-agent ones: VDN and QMIX (value decomposition),
-MADDPG and MATD3 (centralized critics), MAPPO (PPO with a centralized value).
+MADDPG and MATD3 (centralized critics), MAPPO (PPO with a centralized value), PQN-VDN (PQN with
+VDN's additive team value).
 
 Names load on first use (PEP 562).
 """

@@ -9,6 +9,7 @@ from xiaoyarl.agents.multi.centralized_critic import (
 )
 from xiaoyarl.agents.multi.common import JointLayout, with_agent_ids
 from xiaoyarl.agents.multi.mappo import AgentDiscreteMAPPO, AgentMAPPO
+from xiaoyarl.agents.multi.pqn_vdn import AgentPQNVDN
 from xiaoyarl.agents.multi.value_decomposition import AgentQMIX, AgentVDN, QMixer, VDNMixer
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "AgentMAPPO",
     "AgentMATD3",
     "AgentMATD3Discrete",
+    "AgentPQNVDN",
     "AgentQMIX",
     "AgentVDN",
     "JointLayout",
