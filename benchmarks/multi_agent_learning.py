@@ -3,7 +3,7 @@ a fraction of the way from the random policy's team return to the heuristic's.
 
 For each env, R_random and R_heur are measured first (`multi_agent_baselines.py`: 1,000
 episodes each); the target of a run is R_random + f (R_heur - R_random), with f = 0.8 for
-MAPPO and 0.5 for VDN, QMIX, MADDPG and MATD3. Every run is
+MAPPO and 0.5 for VDN, QMIX, MADDPG, MATD3 and PQN-VDN. Every run is
 
     xiaoyarl train ALGO ENV --seed S --target-return TARGET --max-steps BUDGET --threads 1 \
         --summary-json F
@@ -41,10 +41,12 @@ ALGOS = {
     "qmix": (0.5, 1_000_000),
     "maddpg": (0.5, 1_000_000),
     "matd3": (0.5, 1_000_000),
+    "pqn_vdn": (0.5, 1_000_000),
 }
 DEFAULT_RUNS = [
     "mappo:SpreadDiscrete-v0", "mappo:SpreadContinuous-v0", "vdn:SpreadDiscrete-v0",
     "maddpg:SpreadContinuous-v0", "matd3:SpreadContinuous-v0", "qmix:SpreadDiscrete-v0",
+    "pqn_vdn:SpreadDiscrete-v0",
 ]  # fmt: skip
 
 

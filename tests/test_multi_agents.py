@@ -245,6 +245,26 @@ def test_the_command_line_trains_and_refuses_a_mismatch(tmp_path):
     assert wrong.returncode == 2 and "a single-agent env" in wrong.stderr
 
 
+def test_pqn_vdn_trains_through_the_command_line_from_its_preset(tmp_path):
+    """Multi-agent envs train in one process (the single runner): PQN-VDN through the CLI
+    starts from its task preset (128 sub-envs, one episode per rollout) and saves a policy
+    that `xiaoyarl eval` runs."""
+    import json
+
+    from helpers import cli
+
+    summary = tmp_path / "summary.json"
+    done = cli("train", "pqn_vdn", "SpreadDiscrete-v0", "--max-steps", "6400", "--eval-every",
+               "3200", "--eval-episodes", "2", "--cwd", tmp_path / "r", "--summary-json",
+               summary)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "spread_pqn_vdn.yaml" in done.stdout and "128 envs" in done.stdout
+    result = json.loads(summary.read_text())
+    assert result["total_steps"] == 6400 and result["updates"] == 2
+    evaluated = cli("eval", str(tmp_path / "r"), "--episodes", "3")
+    assert evaluated.returncode == 0 and "eval over 3 episodes" in evaluated.stdout
+
+
 def test_train_starts_from_the_task_preset_unless_told_otherwise(tmp_path):
     """`xiaoyarl train qmix SpreadDiscrete-v0` takes the pair's preset (said on the console
     and written into config.yaml); --set still overrides it; --no-preset and --config don't

@@ -63,6 +63,7 @@ PRESETS: dict[tuple[str, str], str] = {
     ("mappo", SPREAD_CONTINUOUS): _SPREAD_MAPPO,
     ("vdn", SPREAD_DISCRETE): _SPREAD_VALUE_DECOMPOSITION,
     ("qmix", SPREAD_DISCRETE): _SPREAD_VALUE_DECOMPOSITION,
+    ("pqn_vdn", SPREAD_DISCRETE): "multi_agent/spread_pqn_vdn.yaml",
     ("maddpg", SPREAD_CONTINUOUS): _SPREAD_CENTRALIZED_CRITIC,
     ("matd3", SPREAD_CONTINUOUS): _SPREAD_CENTRALIZED_CRITIC,
     ("ppo", MINATAR_BREAKOUT): "minatar/ppo.yaml",
