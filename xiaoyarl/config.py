@@ -163,20 +163,20 @@ class Config:
     per: bool = option(False, "prioritized experience replay (proportional)")
     per_alpha: float = option(0.6, "how much prioritization is used (0: uniform)")
     per_beta: float = option(0.4, "initial importance-sampling exponent, annealed to 1 ...")
-    per_beta_steps: int = option(100_000, "... linearly over this many env steps (fixed, so a "
-        "resumed run with a larger max_steps anneals exactly as one run would)")  # fmt: skip
+    per_beta_steps: int = option(100_000, "... linearly over these env steps (not max_steps's)")
     explore_rate: float = option(0.05, "DQN, PQN: final epsilon of epsilon-greedy (starts at 1)")
     explore_decay_steps: int = option(10_000, "DQN, PQN: env steps of epsilon's linear decay")
     q_lambda: float = option(0.65, "PQN: lambda of its Q(lambda) returns (0: one-step targets)")
     explore_noise_std: float = option(0.1, "DDPG / TD3: Gaussian exploration noise (actions: +-1)")
     explore_noise_std_max: float | None = option(None, "DDPG / TD3: each sub-env its own noise "
         "std, drawn from [explore_noise_std, this] as its episode starts (FastTD3)")  # fmt: skip
-    explore_noise: str = option("gaussian", "DDPG / TD3: Gaussian noise drawn at each step, or "
-        "ou: Ornstein-Uhlenbeck, correlated in time", choices=("gaussian", "ou"))  # fmt: skip
+    explore_noise: str = option("gaussian", "DDPG/TD3: Gaussian at each step, or ou: Ornstein-"
+        "Uhlenbeck; SAC: gsde, state-dependent", choices=("gaussian", "ou", "gsde"))  # fmt: skip
     policy_noise_std: float = option(0.2, "TD3: target policy smoothing noise ...")
     policy_noise_clip: float = option(0.5, "... clipped to +-this")
     policy_delay: int = option(2, "TD3: critic updates per actor update")
     alpha_init: float = option(1.0, "SAC: initial entropy temperature (learned)")
+    alpha_auto: bool = option(True, "SAC: learn alpha for the target entropy; false: alpha_init")
     num_critics: int | None = option(None, "critics; None: 1 DDPG/MADDPG, 2 TD3/SAC/MATD3, 10 REDQ")
     redq_subset: int = option(2, "REDQ: M critics in the target's minimum")
     critic_atoms: int = option(0, "DQN family, DDPG / TD3 / SAC / REDQ: C51 distributional "

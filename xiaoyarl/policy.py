@@ -19,6 +19,7 @@ from xiaoyarl.core.nets import ActorDiscretePPO, ActorPPO, RunningNorm
 from xiaoyarl.core.off_policy_nets import (
     Actor,
     ActorDiscreteSAC,
+    ActorGSDE,
     ActorGumbel,
     ActorSAC,
     QNet,
@@ -45,6 +46,7 @@ ACTORS: dict[str, type[nn.Module]] = {
         QNetLayerNorm,
         Actor,
         ActorSAC,
+        ActorGSDE,
         ActorDiscreteSAC,
         ActorGumbel,
         RecurrentQNet,

@@ -17,11 +17,12 @@ from torch import nn
 from xiaoyarl.agents.ddpg import NOISE_FIELDS, AgentDDPG
 from xiaoyarl.config import Config
 from xiaoyarl.core.buffer import Batch, Transitions
-from xiaoyarl.core.off_policy_nets import ActorDiscreteSAC, ActorSAC, QEnsemble
+from xiaoyarl.core.off_policy_nets import ActorDiscreteSAC, ActorGSDE, ActorSAC, QEnsemble
 from xiaoyarl.envs.base import EnvSpec
 
 if TYPE_CHECKING:
-    from xiaoyarl.agents.protocols import OptimizerKit
+    from xiaoyarl.agents.protocols import OptimizerKit, Steps
+    from xiaoyarl.envs.base import VecEnv
 
 
 class Temperature(nn.Module):
@@ -43,11 +44,19 @@ class AgentSAC(AgentDDPG):
     actor_class: type[nn.Module] = ActorSAC  # differs: stochastic actor
     uses_target_actor = False  # differs: the target uses the current actor
     default_num_critics = 2  # differs: clipped double Q
-    config_fields = (AgentDDPG.config_fields - NOISE_FIELDS) | {"alpha_init"}
+    config_fields = (AgentDDPG.config_fields - NOISE_FIELDS) | {
+        "alpha_init",
+        "alpha_auto",
+        "explore_noise",
+    }
 
     def __init__(self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True,
                  kit: OptimizerKit | None = None) -> None:  # fmt: skip
+        if config.explore_noise == "gsde":  # state-dependent exploration: its own actor
+            self.actor_class = ActorGSDE
         super().__init__(spec, config, device, learner, kit)
+        # gSDE: each sub-env's exploration matrix, drawn as each rollout starts
+        self.sde_matrices: torch.Tensor | None = None
         self.temperature = Temperature(config.alpha_init).to(device)
         self.target_entropy = self.default_target_entropy()
         self.nets["temperature"] = self.temperature
@@ -60,8 +69,18 @@ class AgentSAC(AgentDDPG):
         """The actor, which `actor_class` built as an `ActorSAC` (`nn.Module` to the base)."""
         return cast(ActorSAC, self.actor)
 
+    @torch.no_grad()
+    def explore_env(self, env: VecEnv, horizon_len: int) -> Steps:
+        # differs: with gSDE each sub-env explores with one matrix for the whole rollout (the
+        # paper's and SB3's default: drawn anew as each rollout starts)
+        if isinstance(self.actor, ActorGSDE):
+            self.sde_matrices = self.actor.draw_exploration(env.spec.num_envs)
+        return super().explore_env(env, horizon_len)
+
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
         # differs: sample the policy, no noise
+        if self.sde_matrices is not None:
+            return cast(ActorGSDE, self.actor).explore(state, self.sde_matrices)
         return self.gaussian_actor().get_action_logprob(state)[0]
 
     def next_action(self, next_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -89,9 +108,11 @@ class AgentSAC(AgentDDPG):
         return self.gaussian_actor().logprob(states, actions)
 
     def update_temperature(self, logprob: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Gradient step on J(alpha) = E[-log(alpha) * (log pi + target_entropy)]."""
-        loss = -(self.temperature.log_alpha * (logprob + self.target_entropy)).mean()
-        self.optimizer_step(self.optimizers["temperature"], self.temperature, loss)
+        """Gradient step on J(alpha) = E[-log(alpha) * (log pi + target_entropy)] (none with
+        `alpha_auto` off: alpha stays `alpha_init`, as SB3's fixed `ent_coef`)."""
+        if self.config.alpha_auto:
+            loss = -(self.temperature.log_alpha * (logprob + self.target_entropy)).mean()
+            self.optimizer_step(self.optimizers["temperature"], self.temperature, loss)
         return {"alpha": self.temperature().detach(), "entropy": -logprob.mean()}
 
 

@@ -21,6 +21,8 @@ from xiaoyarl.errors import ConfigError
 H_TERM_ALGOS = ("ppo", "a2c", "ddpg", "td3", "sac", "modsac", "redq")
 # those whose H-term density is their Gaussian exploration noise (`AgentDDPG.explore_logprob`)
 H_TERM_NOISE_ALGOS = ("ddpg", "td3")
+# the squashed-Gaussian actors that take state-dependent exploration (explore_noise: gsde)
+GSDE_ALGOS = ("sac", "modsac", "redq", "fast_sac")
 
 
 def agent_of(config: Config) -> type[AgentBase]:
@@ -68,6 +70,17 @@ def check_config(config: Config) -> Config:
             f"invalid config: explore_noise='ou' with h_term=True on {config.algo}: the H-term "
             f"reads the density of independent Gaussian noise at each step; set "
             f"explore_noise=gaussian or h_term off."
+        )
+    if config.explore_noise == "gsde" and config.algo not in GSDE_ALGOS:
+        raise ConfigError(
+            f"invalid config: explore_noise='gsde' does not apply to {config.algo}: gSDE "
+            f"perturbs a squashed Gaussian policy ({', '.join(GSDE_ALGOS)}); for ddpg and td3 "
+            f"choose gaussian or ou."
+        )
+    if config.explore_noise == "ou" and config.algo in GSDE_ALGOS:
+        raise ConfigError(
+            f"invalid config: explore_noise='ou' does not apply to {config.algo}, which "
+            f"explores by sampling its policy: choose gaussian (that sample) or gsde."
         )
     if config.recurrent and (config.h_term or config.runner != "single"):
         raise ConfigError(

@@ -301,6 +301,69 @@ class ActorSAC(nn.Module):
         return (gaussian_logprob((u - mean) * (-log_std).exp(), log_std) - squash).sum(-1)
 
 
+class ActorGSDE(nn.Module):
+    """SAC's squashed Gaussian policy with generalized state-dependent exploration (gSDE:
+    Raffin et al., "Smooth Exploration for Robotic Reinforcement Learning", CoRL 2022).
+
+    The pre-squash action is `u = mu(s) + z(s) E`: `z(s)` the last hidden layer's features
+    (detached: the noise does not train them), `E` a `(features, A)` matrix of N(0, sigma^2)
+    entries, `sigma = exp(log_std)` a learned matrix. So `u ~ N(mu(s), sigma(s)^2)` with
+    `sigma(s)_k^2 = sum_j z_j(s)^2 sigma_jk^2`. Exploring keeps one `E` per sub-env for a whole
+    rollout (`explore`), so the noise is a smooth function of the state, not a new draw per
+    step; a gradient step draws one `E` for its batch, reparameterised (`get_action_logprob`).
+    As the paper's SAC: the mean clipped to +-2 before tanh, log_std starting at -3."""
+
+    log_std_init = -3.0
+    mean_clip = 2.0
+
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module):
+        super().__init__()
+        self.norm = norm
+        self.body = nn.Sequential(build_mlp([state_dim, *net_dims], nn.ReLU), nn.ReLU())
+        self.mean = build_mlp([net_dims[-1], action_dim])
+        self.log_std = nn.Parameter(torch.full((net_dims[-1], action_dim), self.log_std_init))
+
+    def features_mean(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The detached features `z(s)` `(B, F)` and the clipped mean `mu(s)` `(B, A)`."""
+        hidden = self.body(self.norm(state))
+        mean = self.mean(hidden).clamp(-self.mean_clip, self.mean_clip)
+        return hidden.detach(), mean
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        return self.features_mean(state)[1].tanh()
+
+    def draw_exploration(self, num: int) -> torch.Tensor:
+        """`num` exploration matrices `(num, F, A)`, one per sub-env."""
+        return self.log_std.exp() * torch.randn((num, *self.log_std.shape),
+                                                device=self.log_std.device)  # fmt: skip
+
+    def explore(self, state: torch.Tensor, matrices: torch.Tensor) -> torch.Tensor:
+        """Each sub-env's exploring action `(E, A)` with its own matrix `(E, F, A)`."""
+        features, mean = self.features_mean(state)
+        return (mean + (features.unsqueeze(1) @ matrices).squeeze(1)).tanh()
+
+    def log_prob_u(self, features: torch.Tensor, mean: torch.Tensor,
+                   u: torch.Tensor) -> torch.Tensor:  # fmt: skip
+        """log pi of squashed actions `tanh(u)` `(B,)`: N(mu, sigma(s)^2) of `u`, then the tanh
+        change of variables (as `ActorSAC`)."""
+        variance = features.square() @ self.log_std.exp().square()
+        log_std = 0.5 * (variance + 1e-6).log()  # gSDE's epsilon keeps sigma(s) above 0
+        squash = 2 * (math.log(2) - u - F.softplus(-2 * u))
+        return (gaussian_logprob((u - mean) * (-log_std).exp(), log_std) - squash).sum(-1)
+
+    def get_action_logprob(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reparameterised sample `(B, A)` with one matrix for the batch, and its log pi `(B,)`."""
+        features, mean = self.features_mean(state)
+        matrix = self.log_std.exp() * torch.randn_like(self.log_std)
+        u = mean + features @ matrix
+        return u.tanh(), self.log_prob_u(features, mean, u)
+
+    def logprob(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """log pi `(batch,)` of given actions in [-1, 1] (clamped just inside, as `ActorSAC`)."""
+        features, mean = self.features_mean(state)
+        return self.log_prob_u(features, mean, action.clamp(-1 + 1e-6, 1 - 1e-6).atanh())
+
+
 class ActorDiscreteSAC(nn.Module):
     """Categorical policy for discrete SAC: `probs_logprobs(state) -> (batch, A), (batch, A)`;
     `forward` gives the most probable action."""
