@@ -36,6 +36,7 @@ PENDULUM = "Pendulum"
 CARTPOLE = "CartPole"
 MOUNTAIN_CAR = "MountainCar"
 LUNAR_LANDER = "LunarLander"
+MOUNTAIN_CAR_CONTINUOUS = "MountainCarContinuous"
 
 # env id -> its task: (the task with discrete actions, the task with continuous actions),
 # the second chosen by env_kwargs["continuous_actions"] (ids of one kind name it twice)
@@ -50,6 +51,7 @@ TASKS: dict[str, tuple[str, str]] = {
     "CartPole-v1": (CARTPOLE, CARTPOLE),
     "MountainCar-v0": (MOUNTAIN_CAR, MOUNTAIN_CAR),
     "LunarLander-v3": (LUNAR_LANDER, LUNAR_LANDER),
+    "MountainCarContinuous-v0": (MOUNTAIN_CAR_CONTINUOUS, MOUNTAIN_CAR_CONTINUOUS),
 }
 
 _SPREAD_MAPPO = "multi_agent/spread_mappo.yaml"
@@ -79,6 +81,7 @@ PRESETS: dict[tuple[str, str], str] = {
     ("dqn", CARTPOLE): "classic/dqn_cartpole.yaml",
     ("dqn", MOUNTAIN_CAR): "classic/dqn_mountaincar.yaml",
     ("ppo", LUNAR_LANDER): "box2d/ppo_lunarlander.yaml",
+    ("sac", MOUNTAIN_CAR_CONTINUOUS): "classic/sac_mountaincarcontinuous.yaml",
 }
 
 # algorithm -> config file for every task without a preset of its own: the settings an
