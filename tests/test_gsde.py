@@ -11,26 +11,20 @@ import numpy as np
 import pytest
 import torch
 from helpers import cli
+from test_off_policy import make_agent
 from torch.distributions import Normal
 
-from xiaoyarl import Config, ConfigError, load_policy, make_env
+from xiaoyarl import Config, ConfigError, load_policy
 from xiaoyarl.agents import AgentSAC
-from xiaoyarl.agents.settings import check_config, resolve_config
+from xiaoyarl.agents.settings import check_config
 from xiaoyarl.core.nets import RunningNorm
 from xiaoyarl.core.off_policy_nets import ActorGSDE
 from xiaoyarl.train.checkpoint import load_plain
 
 
-def make_sac(num_envs=4, **overrides):
-    values = {"net_dims": [32, 32], "buffer_size": 4096, "learning_starts": 16, "batch_size": 8,
-              "explore_noise": "gsde", **overrides}  # fmt: skip
-    config = resolve_config(Config(algo="sac", env_id="Pendulum-v1", num_envs=num_envs, **values),
-                            batched=True)  # fmt: skip
-    env = make_env("Pendulum-v1", num_envs, seed=0)
-    torch.manual_seed(0)
-    agent = AgentSAC(env.spec, config, torch.device("cpu"))
-    agent.last_state, _ = env.reset(seed=0)
-    return agent, env
+def make_sac(**overrides):
+    """test_off_policy's small SAC on 4 torch-native Pendulums, exploring with gSDE."""
+    return make_agent(AgentSAC, explore_noise="gsde", **overrides)
 
 
 def test_the_noise_is_linear_in_the_features_with_the_state_dependent_variance():
