@@ -205,10 +205,13 @@ def test_ornstein_uhlenbeck_noise_follows_its_recursion_and_restarts_with_the_ep
     x = torch.stack(series[100:])
     lag1 = torch.corrcoef(torch.stack([x[:-1].flatten(), x[1:].flatten()]))[0, 1].item()
     assert lag1 > 0.95
-    # SAC explores with its own policy: the field is reported as one it does not read
-    assert ignored_fields(Config(algo="sac", env_id="Pendulum-v1", explore_noise="ou")) == [
+    # PPO does not read the field (reported as ignored); SAC explores by sampling its own
+    # policy, so OU noise is refused there (it takes gsde instead: test_gsde.py)
+    assert ignored_fields(Config(algo="ppo", env_id="Pendulum-v1", explore_noise="ou")) == [
         "explore_noise"
     ]
+    with pytest.raises(ConfigError, match="explores by sampling its policy"):
+        check_config(Config(algo="sac", env_id="Pendulum-v1", explore_noise="ou"))
     with pytest.raises(ConfigError, match="explore_noise"):
         check_config(Config(algo="td3", env_id="Pendulum-v1", explore_noise="pink"))
 
