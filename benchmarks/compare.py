@@ -90,6 +90,11 @@ ZOO_PPO_HOPPER = dict(  # ppo.yml, Hopper (tuned by the zoo's authors), with `no
     clip_range=0.2, n_epochs=5, gae_lambda=0.99, max_grad_norm=0.7, vf_coef=0.835671,
     log_std_init=-2, ortho_init=False, activation_fn="relu", net_arch=[256, 256],
 )  # fmt: skip
+ZOO_PPO_HALFCHEETAH = dict(  # ppo.yml, HalfCheetah (tuned by the zoo's authors), `normalize: true`
+    n_steps=512, batch_size=64, gamma=0.98, learning_rate=2.0633e-05, ent_coef=0.000401762,
+    clip_range=0.1, n_epochs=20, gae_lambda=0.92, max_grad_norm=0.8, vf_coef=0.58096,
+    log_std_init=-2, ortho_init=False, activation_fn="relu", net_arch=[256, 256],
+)  # fmt: skip
 ZOO_DQN_CARTPOLE = dict(  # dqn.yml, CartPole
     learning_rate=2.3e-3, batch_size=64, buffer_size=100_000, learning_starts=1000, gamma=0.99,
     target_update_interval=10, train_freq=256, gradient_steps=128, exploration_fraction=0.08,
@@ -152,6 +157,17 @@ TASKS: dict[str, Task] = {
         normalize=True,
         stop_at_target=False,
     ),
+    # the zoo's budget for its tuned MuJoCo PPO; the target only marks when it is first passed
+    "ppo-halfcheetah-1m": Task(
+        "ppo",
+        "HalfCheetah-v5",
+        3_000,
+        1_000_000,
+        100_000,
+        ZOO_PPO_HALFCHEETAH,
+        normalize=True,
+        stop_at_target=False,
+    ),
     # xiaoyarl only: the torch-native envs
     "ppo-cartpole-torch": Task(
         "ppo", "CartPole-v1", 475, 3_000_000, 10_000, backend="torch", xiaoyarl_only=True
@@ -179,7 +195,7 @@ TASKS: dict[str, Task] = {
 }
 QUICK = ["ppo-cartpole", "sac-pendulum", "ppo-cartpole-torch"]
 # need `pip install -e '.[mujoco]'`; run with --tasks NAME
-LONG = ["sac-hopper", "sac-hopper-100k", "ppo-hopper-300k"]
+LONG = ["sac-hopper", "sac-hopper-100k", "ppo-hopper-300k", "ppo-halfcheetah-1m"]
 SB3_CLASSES = {"ppo": "PPO", "a2c": "A2C", "dqn": "DQN", "sac": "SAC", "td3": "TD3", "ddpg": "DDPG"}
 
 
