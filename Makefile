@@ -1,4 +1,5 @@
-# xiaoyarl: `make demo` trains PPO on CartPole; `make test` runs the test suite.
+# xiaoyarl: `make demo` trains PPO on CartPole; `make test` runs the fast tier of the tests,
+# `make test-all` every test (README, "Development").
 # Both create .venv on first use. torch is installed before the package so that an
 # existing torch (for example a CUDA build you installed yourself) is kept as it is.
 PYTHON ?= python3
@@ -10,7 +11,7 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
 PIP := $(PY) -m pip install --disable-pip-version-check -q
 
-.PHONY: demo hello test test-slow lint format bench docs docs-check clean venv
+.PHONY: demo hello test test-full test-all test-slow lint format bench docs docs-check clean venv
 
 $(VENV)/.torch:
 	$(PYTHON) -m venv $(VENV)
@@ -49,11 +50,31 @@ demo: $(VENV)/.core
 hello: $(VENV)/.core
 	$(PY) examples/hello_world.py
 
-test: $(VENV)/.test
-	$(PY) -m pytest -q
+# The tests, in two tiers (markers in pyproject.toml), on every core (pytest-xdist), each test
+# under a timeout (pytest-timeout). `make test COV=1` (and test-full, test-all) also measures the
+# package's line coverage, in the processes the tests start too, and prints it; test-full adds
+# to the fast tier's data, so `make test COV=1 && make test-full COV=1` prints the whole suite's.
+FULL_TIER := learning or docs or bench or distributed or slow
+WORKERS ?= auto
+PYTEST = $(PY) -m pytest -q -n $(WORKERS) --dist worksteal
+COV_ARGS = $(if $(COV),--cov --cov-report=term$(if $(filter full,$(1)), --cov-append,))
 
+# the fast tier: units, references and short integration runs (a few minutes)
+test: $(VENV)/.test
+	$(PYTEST) $(call COV_ARGS,fast)
+
+# the full tier's own tests: learning to targets, the docs site, benchmarks, torchrun, populations
+# (the learning tests' extra seeds, marker `seeds`, run in test-all only)
+test-full: $(VENV)/.test
+	$(PYTEST) -m "($(FULL_TIER)) and not seeds" $(call COV_ARGS,full)
+
+# every test: both tiers and the learning tests' extra seeds
+test-all: $(VENV)/.test
+	$(PYTEST) -m "" $(call COV_ARGS,fast)
+
+# the learning tests alone (every algorithm trained to its target on several seeds)
 test-slow: $(VENV)/.test
-	$(PY) -m pytest -q -m slow
+	$(PYTEST) -m learning
 
 # The quick benchmarks behind BENCHMARKS.md (minutes); see benchmarks/ for the long ones.
 bench: $(VENV)/.bench

@@ -84,6 +84,8 @@ def test_the_td_targets_max_and_argmax_run_over_the_allowed_next_actions(algo, a
     assert torch.isfinite(logs["critic_loss"])
 
 
+@pytest.mark.learning
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize(
     ("algo", "fields", "agent"),
     [

@@ -52,6 +52,7 @@ def test_training_ends_an_episode_at_each_lost_life_and_evaluation_plays_whole_g
     assert train_ends >= 3 * max(eval_ends, 1), (train_ends, eval_ends)
 
 
+@pytest.mark.slow
 def test_training_clips_rewards_and_evaluation_reports_the_game_score():
     """Breakout's higher rows score 4 and 7: the evaluation env reports them, the training env
     gives their sign."""
@@ -92,6 +93,8 @@ def test_envpool_runs_the_games_with_its_own_preprocessing():
 BACKENDS = ["gymnasium", "envpool"]
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize(
     ("algo", "fields"),
@@ -186,3 +189,19 @@ def test_record_shows_the_game_as_it_looks(tmp_path, monkeypatch):
             gif.seek(index)
             total += gif.info["duration"]
     assert abs(total - 120 * 1000 / 15) < 0.1 * 120 * 1000 / 15  # 120 steps at 15 a second
+
+
+def test_evaluation_presses_fire_after_a_lost_life_so_a_policy_that_never_fires_ends_its_game():
+    """A policy that only ever picks NOOP: evaluation launches the ball after each lost life,
+    so Breakout's five lives are gone within a few thousand steps, not at the game's time limit
+    (27,000 frames, 6,750 steps), as when FIRE came only at a reset."""
+    with make_env("ALE/Breakout-v5", 1, seed=0, evaluation=True) as env:
+        env.reset(seed=0)
+        steps = 0
+        while steps < 3000:
+            _, _, terminated, truncated, _ = env.step(torch.zeros(1, dtype=torch.int64))
+            steps += 1
+            if bool(terminated | truncated):
+                break
+    assert bool(terminated) and not bool(truncated), steps
+    assert steps < 2000, steps

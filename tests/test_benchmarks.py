@@ -1,5 +1,9 @@
-"""The benchmark scripts run (on a tiny budget); their numbers are not checked here."""
+"""The benchmark scripts run (on a tiny budget) and measure: every number they write is finite
+and their measurements are positive. How fast is not checked here (BENCHMARKS.md says it)."""
 
+import importlib.util
+import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -7,6 +11,30 @@ from pathlib import Path
 import pytest
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+pytestmark = [pytest.mark.bench, pytest.mark.timeout(600)]
+NEEDS_MPE2 = pytest.mark.skipif(
+    importlib.util.find_spec("mpe2") is None, reason="mpe2 (the 'multi' extra) is not installed"
+)
+
+
+def measured(data) -> list[float]:
+    """Every number of a benchmark's JSON output but the machine's description (its core count,
+    memory, versions) and the settings it echoes."""
+    if isinstance(data, dict):
+        return [x for key, value in data.items() if key not in ("machine", "config", "args")
+                for x in measured(value)]  # fmt: skip
+    if isinstance(data, list):
+        return [x for value in data for x in measured(value)]
+    if isinstance(data, bool) or not isinstance(data, (int, float)):
+        return []
+    return [float(data)]
+
+
+def assert_measures(path: Path) -> None:
+    numbers = measured(json.loads(path.read_text()))
+    assert numbers, f"{path.name} holds no measurement"
+    assert all(math.isfinite(x) for x in numbers), numbers
+    assert any(x > 0 for x in numbers), numbers
 
 
 @pytest.mark.parametrize(
@@ -48,6 +76,26 @@ BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
             "--algos dqn sac --seeds 0 --max-steps 300 --set learning_starts=100",
             "| sac | Pendulum-v1 |",
         ),
+        # multi-agent
+        ("multi_agent_baselines.py", "--episodes 20", "| SpreadContinuous-v0 |"),
+        (
+            "multi_agent_baselines.py",
+            "--episodes 4 --envs mpe2:simple_spread_v3+continuous",
+            "| mpe2:simple_spread_v3+continuous |",
+        ),
+        ("multi_agent_throughput.py", "--quick", "| xiaoyarl SpreadDiscrete-v0 | cpu | 256 |"),
+        (
+            "multi_agent_learning.py",
+            "--runs vdn:SpreadDiscrete-v0 --seeds 0 --max-steps 2000 --episodes 20",
+            "| vdn | SpreadDiscrete-v0 |",
+        ),
+        pytest.param(
+            "multi_agent_learning.py",
+            "--runs maddpg:mpe2:simple_spread_v3+continuous --seeds 0 --max-steps 1000 "
+            "--episodes 4",
+            "| maddpg | mpe2:simple_spread_v3+continuous |",
+            marks=NEEDS_MPE2,
+        ),
     ],  # fmt: skip
 )
 def test_benchmark_script_runs(tmp_path, script, args, expect):
@@ -57,7 +105,7 @@ def test_benchmark_script_runs(tmp_path, script, args, expect):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert expect in done.stdout
-    assert (tmp_path / "out.json").stat().st_size > 0
+    assert_measures(tmp_path / "out.json")
 
 
 def test_stability_study_runs_and_resumes(tmp_path):

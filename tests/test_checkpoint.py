@@ -5,7 +5,6 @@ import time
 
 import pytest
 import torch
-from helpers import TINY, cli, popen
 
 from xiaoyarl import CheckpointError, load_policy
 from xiaoyarl.agents.settings import resolve_config
@@ -49,16 +48,16 @@ OFF_POLICY = [
 @pytest.mark.parametrize(
     ("algo", "env_id", "extra"),
     [
-        ("ppo", "CartPole-v1", TINY),
+        ("ppo", "CartPole-v1", None),  # None: the `tiny` PPO run
         ("sac", "Pendulum-v1", OFF_POLICY),
         ("dqn", "CartPole-v1", [*OFF_POLICY, "--set", "per=true"]),
     ],
 )
-def test_resume_in_fresh_process_is_bit_exact(tmp_path, algo, env_id, extra):
+def test_resume_in_fresh_process_is_bit_exact(tmp_path, algo, env_id, extra, cli, tiny):
     """Train 2N steps straight vs N, save, resume in a new process, N more: identical state
     (networks, optimizers, normalizers, counters, RNG, env and, off-policy, the replay buffer
     with its position and priorities)."""
-    common = ["train", algo, env_id, *extra, "--eval-every", "256",
+    common = ["train", algo, env_id, *(tiny if extra is None else extra), "--eval-every", "256",
               "--set", "checkpoint_every=100000"]  # fmt: skip
     straight = cli(*common, "--max-steps", "1024", "--cwd", str(tmp_path / "a"))
     assert straight.returncode == 0, straight.stderr
@@ -78,9 +77,9 @@ def test_resume_in_fresh_process_is_bit_exact(tmp_path, algo, env_id, extra):
     assert_same(a["rng"], b["rng"], "rng")
 
 
-def test_kill_9_leaves_a_loadable_checkpoint_and_resume_continues(tmp_path):
+def test_kill_9_leaves_a_loadable_checkpoint_and_resume_continues(tmp_path, cli, popen, tiny):
     run = tmp_path / "run"
-    args = ["train", "ppo", "CartPole-v1", *TINY, "--cwd", str(run), "--eval-every", "2048",
+    args = ["train", "ppo", "CartPole-v1", *tiny, "--cwd", str(run), "--eval-every", "2048",
             "--set", "checkpoint_every=256", "--target-return", "1e9"]  # fmt: skip
     ckpt = run / "checkpoint" / "state.pt"
     for delay in (0.0, 0.37):  # kill right after the first checkpoint, and a little later
@@ -102,9 +101,9 @@ def test_kill_9_leaves_a_loadable_checkpoint_and_resume_continues(tmp_path):
     assert load_plain(ckpt)["counters"]["total_steps"] == step + 512
 
 
-def test_corrupted_or_truncated_checkpoint_gives_clear_error(tmp_path):
+def test_corrupted_or_truncated_checkpoint_gives_clear_error(tmp_path, cli, tiny):
     run = tmp_path / "run"
-    args = ["train", "ppo", "CartPole-v1", *TINY, "--cwd", str(run), "--max-steps", "256"]
+    args = ["train", "ppo", "CartPole-v1", *tiny, "--cwd", str(run), "--max-steps", "256"]
     assert cli(*args).returncode == 0
     ckpt = run / "checkpoint" / "state.pt"
     data = ckpt.read_bytes()
@@ -117,9 +116,9 @@ def test_corrupted_or_truncated_checkpoint_gives_clear_error(tmp_path):
             load_plain(ckpt)
 
 
-def test_existing_run_needs_resume_and_resume_needs_a_checkpoint(tmp_path):
+def test_existing_run_needs_resume_and_resume_needs_a_checkpoint(tmp_path, cli, tiny):
     run = tmp_path / "run"
-    args = ["train", "ppo", "CartPole-v1", *TINY, "--cwd", str(run), "--max-steps", "256"]
+    args = ["train", "ppo", "CartPole-v1", *tiny, "--cwd", str(run), "--max-steps", "256"]
     missing = cli(*args, "--resume")
     assert missing.returncode == 2 and "no checkpoint" in missing.stderr
     assert not run.exists()
@@ -130,10 +129,11 @@ def test_existing_run_needs_resume_and_resume_needs_a_checkpoint(tmp_path):
     assert changed.returncode == 2 and "gamma: checkpoint 0.99, now 0.9" in changed.stderr
 
 
-def test_stop_file_and_sigint_end_training_with_a_checkpoint(tmp_path):
+@pytest.mark.slow
+def test_stop_file_and_sigint_end_training_with_a_checkpoint(tmp_path, popen, tiny):
     for how in ("stop_file", "SIGINT", "SIGTERM"):
         run = tmp_path / how
-        proc = popen("train", "ppo", "CartPole-v1", *TINY, "--cwd", str(run),
+        proc = popen("train", "ppo", "CartPole-v1", *tiny, "--cwd", str(run),
                      "--max-steps", "10000000", "--target-return", "1e9")  # fmt: skip
         deadline = time.monotonic() + 60
         while not (run / "config.yaml").exists() and time.monotonic() < deadline:
@@ -159,12 +159,12 @@ def test_save_atomic_keeps_old_file_when_write_fails(tmp_path):
     assert torch.equal(load_plain(path)["v"], torch.tensor([1.0]))
 
 
-def test_load_policy_acts_on_numpy_and_torch_batches(tmp_path):
+def test_load_policy_acts_on_numpy_and_torch_batches(tmp_path, cli, tiny):
     import numpy as np
 
     for env_id, discrete in (("CartPole-v1", True), ("Pendulum-v1", False)):
         run = tmp_path / env_id
-        result = cli("train", "ppo", env_id, *TINY, "--cwd", str(run), "--max-steps", "512",
+        result = cli("train", "ppo", env_id, *tiny, "--cwd", str(run), "--max-steps", "512",
                      "--eval-every", "256")  # fmt: skip
         assert result.returncode == 0, result.stderr
         policy = load_policy(run)

@@ -319,7 +319,7 @@ def test_observation_is_not_a_view_of_the_simulator(env_id: str) -> None:
     assert torch.equal(env.sim_state, before)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.cuda
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_cuda_matches_cpu(env_id: str) -> None:
     gen = torch.Generator().manual_seed(0)
@@ -354,3 +354,20 @@ def test_cartpole_without_velocities_is_cartpole_observed_in_part():
         a, ra, ta, ua, _ = full.step(action)
         b, rb, tb, ub, _ = part.step(action)
         assert torch.equal(ra, rb) and torch.equal(ta, tb) and torch.equal(ua, ub)
+
+
+@pytest.mark.parametrize(
+    ("env_id", "kwargs", "words"),
+    [
+        ("CartPole-v1", {"foo": 1}, ["takes no argument 'foo'", "It takes none"]),
+        ("MinAtar/Breakout-v1", {"sticky_action_prb": 0.0},
+         ["'sticky_action_prb'", "Did you mean 'sticky_action_prob'?", "difficulty_ramping"]),
+    ],
+)  # fmt: skip
+def test_a_typo_in_the_env_kwargs_of_a_torch_native_env_is_named(env_id, kwargs, words):
+    from xiaoyarl import EnvError, make_env
+
+    with pytest.raises(EnvError) as caught:
+        make_env(env_id, 2, env_kwargs=kwargs)
+    for word in words:
+        assert word in str(caught.value), str(caught.value)

@@ -4,7 +4,6 @@ import json
 import textwrap
 
 import pytest
-from helpers import TINY, cli
 
 from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.config_io import field_choices, field_docs
@@ -54,14 +53,22 @@ BAD_ENV_MODULE = textwrap.dedent(
         (["train", "ppo", "CartPole-v1", "--set", "gamm=0.9"], ["unknown config field", "gamma"]),
         (["train", "ppo", "CartPole-v1", "--set", "gamma=2"], ["gamma=2.0", "(0, 1]"]),
         (["train", "ppo", "CartPole-v1", "--set", "learning_rate=-1"], ["learning_rate", "(0, 1)"]),
-        (["train", "ppo", "CartPole-v1", *TINY, "--set", "batch_size=100000"], ["batch_size"]),
+        (["train", "ppo", "CartPole-v1", "TINY", "--set", "batch_size=100000"], ["batch_size"]),
         (["train", "ppo", "CartPole-v1", "--backend", "torch", "--num-envs", "0"], ["num_envs"]),
         (["train", "ppo", "LunarLanderX-v3", "--backend", "torch"], ["no torch-native env"]),
         (["train", "ppo", "CartPole-v1", "--device", "cuda:7"], ["cuda"]),
         (["train", "ppo", "CartPole-v1", "--config", "missing.yaml"], ["cannot read config"]),
-        (["train", "ppo", "bad_env_mod:NanObs-v0", *TINY], ["NaN", "NanObs-v0"]),
-        (["train", "ppo", "bad_env_mod:WrongShape-v0", *TINY], ["shape", "WrongShape-v0"]),
+        (["train", "ppo", "bad_env_mod:NanObs-v0", "TINY"], ["NaN", "NanObs-v0"]),
+        (["train", "ppo", "bad_env_mod:WrongShape-v0", "TINY"], ["shape", "WrongShape-v0"]),
         (["eval", "no/such/run"], ["does not exist"]),
+        (
+            ["train", "ppo", "CartPole-v1", "--set", "env_kwargs={foo: 1}"],
+            ["takes no argument 'foo'"],
+        ),
+        (
+            ["train", "ppo", "MinAtar/Breakout-v1", "--set", "env_kwargs={sticky_action_prb: 0.0}"],
+            ["Did you mean 'sticky_action_prob'?"],
+        ),
         (["train", "dqn", "Pendulum-v1"], ["'dqn' cannot act in Pendulum-v1", "sac", "td3"]),
         (["train", "sac", "CartPole-v1"], ["'sac' cannot act", "sac_discrete", "d3qn"]),
         (
@@ -70,7 +77,8 @@ BAD_ENV_MODULE = textwrap.dedent(
         ),
     ],
 )
-def test_bad_input_gets_one_clear_error_and_nothing_to_resume(tmp_path, args, words):
+def test_bad_input_gets_one_clear_error_and_nothing_to_resume(tmp_path, args, words, cli, tiny):
+    args = [arg for word in args for arg in (tiny if word == "TINY" else [word])]  # TINY: `tiny`
     (tmp_path / "bad_env_mod.py").write_text(BAD_ENV_MODULE)
     result = cli(*args, "--cwd", "run", cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)}) \
         if args[0] == "train" else cli(*args, cwd=tmp_path)  # fmt: skip
@@ -83,9 +91,9 @@ def test_bad_input_gets_one_clear_error_and_nothing_to_resume(tmp_path, args, wo
     assert not (tmp_path / "run" / "checkpoint").exists()
 
 
-def test_train_writes_run_folder_and_summary_json(tmp_path):
+def test_train_writes_run_folder_and_summary_json(tmp_path, cli, tiny):
     summary_path = tmp_path / "summary.json"
-    result = cli("train", "ppo", "CartPole-v1", *TINY, "--max-steps", "1024", "--eval-every",
+    result = cli("train", "ppo", "CartPole-v1", *tiny, "--max-steps", "1024", "--eval-every",
                  "512", "--cwd", str(tmp_path / "run"),
                  "--summary-json", str(summary_path))  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -109,8 +117,8 @@ def test_train_writes_run_folder_and_summary_json(tmp_path):
     assert plotted.returncode == 0 and (run / "learning_curve.png").is_file()
 
 
-def test_quiet_and_target_return_from_the_command_line(tmp_path):
-    result = cli("train", "a2c", "CartPole-v1", *TINY, "--max-steps", "2048", "--eval-every",
+def test_quiet_and_target_return_from_the_command_line(tmp_path, cli, tiny):
+    result = cli("train", "a2c", "CartPole-v1", *tiny, "--max-steps", "2048", "--eval-every",
                  "256", "--target-return", "5", "--quiet", "--cwd", str(tmp_path / "r"),
                  "--summary-json", str(tmp_path / "s.json"))  # fmt: skip
     assert result.returncode == 0 and result.stdout == ""
@@ -119,7 +127,7 @@ def test_quiet_and_target_return_from_the_command_line(tmp_path):
     assert summary["seconds_to_target"] > 0 and summary["stop_reason"] == "target"
 
 
-def test_list_shows_algorithms_envs_and_fields():
+def test_list_shows_algorithms_envs_and_fields(cli):
     result = cli("list", "--fields")
     assert result.returncode == 0
     words = ("ppo", "a2c", "qmix", "mappo", "CartPole-v1", "Pendulum-v1", "Acrobot-v1",
@@ -129,7 +137,7 @@ def test_list_shows_algorithms_envs_and_fields():
         assert word in result.stdout
 
 
-def test_config_file_and_gymnasium_backend(tmp_path):
+def test_config_file_and_gymnasium_backend(tmp_path, cli):
     (tmp_path / "c.yaml").write_text("num_envs: 2\nhorizon_len: 32\nnet_dims: [16]\n")
     result = cli("train", "ppo", "CartPole-v1", "--backend", "gymnasium", "--config",
                  str(tmp_path / "c.yaml"), "--max-steps", "128", "--eval-episodes", "2",
@@ -139,7 +147,7 @@ def test_config_file_and_gymnasium_backend(tmp_path):
     assert "backend: gymnasium" in saved and "num_envs: 2" in saved and "- 16" in saved
 
 
-def test_playground_backend_without_the_extra_or_task_gets_a_clear_error(tmp_path):
+def test_playground_backend_without_the_extra_or_task_gets_a_clear_error(tmp_path, cli):
     """`--backend playground`: without the extra the error names what to install; with it, an
     unknown task is named. Either way nothing is written."""
     import importlib.util
@@ -155,9 +163,9 @@ def test_playground_backend_without_the_extra_or_task_gets_a_clear_error(tmp_pat
     assert not (tmp_path / "run").exists()
 
 
-def test_resume_of_a_spent_budget_says_nothing_was_trained_and_how_to_go_on(tmp_path):
+def test_resume_of_a_spent_budget_says_nothing_was_trained_and_how_to_go_on(tmp_path, cli, tiny):
     run = str(tmp_path / "run")
-    first = cli("train", "ppo", "CartPole-v1", *TINY, "--max-steps", "512", "--eval-every", "256",
+    first = cli("train", "ppo", "CartPole-v1", *tiny, "--max-steps", "512", "--eval-every", "256",
                 "--cwd", run)  # fmt: skip
     assert first.returncode == 0, first.stderr
     again = cli("train", "ppo", "CartPole-v1", "--resume", run)
@@ -172,9 +180,11 @@ def test_resume_of_a_spent_budget_says_nothing_was_trained_and_how_to_go_on(tmp_
     assert "after 768 steps" in more.stdout
 
 
-def test_resume_of_a_solved_run_says_the_target_was_reached_and_how_to_train_on(tmp_path):
+def test_resume_of_a_solved_run_says_the_target_was_reached_and_how_to_train_on(
+    tmp_path, cli, tiny
+):
     run = str(tmp_path / "run")
-    first = cli("train", "a2c", "CartPole-v1", *TINY, "--max-steps", "2048", "--eval-every",
+    first = cli("train", "a2c", "CartPole-v1", *tiny, "--max-steps", "2048", "--eval-every",
                 "256", "--target-return", "5", "--cwd", run)  # fmt: skip
     assert first.returncode == 0 and "target 5 reached at step 256" in first.stdout
     again = cli("train", "a2c", "CartPole-v1", "--resume", run)
@@ -202,7 +212,7 @@ def _two_tiny_runs(root):
     return runs
 
 
-def test_plot_draws_several_runs_on_one_figure(tmp_path):
+def test_plot_draws_several_runs_on_one_figure(tmp_path, cli):
     """`xiaoyarl plot RUN RUN --out FILE`: every run's evaluations (mean, std band) and its
     training-episode returns, labelled by run, on one figure; one run keeps its own curve."""
     from xiaoyarl.train.plots import comparison_figure
@@ -270,9 +280,13 @@ def test_list_fields_names_the_automatic_values_per_algorithm(capsys):
 # The flags every command that starts runs takes, spelled alike (#28: one CLI grammar).
 RUN_FLAGS = ("--cwd", "--backend", "--device", "--threads", "--seed", "--set", "--config",
              "--resume", "--summary-json", "--quiet")  # fmt: skip
-TINY_POPULATION = ["population", "ppo", "CartPole-v1", "--members", "2", "--population-backend",
-                   "vmap", "--max-steps", "1024", "--generation-steps", "1024",
-                   "--select-fraction", "0", "--target-return", "none", *TINY]  # fmt: skip
+
+
+def tiny_population(tiny: list[str]) -> list[str]:
+    """A tiny vmapped population of two PPO members (`tiny`: the tiny run's options)."""
+    return ["population", "ppo", "CartPole-v1", "--members", "2", "--population-backend", "vmap",
+            "--max-steps", "1024", "--generation-steps", "1024", "--select-fraction", "0",
+            "--target-return", "none", *tiny]  # fmt: skip
 
 
 def _options(command: str) -> dict:
@@ -334,9 +348,9 @@ def test_options_named_as_config_fields_set_those_fields(tmp_path):
     assert config.seed == 4 and config.cwd is None and folder == tmp_path / "pop"
 
 
-def test_population_out_still_works_with_a_deprecation_note(tmp_path):
+def test_population_out_still_works_with_a_deprecation_note(tmp_path, cli, tiny):
     out = tmp_path / "pop"
-    result = cli(*TINY_POPULATION, "--out", str(out), "--quiet")
+    result = cli(*tiny_population(tiny), "--out", str(out), "--quiet")
     assert result.returncode == 0, result.stderr[-2000:]
     note = "--out is deprecated and will be removed in the next release: use --cwd"
     lines = [line for line in result.stderr.splitlines() if "deprecated" in line]
@@ -344,11 +358,11 @@ def test_population_out_still_works_with_a_deprecation_note(tmp_path):
     assert (out / "population.yaml").is_file() and (out / "members" / "member-01").is_dir()
 
 
-def test_population_refuses_out_and_cwd_together(tmp_path, capsys):
+def test_population_refuses_out_and_cwd_together(tmp_path, capsys, tiny):
     from xiaoyarl.cli import main
 
     a, b = tmp_path / "a", tmp_path / "b"
-    assert main([*TINY_POPULATION, "--out", str(a), "--cwd", str(b)]) == 2
+    assert main([*tiny_population(tiny), "--out", str(a), "--cwd", str(b)]) == 2
     err = capsys.readouterr().err
     assert "xiaoyarl: error: " in err and "--out" in err and "--cwd" in err, err
     assert not a.exists() and not b.exists()

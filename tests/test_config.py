@@ -3,7 +3,6 @@
 import dataclasses
 
 import pytest
-from helpers import cli
 
 from xiaoyarl import Config, ConfigError
 from xiaoyarl.agents.settings import check_config, resolve_config
@@ -130,7 +129,7 @@ def test_h_term_on_ddpg_and_td3_needs_exploration_noise(algo):
     check_config(Config(algo="sac", env_id="Pendulum-v1", h_term=True, explore_noise_std=0.0))
 
 
-def test_h_term_without_exploration_noise_is_refused_on_the_command_line(tmp_path):
+def test_h_term_without_exploration_noise_is_refused_on_the_command_line(tmp_path, cli):
     refused = cli("train", "td3", "Pendulum-v1", "--set", "h_term=true", "--set",
                   "explore_noise_std=0", "--cwd", str(tmp_path / "r"))  # fmt: skip
     assert refused.returncode == 2 and "explore_noise_std=0.0" in refused.stderr

@@ -10,8 +10,6 @@ from xiaoyarl.core.buffer import Batch
 from xiaoyarl.core.graphs import capture_updates
 from xiaoyarl.run import agent_class
 
-needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-
 
 def make_agent(algo: str, device: str, env_id: str | None = None, **overrides):
     discrete = algo in ("dqn", "double_dqn", "d3qn", "sac_discrete")
@@ -64,7 +62,7 @@ def test_update_cycle_is_when_the_steps_choices_repeat(algo, overrides, period):
     assert not agent.graphed  # only on CUDA
 
 
-@needs_cuda
+@pytest.mark.cuda
 @pytest.mark.parametrize(
     ("algo", "overrides"),
     [
@@ -109,7 +107,8 @@ def assert_same_state(a: torch.nn.Module, b: torch.nn.Module, name: str) -> None
         assert torch.allclose(value, other[key], rtol=1e-4, atol=1e-5), f"{name}.{key}"
 
 
-@needs_cuda
+@pytest.mark.cuda
+@pytest.mark.learning
 @pytest.mark.parametrize("algo", ["sac", "td3"])
 def test_graphed_agent_learns_pendulum_on_cuda(tmp_path, algo):
     config = Config(algo=algo, env_id="Pendulum-v1", device="cuda", num_envs=1, max_steps=12_000,
@@ -118,7 +117,7 @@ def test_graphed_agent_learns_pendulum_on_cuda(tmp_path, algo):
     assert summary["solved"], summary  # the env's target, -200
 
 
-@needs_cuda
+@pytest.mark.cuda
 @pytest.mark.parametrize(
     ("algo", "env_id"), [("ppo", "Pendulum-v1"), ("ppo", "CartPole-v1"), ("a2c", "CartPole-v1")]
 )

@@ -55,6 +55,8 @@ def test_the_keys_are_packed_side_by_side_and_read_by_one_encoder_each():
     assert seen[0].shape == (2, 3, 8, 8) and float(seen[0].max()) == pytest.approx(230 / 255)
 
 
+@pytest.mark.learning
+@pytest.mark.timeout(600)
 def test_learns_from_an_image_and_a_vector_and_the_saved_policy_takes_dicts(tmp_path):
     """The right action needs the image (which side is lit) and the cue (whether to swap)."""
     config = Config(algo="ppo", env_id=ENV, env_kwargs=KEEP, seed=0, threads=1, num_envs=8,

@@ -16,7 +16,6 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from helpers import cli
 
 from xiaoyarl import Config, load_policy
 from xiaoyarl.agents import make_agent as build_agent
@@ -117,7 +116,9 @@ TINY = ["--num-envs", "4", "--set", "horizon_len=16", "--eval-episodes", "2",
         "--target-return", "none"]  # fmt: skip
 
 
-def test_learners_through_the_cli_with_bit_exact_resume(tmp_path):
+@pytest.mark.distributed
+@pytest.mark.timeout(600)
+def test_learners_through_the_cli_with_bit_exact_resume(tmp_path, cli):
     common = ["train", "ppo", "CartPole-v1", "--learners", "2", *TINY, "--eval-every", "256"]
     straight = cli(*common, "--max-steps", "512", "--cwd", str(tmp_path / "a"),
                    "--summary-json", str(tmp_path / "a.json"))  # fmt: skip
@@ -166,7 +167,9 @@ def _rank_pid(tag: str, rank: int) -> int | None:
     return None
 
 
-def test_a_killed_rank_ends_the_job_naming_it_and_resume_continues(tmp_path):
+@pytest.mark.distributed
+@pytest.mark.timeout(600)
+def test_a_killed_rank_ends_the_job_naming_it_and_resume_continues(tmp_path, cli):
     tag = uuid.uuid4().hex
     run = tmp_path / "run"
     args = [sys.executable, "-m", "xiaoyarl", "train", "ppo", "CartPole-v1", "--learners", "2",
@@ -203,6 +206,8 @@ def test_a_killed_rank_ends_the_job_naming_it_and_resume_continues(tmp_path):
     assert f"resumed from step {step}" in resumed.stdout
 
 
+@pytest.mark.distributed
+@pytest.mark.timeout(600)
 def test_torchrun_restarts_a_failed_job_from_the_last_checkpoint(tmp_path):
     """`torchrun --max-restarts 1`: a rank killed once, the job comes back and resumes."""
     tag = uuid.uuid4().hex
@@ -235,6 +240,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.distributed
+@pytest.mark.timeout(600)
 def test_two_launchers_meet_at_a_rendezvous_and_train_one_agent(tmp_path):
     """The several-machines recipe, on one machine: two `torchrun --nnodes 2` launchers."""
     port = _free_port()
@@ -296,7 +303,7 @@ def test_fusing_copies_of_one_agent_gives_it_back_exactly():
                 assert torch.equal(fused["optimizers"][name]["state"][index][slot], value)
 
 
-def test_fusing_three_seeds_gives_a_run_that_loads_evaluates_and_resumes(tmp_path):
+def test_fusing_three_seeds_gives_a_run_that_loads_evaluates_and_resumes(tmp_path, cli):
     from xiaoyarl import train_agent
 
     runs = []

@@ -7,7 +7,6 @@ import json
 import re
 
 import torch
-from helpers import cli
 
 from xiaoyarl.train.checkpoint import load_plain
 from xiaoyarl.train.divergence import DivergenceGuard
@@ -60,7 +59,7 @@ def test_on_an_accelerator_the_flag_is_read_back_every_50_updates_naming_the_fir
     assert found[49] is not None and found[49].startswith("q_value = 5e+04")
 
 
-def train(tmp_path, *extra):
+def train(cli, tmp_path, *extra):
     summary = tmp_path / "summary.json"
     run = cli("train", "sac", "Pendulum-v1", "--seed", "0", "--quiet", "--cwd", str(tmp_path / "r"),
               "--set", "learning_rate=0.9", "--set", "clip_grad_norm=1e6", "--set",
@@ -70,8 +69,8 @@ def train(tmp_path, *extra):
     return json.loads(summary.read_text()), run.stderr
 
 
-def test_a_diverging_run_stops_and_keeps_its_last_checkpoint(tmp_path):
-    summary, stderr = train(tmp_path, "--max-steps", "20000")
+def test_a_diverging_run_stops_and_keeps_its_last_checkpoint(tmp_path, cli):
+    summary, stderr = train(cli, tmp_path, "--max-steps", "20000")
     assert summary["stop_reason"] == "diverged"
     assert summary["total_steps"] < 5000  # within a few hundred updates of the first
     assert stderr.count("the run diverged at step") == 1
@@ -81,13 +80,13 @@ def test_a_diverging_run_stops_and_keeps_its_last_checkpoint(tmp_path):
     assert (tmp_path / "r" / "config.yaml").is_file()
 
 
-def test_on_divergence_warn_trains_on_with_one_warning(tmp_path):
-    summary, stderr = train(tmp_path, "--max-steps", "1500", "--set", "on_divergence=warn")
+def test_on_divergence_warn_trains_on_with_one_warning(tmp_path, cli):
+    summary, stderr = train(cli, tmp_path, "--max-steps", "1500", "--set", "on_divergence=warn")
     assert summary["stop_reason"] == "max_steps" and summary["total_steps"] >= 1500
     assert stderr.count("the run diverged at step") == 1 and "Training goes on" in stderr
 
 
-def test_the_warning_names_the_task_preset_a_run_does_not_follow(tmp_path):
+def test_the_warning_names_the_task_preset_a_run_does_not_follow(tmp_path, cli):
     """QMIX on the navigation task without its preset: the warning names the preset file and
     the fields the run holds other values in (here gamma among them), as what to change."""
     summary = tmp_path / "summary.json"

@@ -1,11 +1,12 @@
 """The documentation cannot go stale: every runnable example of README.md and docs/ runs on a
-tiny budget (`tests/docs_examples.py` says which blocks run and how), the site builds with
+tiny budget (`docs/examples.py` says which blocks run and how), the site builds with
 `mkdocs build --strict`, its Config reference lists every field of `Config`, and, where
 Chromium is installed, every page opens in it with its navigation, images and links intact."""
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import re
 import shutil
@@ -14,11 +15,22 @@ import sys
 from pathlib import Path
 
 import pytest
-from docs_examples import ROOT, pages, steps
 
 from xiaoyarl.config import Config
 
-RUNNER = Path(__file__).resolve().parent / "docs_examples.py"
+ROOT = Path(__file__).resolve().parent.parent
+RUNNER = ROOT / "docs" / "examples.py"  # the docs' example runner, a script beside check_site.py
+
+
+def _load_runner():
+    spec = importlib.util.spec_from_file_location("docs_examples", RUNNER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_RUNNER = _load_runner()
+pages, steps = _RUNNER.pages, _RUNNER.steps
 
 
 def run_steps(found: list[dict], folder: Path) -> list[dict]:
@@ -35,6 +47,8 @@ def run_steps(found: list[dict], folder: Path) -> list[dict]:
 PAGES = [p for p in pages() if steps(p)]
 
 
+@pytest.mark.docs
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
 def test_page_examples_run(page: Path, tmp_path: Path):
     found = steps(page)
@@ -90,12 +104,14 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.docs
 def test_config_reference_lists_every_field(site: Path):
     page = (site / "reference" / "config.html").read_text()
     listed = re.findall(r'id="field-(\w+)"', page)
     assert listed == [f.name for f in dataclasses.fields(Config)]
 
 
+@pytest.mark.docs
 def test_cli_reference_lists_every_command(site: Path):
     from xiaoyarl.cli import build_parser
 
@@ -105,6 +121,7 @@ def test_cli_reference_lists_every_command(site: Path):
         assert f"xiaoyarl {name}</code>" in page, name
 
 
+@pytest.mark.docs
 def test_site_fetches_nothing_from_the_network(site: Path):
     remote = []
     for path in site.rglob("*.html"):
@@ -115,6 +132,8 @@ def test_site_fetches_nothing_from_the_network(site: Path):
     assert not remote, "\n".join(remote[:20])
 
 
+@pytest.mark.docs
+@pytest.mark.timeout(600)
 def test_site_in_a_headless_browser(site: Path, tmp_path: Path):
     """docs/check_site.py: every page in Chromium, links, images, highlighting, screenshots."""
     if not (shutil.which("chromium") and shutil.which("chromedriver")):

@@ -10,7 +10,6 @@ from collections import Counter
 
 import pytest
 import torch
-from tiny_runs import tiny_run
 
 from xiaoyarl import ConfigError, PolicyEnsemble, evaluate, load_ensemble, load_policy
 from xiaoyarl.cli import main
@@ -18,9 +17,8 @@ from xiaoyarl.config_io import load_config, save_config
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    root = tmp_path_factory.getbasetemp()
-    return {name: tiny_run(name, root) for name in ("ppo-CartPole", "td3-Pendulum")}
+def runs(tmp_path_factory, tiny_run):
+    return {name: tiny_run(name) for name in ("ppo-CartPole", "td3-Pendulum")}
 
 
 def perturbed(policy, seed: int, scale: float = 0.5):

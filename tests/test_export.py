@@ -8,7 +8,6 @@ import sys
 import numpy as np
 import pytest
 import torch
-from tiny_runs import tiny_run
 
 from xiaoyarl import CheckpointError, ConfigError, XiaoyaError, load_policy
 from xiaoyarl.export import export_policy
@@ -23,14 +22,13 @@ CASES = ["ppo-CartPole", "ppo-Pendulum", "td3-Pendulum", "ppo-Pendulum-saturated
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, tiny_run):
     """Run folder by case name (one copy per test module, so exports do not collide)."""
-    root = tmp_path_factory.getbasetemp()
     folder = tmp_path_factory.mktemp("export")
     out = {}
     for name in CASES[:3]:
         out[name] = folder / name
-        shutil.copytree(tiny_run(name, root), out[name])
+        shutil.copytree(tiny_run(name), out[name])
     for name in ("ppo-CartPole", "ppo-Pendulum"):  # a real observation normaliser to carry
         meta = load_plain(out[name] / "actor.pt", what="policy file")
         assert meta["state_norm"] and meta["actor"]["norm.mean"].abs().min() > 0

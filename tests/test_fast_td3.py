@@ -8,7 +8,6 @@ import json
 
 import pytest
 import torch
-from helpers import cli
 
 from xiaoyarl import Config, ConfigError, make_env, train_agent
 from xiaoyarl.agents import AgentDDPG, AgentREDQ, AgentSAC, AgentTD3
@@ -285,10 +284,12 @@ def test_parallel_defaults_per_device():
     assert gpu.net_dims == [1024, 512, 256]
 
 
+@pytest.mark.distributed
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("algo", ["fast_td3", "fast_sac"])
 @pytest.mark.parametrize("runner", [(), ("--runner", "parallel", "--num-workers", "2"),
                                     ("--learners", "2")])  # fmt: skip
-def test_trains_through_each_runner_from_its_preset(tmp_path, algo, runner):
+def test_trains_through_each_runner_from_its_preset(tmp_path, algo, runner, cli):
     summary = tmp_path / "summary.json"
     extra = ("--set", "critic_atoms=21", "--set", "critic_v_min=-1700", "--set",
              "critic_v_max=0") if algo == "fast_td3" else ()  # fmt: skip

@@ -10,8 +10,6 @@ import json
 import numpy as np
 import pytest
 import torch
-from helpers import cli
-from test_off_policy import make_agent
 from torch.distributions import Normal
 
 from xiaoyarl import Config, ConfigError, load_policy
@@ -22,8 +20,8 @@ from xiaoyarl.core.off_policy_nets import ActorGSDE
 from xiaoyarl.train.checkpoint import load_plain
 
 
-def make_sac(**overrides):
-    """test_off_policy's small SAC on 4 torch-native Pendulums, exploring with gSDE."""
+def make_sac(make_agent, **overrides):
+    """The small off-policy SAC (`make_agent`) on 4 torch-native Pendulums, exploring with gSDE."""
     return make_agent(AgentSAC, explore_noise="gsde", **overrides)
 
 
@@ -72,11 +70,11 @@ def test_the_log_probability_matches_a_reference_written_out():
     assert actor.log_std.grad is not None and actor.log_std.grad.abs().sum() > 0
 
 
-def test_each_sub_env_keeps_its_matrix_for_the_rollout():
+def test_each_sub_env_keeps_its_matrix_for_the_rollout(make_agent):
     """Exploring draws one matrix per sub-env as each rollout starts: within a rollout the
     same state gives the same action, the sub-envs' matrices differ, a new rollout draws anew;
     the deterministic policy is tanh(mu)."""
-    agent, env = make_sac(learning_starts=0)
+    agent, env = make_sac(make_agent, learning_starts=0)
     agent.explore_env(env, 3)
     first = agent.sde_matrices.clone()
     assert first.shape == (4, 32, 1) and not torch.equal(first[0], first[1])
@@ -88,13 +86,13 @@ def test_each_sub_env_keeps_its_matrix_for_the_rollout():
     torch.testing.assert_close(agent.act(state), mean.tanh())
 
 
-def test_a_fixed_temperature_stays_at_alpha_init():
-    agent, env = make_sac(alpha_auto=False, alpha_init=0.1)
+def test_a_fixed_temperature_stays_at_alpha_init(make_agent):
+    agent, env = make_sac(make_agent, alpha_auto=False, alpha_init=0.1)
     for _ in range(4):
         logs = agent.update_net(agent.explore_env(env, 8))
     assert agent.temperature().item() == pytest.approx(0.1)
     assert logs["alpha"].item() == pytest.approx(0.1) and "entropy" in logs
-    learned, env = make_sac()
+    learned, env = make_sac(make_agent)
     for _ in range(4):
         learned.update_net(learned.explore_env(env, 8))
     assert learned.temperature().item() != pytest.approx(1.0)  # the default learns alpha
@@ -108,7 +106,9 @@ def test_gsde_is_refused_where_it_does_not_apply():
     check_config(Config(algo="redq", env_id="Pendulum-v1", explore_noise="gsde"))
 
 
-def test_trains_through_the_cli_and_saves_a_policy_that_acts_as_the_agent(tmp_path):
+def test_trains_through_the_cli_and_saves_a_policy_that_acts_as_the_agent(
+    tmp_path, cli, make_agent
+):
     summary = tmp_path / "summary.json"
     done = cli("train", "sac", "Pendulum-v1", "--no-preset", "--quiet", "--max-steps", "600",
                "--eval-every", "300", "--eval-episodes", "2", "--set", "explore_noise=gsde",
@@ -118,7 +118,7 @@ def test_trains_through_the_cli_and_saves_a_policy_that_acts_as_the_agent(tmp_pa
     assert json.loads(summary.read_text())["total_steps"] >= 600
     saved = load_plain(tmp_path / "r" / "actor.pt")
     assert saved["actor_class"] == "ActorGSDE"
-    agent, _ = make_sac()
+    agent, _ = make_sac(make_agent)
     agent.actor.load_state_dict(saved["actor"])
     policy = load_policy(tmp_path / "r")
     obs = torch.randn(5, 3)

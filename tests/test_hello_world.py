@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_imports import code_lines
+import pytest
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "hello_world.py"
 
@@ -23,7 +23,9 @@ print(json.dumps({name: getattr(module, "__file__", None) for name, module in sy
 """
 
 
-def test_hello_world_solves_cartpole_loading_under_1000_lines():
+@pytest.mark.learning
+@pytest.mark.timeout(600)
+def test_hello_world_solves_cartpole_loading_under_1000_lines(code_lines):
     run = subprocess.run([sys.executable, "-c", PROBE, str(EXAMPLE)], capture_output=True,
                          text=True, timeout=600)  # fmt: skip
     assert run.returncode == 0, run.stderr

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import ast
 import importlib
-import io
 import json
 import os
 import subprocess
 import sys
-import tokenize
 from pathlib import Path
 
 import pytest
@@ -102,29 +100,7 @@ def first_imports(names: list[str]) -> dict[str, dict]:
     return {r["name"]: r for r in results}
 
 
-def code_lines(path: str) -> int:
-    """Lines of code in a Python file: without blank lines, comments and docstrings."""
-    source = Path(path).read_text()
-    docstrings: set[int] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            first = node.body[0] if node.body else None
-            if (
-                isinstance(first, ast.Expr)
-                and isinstance(first.value, ast.Constant)
-                and isinstance(first.value.value, str)
-            ):
-                docstrings.update(range(first.lineno, first.end_lineno + 1))
-    skipped = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
-               tokenize.ENDMARKER}  # fmt: skip
-    code: set[int] = set()
-    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-        if tok.type not in skipped:
-            code.update(range(tok.start[0], tok.end[0] + 1))
-    return len(code - docstrings)
-
-
-def loaded_lines(result: dict) -> int:
+def loaded_lines(result: dict, code_lines) -> int:
     return sum(code_lines(f) for f in result["modules"].values() if f)
 
 
@@ -162,14 +138,14 @@ def test_lazy_names_are_the_defining_modules_objects():
     assert agents.agent_class("ppo", envs.make_env("CartPole-v1").spec) is agents.AgentDiscretePPO
 
 
-def test_importing_one_module_loads_only_what_it_uses():
+def test_importing_one_module_loads_only_what_it_uses(code_lines):
     targets = ["xiaoyarl", "xiaoyarl.core.nets", "xiaoyarl.envs.classic", "xiaoyarl.agents.ppo"]
     results = first_imports(targets)
     for name in targets:
         result = results[name]
         assert result["status"] == "ok", result["detail"]
         print(f"\nimport {name}: {len(result['modules'])} xiaoyarl modules, "
-              f"{loaded_lines(result)} lines of code")  # fmt: skip
+              f"{loaded_lines(result, code_lines)} lines of code")  # fmt: skip
         assert not result["pandas"] and not result["matplotlib"], name
     # the package itself only registers the torch-native envs with gymnasium
     assert set(results["xiaoyarl"]["modules"]) == GYMNASIUM_REGISTRATION
@@ -193,6 +169,8 @@ def test_importing_one_module_loads_only_what_it_uses():
     assert not ppo & {"xiaoyarl.cli", "xiaoyarl.policy", "xiaoyarl.finance.env"}
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_every_module_imports_first_in_a_fresh_interpreter():
     results = first_imports(MODULES)
     failed = {n: r["detail"] for n, r in results.items() if r["status"] == "fail"}

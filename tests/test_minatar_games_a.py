@@ -30,7 +30,7 @@ from xiaoyarl.envs.minatar import breakout as brk  # noqa: E402
 from xiaoyarl.envs.minatar import freeway as fwy  # noqa: E402
 from xiaoyarl.envs.minatar.base import ACTION_MAP, MinAtarEnv  # noqa: E402
 
-DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
 CLASSES = {"breakout": brk.BreakoutEnv, "freeway": fwy.FreewayEnv, "asterix": ast.AsterixEnv}
 # the package's direction codes as velocities (x, y)
 BALL_VELOCITY = {0: (-1, -1), 1: (1, -1), 2: (1, 1), 3: (-1, 1)}

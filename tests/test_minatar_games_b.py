@@ -31,8 +31,7 @@ from xiaoyarl.envs.minatar import seaquest as sq  # noqa: E402
 from xiaoyarl.envs.minatar.seaquest import SeaquestEnv  # noqa: E402
 from xiaoyarl.envs.minatar.space_invaders import SpaceInvadersEnv  # noqa: E402
 
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
-    not torch.cuda.is_available(), reason="needs CUDA"))]  # fmt: skip
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
 
 
 # --- converters: the package's game object -> our game state (without the sticky column) ---

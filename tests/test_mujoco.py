@@ -8,7 +8,6 @@ import gymnasium
 import numpy as np
 import pytest
 import torch
-from helpers import cli
 
 pytest.importorskip("mujoco")
 
@@ -55,7 +54,7 @@ def test_observations_are_not_clipped():
     assert largest > 10.0
 
 
-def test_train_sac_on_hopper_through_the_cli(tmp_path):
+def test_train_sac_on_hopper_through_the_cli(tmp_path, cli):
     summary_path = tmp_path / "summary.json"
     result = cli(
         "train", "sac", "Hopper-v5", "--max-steps", "600", "--threads", "1", "--quiet",

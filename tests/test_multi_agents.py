@@ -89,12 +89,11 @@ def test_qmix_hypernetworks_start_small_with_the_default_init_gain():
         check_config(Config(algo="qmix", env_id="SpreadDiscrete-v0", hypernet_init_gain=0.0))
 
 
-def test_pqn_vdn_targets_and_loss_match_a_reference_written_out():
+def test_pqn_vdn_targets_and_loss_match_a_reference_written_out(slow_lambda_returns):
     """PQN-VDN: the Q(lambda) returns of the team reward bootstrap from max Q_tot of the step
     reached, the sum over agents of each one's best Q-value (written out per sub-env and step,
     then the textbook recursion), and the loss is half the squared error of the sum of the
     agents' Q-values of the actions taken against them."""
-    from test_pqn import slow_lambda_returns
 
     agent, env = make_agent("pqn_vdn", "SpreadDiscrete-v0", gamma=0.9, q_lambda=0.7)
     agent.update_net(agent.explore_env(env, 20))  # a trained network, not the initial one
@@ -169,6 +168,8 @@ def train_two_step(algo, tmp_path):
     return train_agent(config, log=None)
 
 
+@pytest.mark.learning
+@pytest.mark.timeout(600)
 def test_two_step_game_qmix_finds_8_and_vdn_settles_at_7(tmp_path):
     """With uniform exploration (epsilon 1, as in the QMIX paper's experiment) VDN's additive
     values prefer the safe state (7); QMIX's monotonic mixer represents the payoff matrix and
@@ -229,9 +230,7 @@ def test_a_saved_multi_agent_policy_acts_as_the_agent(tmp_path, algo, env_id):
     assert policy.predict(obs[0].numpy()).shape == got.shape[1:]  # one env's agents
 
 
-def test_the_command_line_trains_and_refuses_a_mismatch(tmp_path):
-    from helpers import cli
-
+def test_the_command_line_trains_and_refuses_a_mismatch(tmp_path, cli):
     done = cli("train", "mappo", "SpreadDiscrete-v0", "--no-preset", "--num-envs", "4", "--set",
                "horizon_len=16", "--max-steps", "512", "--eval-every", "256", "--eval-episodes",
                "2", "--cwd", str(tmp_path / "r"))  # fmt: skip
@@ -245,13 +244,11 @@ def test_the_command_line_trains_and_refuses_a_mismatch(tmp_path):
     assert wrong.returncode == 2 and "a single-agent env" in wrong.stderr
 
 
-def test_pqn_vdn_trains_through_the_command_line_from_its_preset(tmp_path):
+def test_pqn_vdn_trains_through_the_command_line_from_its_preset(tmp_path, cli):
     """Multi-agent envs train in one process (the single runner): PQN-VDN through the CLI
     starts from its task preset (128 sub-envs, one episode per rollout) and saves a policy
     that `xiaoyarl eval` runs."""
     import json
-
-    from helpers import cli
 
     summary = tmp_path / "summary.json"
     done = cli("train", "pqn_vdn", "SpreadDiscrete-v0", "--max-steps", "6400", "--eval-every",
@@ -265,12 +262,11 @@ def test_pqn_vdn_trains_through_the_command_line_from_its_preset(tmp_path):
     assert evaluated.returncode == 0 and "eval over 3 episodes" in evaluated.stdout
 
 
-def test_train_starts_from_the_task_preset_unless_told_otherwise(tmp_path):
+def test_train_starts_from_the_task_preset_unless_told_otherwise(tmp_path, cli):
     """`xiaoyarl train qmix SpreadDiscrete-v0` takes the pair's preset (said on the console
     and written into config.yaml); --set still overrides it; --no-preset and --config don't
     take it; `config_from_preset` is the same from Python, and every preset is valid."""
     import yaml
-    from helpers import cli
 
     from xiaoyarl.config_io import config_from_preset
     from xiaoyarl.presets import CONFIG_DIR, ID_PRESETS, PRESETS, TASKS, preset_path
@@ -306,11 +302,10 @@ def test_train_starts_from_the_task_preset_unless_told_otherwise(tmp_path):
                     check_config(config)
 
 
-def test_train_on_mpe2_ids_starts_from_their_tasks_presets(tmp_path):
+def test_train_on_mpe2_ids_starts_from_their_tasks_presets(tmp_path, cli):
     """Through the CLI: QMIX on mpe2's discrete id and MADDPG on its continuous variant start
     from the navigation task's presets, as on the built-in envs."""
     import yaml
-    from helpers import cli
 
     pytest.importorskip("mpe2")
     for algo, extra, preset, gamma in (
@@ -623,3 +618,20 @@ def test_centralized_critic_priority_is_the_mean_absolute_td_error(algo):
     torch.testing.assert_close(priorities, want)
     if algo == "maddpg":  # one critic
         torch.testing.assert_close(priorities, torch.ones(b))
+
+
+def test_pqn_vdn_targets_stay_finite_when_an_agent_has_no_available_action():
+    """An agent state with no allowed action (every mask entry off) adds a finite value to
+    max Q_tot, as in VDN and QMIX: none of the rollout's targets turns NaN."""
+    pytest.importorskip("pettingzoo")
+    agent, env = make_agent("pqn_vdn", "test_pettingzoo_adapter:make_masked")
+    rollout = agent.explore_env(env, 8)
+    after = agent.layout.unpack(rollout.next_states)
+    avail = after.avail.clone()
+    avail[3, :, 0] = False  # agent 0 of every sub-env at step 3 has nothing to do
+    blocked = rollout._replace(next_states=agent.layout.pack(
+        after.obs.flatten(0, 1), after.state.flatten(0, 1), avail.flatten(0, 1)
+    ).view_as(rollout.next_states))  # fmt: skip
+    targets = agent.q_lambda_targets(blocked)
+    assert torch.isfinite(targets).all()
+    torch.testing.assert_close(targets[4:], agent.q_lambda_targets(rollout)[4:])

@@ -65,6 +65,8 @@ def test_the_adapter_describes_and_takes_multi_discrete_actions(env_id, nvec):
             env.step(torch.zeros(3, dtype=torch.int64))
 
 
+@pytest.mark.learning
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize(
     ("algo", "env_id", "agent"),
     [("ppo", "action_envs:CopyDigits-v0", AgentMultiDiscretePPO),

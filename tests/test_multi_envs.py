@@ -418,7 +418,7 @@ def test_registry_and_factory() -> None:
         make_multi_agent_env("SpreadContinuous-v0", env_kwargs={"local_ratio": 2.0})
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.cuda
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_cuda_matches_cpu(env_id: str) -> None:
     cpu = make_multi_agent_env(env_id, 64, seed=0)

@@ -22,6 +22,33 @@ def test_sample_categorical_follows_the_probabilities():
     assert torch.allclose(freq, probs, atol=0.005), freq
 
 
+def test_sample_categorical_never_takes_a_masked_action_at_the_extreme_draws(monkeypatch):
+    """Masked rows whose allowed probabilities sum, after rounding, below the largest uniform
+    draw (1 - 2^-24), or a draw of exactly 0 with a masked first action: the walk must land on
+    an allowed action, not on the last (masked) one or the first."""
+    from xiaoyarl.core.nets import MASKED_LOGIT
+
+    torch.manual_seed(3)
+    logits = torch.randn(20_000, 7)
+    mask = torch.rand(20_000, 7) < 0.6
+    mask[:, -1] = False  # the last action masked in every row
+    mask[:, 0] = False  # and the first
+    mask[torch.arange(20_000), torch.randint(1, 6, (20_000,))] = True  # one allowed at least
+    logprobs = logits.masked_fill(~mask, MASKED_LOGIT).log_softmax(-1)
+    exposed = logprobs.exp().cumsum(-1)[:, -1] < 1 - 2**-24
+    assert exposed.any()  # rows the old walk sent to the masked last action
+    for draw in (1 - 2**-24, 0.0):
+        monkeypatch.setattr(
+            torch,
+            "rand",
+            lambda *shape, device=None, d=draw: torch.full(
+                shape[0] if len(shape) == 1 else shape, d, device=device
+            ),
+        )
+        actions = sample_categorical(logprobs)
+        assert mask.gather(1, actions[:, None]).all(), draw
+
+
 def test_discrete_actor_matches_categorical():
     torch.manual_seed(0)
     actor = ActorDiscretePPO(3, 4, [16, 16], RunningNorm(3))

@@ -7,10 +7,9 @@ import torch
 from torch import nn
 from torch.distributions import Normal
 
-from xiaoyarl import Config, ConfigError, make_env
+from xiaoyarl import ConfigError, make_env
 from xiaoyarl.agents import (
     AgentD3QN,
-    AgentDDPG,
     AgentDoubleDQN,
     AgentDQN,
     AgentModSAC,
@@ -20,56 +19,14 @@ from xiaoyarl.agents import (
     AgentTD3,
 )
 from xiaoyarl.agents.settings import resolve_config
-from xiaoyarl.core.buffer import Batch
 from xiaoyarl.core.nets import RunningNorm
 from xiaoyarl.core.off_policy_nets import CriticEnsemble
 from xiaoyarl.run import agent_class
-
-ALGO_OF = {AgentDQN: "dqn", AgentDoubleDQN: "double_dqn", AgentD3QN: "d3qn", AgentDDPG: "ddpg",
-           AgentTD3: "td3", AgentSAC: "sac", AgentModSAC: "modsac",
-           AgentSACDiscrete: "sac_discrete", AgentREDQ: "redq"}  # fmt: skip
+from xiaoyarl.train.checkpoint import load_plain
 
 
-def make_agent(cls, num_envs=4, **overrides):
-    env_id = "CartPole-v1" if cls.if_discrete else "Pendulum-v1"
-    values = {"net_dims": [32, 32], "buffer_size": 4096, "learning_starts": 16, "batch_size": 8}
-    config = Config(algo=ALGO_OF[cls], env_id=env_id, num_envs=num_envs, **{**values, **overrides})
-    config = resolve_config(config, batched=True)
-    env = make_env(env_id, num_envs, seed=0)
-    torch.manual_seed(0)
-    agent = cls(env.spec, config, torch.device("cpu"))
-    agent.last_state, _ = env.reset(seed=0)
-    return agent, env
-
-
-def next_value(agent, batch):
-    """V'(s') of the agent's TD target for `batch`: its target with no reward, no terminal and
-    a discount of 1."""
-    plain = batch._replace(rewards=torch.zeros_like(batch.rewards),
-                           terminals=torch.zeros_like(batch.terminals),
-                           discounts=torch.ones_like(batch.discounts))  # fmt: skip
-    return agent.td_target(plain)
-
-
-def batch_for(agent, size=6):
-    g = torch.Generator().manual_seed(1)
-    s = agent.spec
-    if s.if_discrete:
-        actions = torch.randint(s.action_dim, (size,), generator=g)
-    else:
-        actions = torch.rand(size, s.action_dim, generator=g) * 2 - 1
-    return Batch(
-        states=torch.randn(size, s.state_dim, generator=g), actions=actions,
-        rewards=torch.randn(size, generator=g), terminals=torch.tensor([True, False] * (size // 2)),
-        next_states=torch.randn(size, s.state_dim, generator=g),
-        indices=torch.arange(size), weights=torch.ones(size),
-        discounts=torch.full((size,), agent.config.gamma),
-    )  # fmt: skip
-
-
-@pytest.mark.parametrize("cls", list(ALGO_OF))
-def test_explore_and_update_shapes(cls):
-    agent, env = make_agent(cls, learning_starts=40)
+def test_explore_and_update_shapes(off_policy_cls, make_agent):
+    agent, env = make_agent(off_policy_cls, learning_starts=40)
     for _ in range(3):  # 3 rollouts x 8 steps x 4 envs; learning starts after the first
         rollout = agent.explore_env(env, 8)
         logs = agent.update_net(rollout)
@@ -89,14 +46,14 @@ def test_explore_and_update_shapes(cls):
     assert action.shape == ((4,) if s.if_discrete else (4, s.action_dim))
 
 
-def test_dqn_target_is_max_of_target_network():
+def test_dqn_target_is_max_of_target_network(batch_for, make_agent):
     agent, _ = make_agent(AgentDQN)
     b = batch_for(agent)
     want = [max(agent.qnet_target.q_values(ns[None])[0].tolist()) for ns in b.next_states]
     torch.testing.assert_close(agent.next_q(b.next_states), torch.tensor(want))
 
 
-def test_double_dqn_online_net_selects_target_net_evaluates():
+def test_double_dqn_online_net_selects_target_net_evaluates(batch_for, make_agent):
     for cls in (AgentDoubleDQN, AgentD3QN):
         agent, _ = make_agent(cls)
         b = batch_for(agent)
@@ -111,7 +68,7 @@ def test_double_dqn_online_net_selects_target_net_evaluates():
         torch.testing.assert_close(agent.next_q(b.next_states), torch.tensor(want))
 
 
-def test_dueling_q_is_value_plus_centred_advantage():
+def test_dueling_q_is_value_plus_centred_advantage(make_agent):
     agent, _ = make_agent(AgentD3QN)
     s = torch.randn(5, 4)
     net = agent.qnet
@@ -121,7 +78,7 @@ def test_dueling_q_is_value_plus_centred_advantage():
     torch.testing.assert_close(net.q_values(s), want)
 
 
-def test_td3_target_noise_is_clipped_and_actor_update_delayed():
+def test_td3_target_noise_is_clipped_and_actor_update_delayed(batch_for, make_agent):
     agent, _ = make_agent(AgentTD3, policy_noise_std=1e6, policy_noise_clip=0.3)
     s = torch.randn(2000, 3)
     base = agent.actor_target(s)
@@ -143,7 +100,7 @@ def test_td3_target_noise_is_clipped_and_actor_update_delayed():
     assert changed == [True, False, True, False]  # policy_delay = 2
 
 
-def test_td3_target_is_min_of_two_critics():
+def test_td3_target_is_min_of_two_critics(batch_for, make_agent, next_value):
     agent, _ = make_agent(AgentTD3, policy_noise_std=0.0)
     b = batch_for(agent)
     q = agent.critic_target(b.next_states, agent.actor_target(b.next_states))
@@ -151,7 +108,7 @@ def test_td3_target_is_min_of_two_critics():
     torch.testing.assert_close(next_value(agent, b), torch.minimum(q[0], q[1]))
 
 
-def test_sac_soft_target_with_entropy_and_target_entropy():
+def test_sac_soft_target_with_entropy_and_target_entropy(batch_for, make_agent, next_value):
     agent, _ = make_agent(AgentSAC)
     assert agent.target_entropy == -1.0  # -action_dim
     b = batch_for(agent)
@@ -164,7 +121,7 @@ def test_sac_soft_target_with_entropy_and_target_entropy():
     torch.testing.assert_close(got, want)
 
 
-def test_sac_squashed_gaussian_logprob_matches_change_of_variables():
+def test_sac_squashed_gaussian_logprob_matches_change_of_variables(make_agent):
     agent, _ = make_agent(AgentSAC)
     s = torch.randn(7, 3)
     torch.manual_seed(5)
@@ -178,14 +135,14 @@ def test_sac_squashed_gaussian_logprob_matches_change_of_variables():
     torch.testing.assert_close(logprob, want, rtol=1e-4, atol=1e-4)
 
 
-def test_sac_temperature_rises_when_entropy_is_below_target():
+def test_sac_temperature_rises_when_entropy_is_below_target(make_agent):
     agent, _ = make_agent(AgentSAC)
     before = agent.temperature().item()
     agent.update_temperature(torch.full((8,), 5.0))  # log pi = 5: entropy -5 < target -1
     assert agent.temperature().item() > before
 
 
-def test_redq_target_is_min_over_random_subset_of_ensemble():
+def test_redq_target_is_min_over_random_subset_of_ensemble(make_agent):
     agent, _ = make_agent(AgentREDQ)
     assert agent.critic.num == 10 and agent.config.redq_subset == 2
     q = torch.randn(10, 6)
@@ -213,7 +170,7 @@ def test_critic_ensemble_one_call_equals_each_member_alone():
         torch.testing.assert_close(together[i], h.squeeze(-1))
 
 
-def test_sac_discrete_value_is_expectation_over_policy():
+def test_sac_discrete_value_is_expectation_over_policy(batch_for, make_agent, next_value):
     agent, _ = make_agent(AgentSACDiscrete)
     b = batch_for(agent)
     probs, logp = agent.actor.probs_logprobs(b.next_states)
@@ -231,7 +188,7 @@ def test_sac_discrete_value_is_expectation_over_policy():
         assert q_taken[1, i] == full[1, i, b.actions[i]]
 
 
-def test_modsac_updates_actor_less_when_critic_is_unreliable():
+def test_modsac_updates_actor_less_when_critic_is_unreliable(make_agent):
     def actor_steps(loss, n=100):
         agent, _ = make_agent(AgentModSAC)
         agent.critic_loss_avg = loss
@@ -251,7 +208,7 @@ def test_algorithm_that_does_not_fit_the_action_space_is_refused():
         agent_class("td3", make_env("CartPole-v1", 1).spec)
 
 
-def test_buffer_that_cannot_fit_in_memory_is_refused_before_training():
+def test_buffer_that_cannot_fit_in_memory_is_refused_before_training(make_agent):
     with pytest.raises(ConfigError, match=r"buffer_size=1,000,000,000,000 .* needs [\d.]+ GiB"):
         make_agent(AgentSAC, buffer_size=10**12)
 
@@ -287,8 +244,10 @@ def test_ensemble_layer_norm_is_each_members_own_layer_norm():
     torch.testing.assert_close(norm(x), want)
 
 
-@pytest.mark.parametrize("cls", list(ALGO_OF), ids=list(ALGO_OF.values()))
-def test_layer_norm_puts_a_layer_norm_before_each_hidden_relu_of_the_critics(cls):
+def test_layer_norm_puts_a_layer_norm_before_each_hidden_relu_of_the_critics(
+    off_policy_cls, batch_for, make_agent
+):
+    cls = off_policy_cls
     from xiaoyarl.core.off_policy_nets import EnsembleLayerNorm
 
     agent, _ = make_agent(cls, layer_norm=True)
@@ -313,14 +272,18 @@ def test_layer_norm_critics_train_end_to_end(algo, env, tmp_path):
     config = Config(algo=algo, env_id=env, layer_norm=True, max_steps=600, eval_every=600,
                     eval_episodes=1, confirm_episodes=0, learning_starts=200, threads=1,
                     cwd=str(tmp_path / "run"))  # fmt: skip
-    assert train_agent(config, log=None)["total_steps"] >= 600
+    summary = train_agent(config, log=None)
+    assert summary["total_steps"] >= 600 and summary["updates"] > 0  # steps through the norms
+    assert summary["final_eval_mean"] is not None and math.isfinite(summary["final_eval_mean"])
+    saved = load_plain(tmp_path / "run" / "checkpoint" / "state.pt")
+    tensors = [t for net in saved["agent"]["nets"].values() for t in net.values()]
+    assert tensors and all(torch.isfinite(t).all() for t in tensors if t.is_floating_point())
 
 
 def test_a_ratio_below_one_step_per_rollout_is_taken_as_asked():
     """repeat_times 0.25 with one sub-env: the automatic horizon grows to 4 steps, so a rollout
     takes one gradient step (not one per 2 steps); an explicit horizon too short is refused."""
     from xiaoyarl import ConfigError
-    from xiaoyarl.agents.settings import resolve_config
     from xiaoyarl.config import Config
 
     config = resolve_config(Config(algo="dqn", env_id="CartPole-v1", num_envs=1,

@@ -7,7 +7,6 @@ import math
 
 import pytest
 import torch
-from test_off_policy import ALGO_OF, batch_for, make_agent, next_value
 
 from xiaoyarl.agents import (
     AgentD3QN,
@@ -25,12 +24,16 @@ from xiaoyarl.train.checkpoint import policy_state
 Q_LEARNERS = (AgentDQN, AgentDoubleDQN, AgentD3QN)
 
 
-def weighted_batch(agent, size=6):
-    """A batch with terminals on every other transition and uneven importance weights."""
-    return batch_for(agent, size)._replace(weights=torch.linspace(0.2, 2.0, size))
+@pytest.fixture
+def weighted_batch(batch_for):
+    """`weighted_batch(agent, size=6)`: a batch with terminals on every other transition and
+    uneven importance weights."""
+    return lambda agent, size=6: batch_for(agent, size)._replace(
+        weights=torch.linspace(0.2, 2.0, size)
+    )
 
 
-def reference_critic_loss(agent, batch, seed):
+def reference_critic_loss(agent, batch, seed, next_value):
     """The critic loss of one update, written out: the TD target r + gamma^m (1 - d) V(s') (V'
     from the agent's own next-value function, under the same random draws; m the steps an
     n-step transition spans, as `batch.discounts` gives them), each critic's error weighted by
@@ -56,15 +59,16 @@ def reference_critic_loss(agent, batch, seed):
 
 
 @pytest.mark.parametrize("n_step", [1, 3])
-@pytest.mark.parametrize("cls", list(ALGO_OF), ids=list(ALGO_OF.values()))
-def test_critic_loss_uses_the_whole_td_target_and_the_importance_weights(cls, n_step):
-    agent, _ = make_agent(cls, policy_noise_std=0.0)
+def test_critic_loss_uses_the_whole_td_target_and_the_importance_weights(
+    off_policy_cls, n_step, make_agent, next_value, weighted_batch
+):
+    agent, _ = make_agent(off_policy_cls, policy_noise_std=0.0)
     batch = weighted_batch(agent)
     gamma = agent.config.gamma
     assert bool((batch.discounts == torch.tensor(gamma)).all())
     if n_step > 1:  # n-step transitions spanning 1, 2 or 3 steps
         batch = batch._replace(discounts=gamma ** torch.tensor([1.0, 2, 3, 3, 2, 1]))
-    want = reference_critic_loss(agent, batch, seed=11)
+    want = reference_critic_loss(agent, batch, 11, next_value)
     torch.manual_seed(11)
     logs, td_errors = agent.update_step(batch)
     torch.testing.assert_close(logs["critic_loss"], want.float(), rtol=1e-5, atol=1e-6)
@@ -72,7 +76,9 @@ def test_critic_loss_uses_the_whole_td_target_and_the_importance_weights(cls, n_
 
 
 @pytest.mark.parametrize("cls", [AgentTD3, AgentSAC, AgentREDQ], ids=["td3", "sac", "redq"])
-def test_priority_of_a_critic_ensemble_is_the_mean_absolute_td_error(cls):
+def test_priority_of_a_critic_ensemble_is_the_mean_absolute_td_error(
+    cls, make_agent, next_value, weighted_batch
+):
     """Critics whose errors have opposite signs must not cancel in the priority (the signed mean
     over critics gave such a transition too low a priority)."""
     agent, _ = make_agent(cls, policy_noise_std=0.0)
@@ -91,7 +97,7 @@ def test_priority_of_a_critic_ensemble_is_the_mean_absolute_td_error(cls):
     torch.testing.assert_close(td_errors, want, rtol=1e-5, atol=1e-6)
 
 
-def test_gradient_step_sets_each_priority_to_its_td_error():
+def test_gradient_step_sets_each_priority_to_its_td_error(make_agent):
     agent, env = make_agent(AgentDQN, per=True, batch_size=16, learning_starts=0)
     twin, _ = make_agent(AgentDQN, per=True, batch_size=16, learning_starts=0)
     for _ in range(3):
@@ -109,7 +115,7 @@ def test_gradient_step_sets_each_priority_to_its_td_error():
     torch.testing.assert_close(leaf, want, rtol=1e-5, atol=1e-7)
 
 
-def test_soft_target_update_every_step_is_a_lerp_by_tau():
+def test_soft_target_update_every_step_is_a_lerp_by_tau(batch_for, make_agent):
     agent, _ = make_agent(AgentSAC, soft_update_tau=0.1)
     before = [p.clone() for p in agent.critic_target.parameters()]
     agent.updates = 0
@@ -119,7 +125,7 @@ def test_soft_target_update_every_step_is_a_lerp_by_tau():
         torch.testing.assert_close(new, old + 0.1 * (online - old))
 
 
-def test_periodic_target_update_copies_every_k_steps():
+def test_periodic_target_update_copies_every_k_steps(batch_for, make_agent):
     agent, _ = make_agent(AgentDQN, soft_update_tau=1.0, target_update_every=3)
     copied = []
     for step in range(6):
@@ -137,7 +143,7 @@ def changed(before: list[torch.Tensor], net: torch.nn.Module) -> bool:
     return any(not torch.equal(a, b) for a, b in zip(before, net.parameters(), strict=True))
 
 
-def test_td3_updates_both_targets_only_on_the_delayed_steps():
+def test_td3_updates_both_targets_only_on_the_delayed_steps(batch_for, make_agent):
     agent, _ = make_agent(AgentTD3, policy_delay=2)
     moved = []
     for step in range(4):
@@ -149,7 +155,7 @@ def test_td3_updates_both_targets_only_on_the_delayed_steps():
     assert moved == [(True, True), (False, False), (True, True), (False, False)]
 
 
-def test_ddpg_and_sac_update_the_target_critics_every_step():
+def test_ddpg_and_sac_update_the_target_critics_every_step(batch_for, make_agent):
     for cls in (AgentDDPG, AgentSAC, AgentREDQ):
         agent, _ = make_agent(cls)
         for step in range(3):
@@ -159,7 +165,7 @@ def test_ddpg_and_sac_update_the_target_critics_every_step():
             assert changed(before, agent.critic_target), (cls, step)
 
 
-def test_dqn_epsilon_decays_linearly_then_stays_and_drives_exploration():
+def test_dqn_epsilon_decays_linearly_then_stays_and_drives_exploration(make_agent):
     agent, _ = make_agent(AgentDQN, explore_rate=0.1, explore_decay_steps=1000)
     for explored, want in ((0, 1.0), (250, 0.775), (500, 0.55), (1000, 0.1), (5000, 0.1)):
         agent.explored = explored
@@ -171,7 +177,7 @@ def test_dqn_epsilon_decays_linearly_then_stays_and_drives_exploration():
     assert abs(differ - 0.55 / 2) < 0.015  # a random action differs from the greedy half the time
 
 
-def test_ddpg_exploration_noise_has_the_configured_std_and_stays_in_bounds():
+def test_ddpg_exploration_noise_has_the_configured_std_and_stays_in_bounds(make_agent):
     agent, _ = make_agent(AgentDDPG, explore_noise_std=0.2)
     state = torch.randn(20_000, 3)
     with torch.no_grad():
@@ -183,7 +189,7 @@ def test_ddpg_exploration_noise_has_the_configured_std_and_stays_in_bounds():
     assert agent.explore_action(state).abs().max() <= 1.0
 
 
-def test_modsac_restarts_its_actor_schedule_with_every_update_call():
+def test_modsac_restarts_its_actor_schedule_with_every_update_call(make_agent):
     """After a calm phase (low critic loss, the actor steps every time) the loss rises: the
     actor must keep stepping on about half of the critic steps, not stall for thousands."""
     agent, env = make_agent(AgentModSAC, learning_starts=0, batch_size=8)
@@ -210,7 +216,7 @@ def test_modsac_restarts_its_actor_schedule_with_every_update_call():
 
 
 @pytest.mark.parametrize("cls", [AgentDQN, AgentSAC, AgentTD3, AgentSACDiscrete])
-def test_off_policy_state_norm_is_updated_shared_with_targets_and_checkpointed(cls):
+def test_off_policy_state_norm_is_updated_shared_with_targets_and_checkpointed(cls, make_agent):
     agent, env = make_agent(cls, state_norm=True, learning_starts=0)
     rollouts = [agent.explore_env(env, 8) for _ in range(3)]
     for rollout in rollouts:

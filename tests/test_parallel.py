@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import cli, popen
 
 from xiaoyarl.train.checkpoint import load_plain
 
@@ -95,7 +94,8 @@ def children_named(tag: str, prefix: str) -> list[int]:
             if Path(f"/proc/{pid}/comm").read_text().startswith(prefix)]  # fmt: skip
 
 
-def test_parallel_ppo_trains_and_is_reproducible(tmp_path, tagged):
+@pytest.mark.distributed
+def test_parallel_ppo_trains_and_is_reproducible(tmp_path, tagged, cli):
     runs = []
     for name in ("a", "b"):
         done = cli("train", "ppo", "CartPole-v1", *TINY_PPO, "--max-steps", "1024",
@@ -110,7 +110,8 @@ def test_parallel_ppo_trains_and_is_reproducible(tmp_path, tagged):
         assert torch.equal(value, runs[1]["agent"]["nets"]["actor"][name]), name
 
 
-def test_parallel_off_policy_trains_on_the_workers_transitions(tmp_path, tagged):
+@pytest.mark.distributed
+def test_parallel_off_policy_trains_on_the_workers_transitions(tmp_path, tagged, cli):
     """Every transition in the learner's replay buffer is one the workers' envs produced: on
     Pendulum the reward is a known function of the state and action, so a stored reward that
     does not belong to its stored state and action (or zeros) would show."""
@@ -136,7 +137,7 @@ def test_parallel_off_policy_trains_on_the_workers_transitions(tmp_path, tagged)
     assert batch.states.abs().sum(-1).min() > 0.5  # real states (cos^2 + sin^2 = 1), not zeros
 
 
-def run_until_error(tagged, tmp_path, env_id, *extra):
+def run_until_error(cli, tagged, tmp_path, env_id, *extra):
     started = time.monotonic()
     done = cli("train", "ppo", f"faulty_envs:{env_id}", *TINY_PPO, "--backend", "gymnasium",
                "--cwd", str(tmp_path / "run"), "--max-steps", "100000", *extra,
@@ -144,8 +145,9 @@ def run_until_error(tagged, tmp_path, env_id, *extra):
     return done, time.monotonic() - started
 
 
-def test_worker_exception_reaches_the_user_naming_worker_and_message(tmp_path, tagged):
-    done, seconds = run_until_error(tagged, tmp_path, "Crash-v0")
+@pytest.mark.distributed
+def test_worker_exception_reaches_the_user_naming_worker_and_message(tmp_path, tagged, cli):
+    done, seconds = run_until_error(cli, tagged, tmp_path, "Crash-v0")
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert "worker 0" in done.stderr or "worker 1" in done.stderr
@@ -157,21 +159,24 @@ def test_worker_exception_reaches_the_user_naming_worker_and_message(tmp_path, t
     assert step > 0 and f"continue with --resume {run}" in done.stderr
 
 
-def test_crashed_worker_is_restarted_up_to_the_limit_then_fails(tmp_path, tagged):
-    done, _ = run_until_error(tagged, tmp_path, "Crash-v0", "--restart-workers", "1")
+@pytest.mark.distributed
+def test_crashed_worker_is_restarted_up_to_the_limit_then_fails(tmp_path, tagged, cli):
+    done, _ = run_until_error(cli, tagged, tmp_path, "Crash-v0", "--restart-workers", "1")
     assert done.returncode == 2
     assert "restarting it (1 of 1 restarts allowed)" in done.stdout
     assert "after 1 restart(s)" in done.stderr and "simulator exploded" in done.stderr
 
 
-def test_hung_env_step_trips_the_worker_timeout(tmp_path, tagged):
-    done, seconds = run_until_error(tagged, tmp_path, "Hang-v0", "--set", "worker_timeout=3")
+@pytest.mark.distributed
+def test_hung_env_step_trips_the_worker_timeout(tmp_path, tagged, cli):
+    done, seconds = run_until_error(cli, tagged, tmp_path, "Hang-v0", "--set", "worker_timeout=3")
     assert done.returncode == 2
     assert "delivered no rollout for 3 s" in done.stderr
     assert seconds < 30
 
 
-def test_killed_worker_is_detected_and_the_checkpoint_stays_loadable(tmp_path, tagged):
+@pytest.mark.distributed
+def test_killed_worker_is_detected_and_the_checkpoint_stays_loadable(tmp_path, tagged, popen):
     run = tmp_path / "run"
     proc = popen("train", "ppo", "faulty_envs:Slow-v0", *TINY_PPO, "--backend", "gymnasium",
                  "--cwd", str(run), "--max-steps", "10000000", "--eval-every", "100000000",
@@ -191,8 +196,9 @@ def test_killed_worker_is_detected_and_the_checkpoint_stays_loadable(tmp_path, t
     assert load_plain(ckpt)["counters"]["total_steps"] > 0
 
 
+@pytest.mark.distributed
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "stop_file"])
-def test_signals_and_stop_file_shut_everything_down_with_a_checkpoint(tmp_path, tagged, how):
+def test_signals_and_stop_file_shut_everything_down_with_a_checkpoint(tmp_path, tagged, how, popen):
     run = tmp_path / "run"
     proc = popen("train", "ppo", "CartPole-v1", *TINY_PPO, "--cwd", str(run),
                  "--max-steps", "100000000", "--target-return", "1e9",

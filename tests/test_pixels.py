@@ -223,6 +223,8 @@ def test_off_policy_targets_lag_with_a_copy_of_the_cnn(algo):
     env.close()
 
 
+@pytest.mark.learning
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize(
     ("algo", "fields"),
     [

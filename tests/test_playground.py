@@ -113,7 +113,8 @@ def test_clear_errors(env):
         fresh.step(torch.zeros(N, 1))
 
 
-@pytest.mark.slow
+@pytest.mark.learning
+@pytest.mark.timeout(1800)
 def test_ppo_learns_cartpole_swingup(tmp_path):
     """PPO with its defaults (16 sub-envs on a CPU), 40k env steps: the final evaluation is far
     above a random policy's return (measured here: random ~40, PPO ~200 after 20k steps)."""

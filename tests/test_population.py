@@ -77,6 +77,7 @@ def _writer(folder: str, worker: int, scores: list[float]) -> None:
             board.insert(payload, score, {"member": f"w{worker}", "step": i, "hparams": {}})
 
 
+@pytest.mark.distributed
 def test_leaderboard_stays_consistent_under_concurrent_writers(tmp_path):
     rng = random.Random(1)
     scores = [[rng.uniform(-100, 100) for _ in range(15)] for _ in range(4)]
@@ -117,6 +118,8 @@ def _no_member_left(folder: Path) -> bool:
     return True
 
 
+@pytest.mark.distributed
+@pytest.mark.timeout(600)
 def test_generational_population_exploits_and_explores(tmp_path):
     space = tmp_path / "space.yaml"
     space.write_text("learning_rate: {log_uniform: [1.0e-5, 1.0e-2]}\n")
@@ -174,6 +177,8 @@ def _member_pids(folder: Path) -> list[int]:
     return pids
 
 
+@pytest.mark.distributed
+@pytest.mark.timeout(600)
 def test_tournament_replaces_a_killed_member_and_keeps_the_leaderboard(tmp_path):
     out = tmp_path / "pop"
     launcher = subprocess.Popen(
@@ -237,6 +242,8 @@ def test_cloud_recipe_launches_the_guides_command():
     assert 'ENTRYPOINT ["xiaoyarl"]' in dockerfile and "TORCH_INDEX" in dockerfile
 
 
+@pytest.mark.distributed
+@pytest.mark.timeout(600)
 def test_generations_measured_in_seconds(tmp_path):
     """`--generation-seconds`: every member trains a few seconds per generation (each ends
     with an evaluation), until the members reach the budget."""

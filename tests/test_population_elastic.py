@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from helpers import PACKAGE_DIR, library_frames
+import pytest
 
 from xiaoyarl.population.plots import read_population_csv
 
@@ -105,7 +105,9 @@ def _processes_of(out: Path) -> list[int]:
     return found
 
 
-def test_launchers_join_and_leave_one_population(tmp_path):
+@pytest.mark.distributed
+@pytest.mark.timeout(600)
+def test_launchers_join_and_leave_one_population(tmp_path, library_frames):
     out = tmp_path / "pop"
     port = _free_port()
     logs = {name: tmp_path / f"{name}.log" for name in "abc"}
@@ -151,10 +153,10 @@ def test_launchers_join_and_leave_one_population(tmp_path):
     assert not _processes_of(out), "processes of the population are left"
 
 
-def test_the_traceback_check_is_not_fooled_by_the_clone_path():
+def test_the_traceback_check_is_not_fooled_by_the_clone_path(library_frames, package_dir):
     """A clone whose path holds 'xiaoyarl/' prints it in torch's C++ traces: not a library frame
     (the earlier check, `"xiaoyarl/" not in text`, failed there)."""
     cpp_trace = "frame #3: c10::Error in /home/me/xiaoyarl/.venv/lib/torch/lib/libtorch_cpu.so"
     assert not library_frames(cpp_trace)
-    frame = f'  File "{PACKAGE_DIR}{os.sep}train{os.sep}population.py", line 3, in run'
+    frame = f'  File "{package_dir}{os.sep}train{os.sep}population.py", line 3, in run'
     assert library_frames(f"Traceback (most recent call last):\n{frame}\nValueError") == [frame]

@@ -7,7 +7,6 @@ import json
 
 import pytest
 import torch
-from helpers import cli
 
 from xiaoyarl.agents.pqn import AgentPQN
 from xiaoyarl.agents.settings import resolve_config
@@ -16,26 +15,8 @@ from xiaoyarl.core.returns import lambda_returns
 from xiaoyarl.envs import make_env
 
 
-def slow_lambda_returns(rewards, next_values, terminals, truncates, gamma, lam):
-    """The textbook recursion, one sub-env and one step at a time, in Python floats."""
-    steps, envs = rewards.shape
-    out = [[0.0] * envs for _ in range(steps)]
-    for n in range(envs):
-        later = None  # G_{t+1}; none past the rollout's last step
-        for t in reversed(range(steps)):
-            r, v = float(rewards[t, n]), float(next_values[t, n])
-            if terminals[t, n]:
-                g = r
-            elif truncates[t, n] or later is None:
-                g = r + gamma * v
-            else:
-                g = r + gamma * ((1 - lam) * v + lam * later)
-            out[t][n] = later = g
-    return torch.tensor(out)
-
-
 @pytest.mark.parametrize("lam", [0.0, 0.65, 1.0])
-def test_lambda_returns_match_the_textbook_recursion(lam):
+def test_lambda_returns_match_the_textbook_recursion(lam, slow_lambda_returns):
     g = torch.Generator().manual_seed(0)
     rewards = torch.randn(12, 5, generator=g)
     next_values = torch.randn(12, 5, generator=g)
@@ -79,7 +60,7 @@ def test_rollout_shapes_update_and_exploration_schedule():
     assert agent.epsilon() == pytest.approx(0.1)
 
 
-def test_targets_bootstrap_from_the_greedy_value_of_the_state_reached():
+def test_targets_bootstrap_from_the_greedy_value_of_the_state_reached(slow_lambda_returns):
     agent, env = make_pqn(q_lambda=0.5)
     rollout = agent.explore_env(env, 8)
     with torch.no_grad():
@@ -109,9 +90,11 @@ def test_update_regresses_q_onto_the_targets_of_the_rollout():
         torch.testing.assert_close(a, b)
 
 
+@pytest.mark.distributed
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("runner", [(), ("--runner", "parallel", "--num-workers", "2"),
                                     ("--learners", "2")])  # fmt: skip
-def test_trains_through_each_runner(tmp_path, runner):
+def test_trains_through_each_runner(tmp_path, runner, cli):
     summary = tmp_path / "summary.json"
     result = cli("train", "pqn", "CartPole-v1", "--seed", "0", "--quiet", "--max-steps", "4096",
                  "--num-envs", "16", "--eval-every", "2048", "--target-return", "none",

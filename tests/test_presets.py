@@ -61,11 +61,12 @@ def test_every_algorithm_preset_is_a_valid_config(algo):
     check_config(config)
 
 
-def test_population_and_tune_start_from_the_task_preset_like_train(tmp_path):
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_population_and_tune_start_from_the_task_preset_like_train(tmp_path, cli):
     """`xiaoyarl population` and `xiaoyarl tune` take the pair's task preset as `train` does
     (said at start; --no-preset keeps the defaults); the searched fields are the search's."""
     import yaml
-    from helpers import cli
 
     tiny = ["--max-steps", "3200", "--eval-every", "3200", "--eval-episodes", "2"]
     done = cli("population", "mappo", "SpreadDiscrete-v0", "--members", "1", *tiny,

@@ -4,6 +4,7 @@ share while one rank's trajectory buffer fills faster than the other's."""
 
 import datetime
 
+import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -64,6 +65,8 @@ def _modsac_rank(rank: int, store: str, out: str) -> None:
     dist.destroy_process_group()
 
 
+@pytest.mark.distributed
+@pytest.mark.timeout(600)
 def test_modsac_ranks_on_different_data_step_the_actor_alike(tmp_path):
     mp.start_processes(_modsac_rank, args=(str(tmp_path / "store"), str(tmp_path / "rank")),
                        nprocs=2, start_method="spawn")  # fmt: skip
@@ -95,6 +98,8 @@ def _h_term_rank(rank: int, store: str, out: str) -> None:
     dist.destroy_process_group()
 
 
+@pytest.mark.distributed
+@pytest.mark.timeout(600)
 def test_h_term_keeps_the_ranks_shared_random_state_alike(tmp_path):
     mp.start_processes(_h_term_rank, args=(str(tmp_path / "store"), str(tmp_path / "rank")),
                        nprocs=2, start_method="spawn")  # fmt: skip

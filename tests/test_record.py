@@ -7,7 +7,6 @@ import sys
 import gymnasium
 import numpy as np
 import pytest
-from tiny_runs import tiny_run
 
 from xiaoyarl import CheckpointError, Config, ConfigError, EnvError, XiaoyaError, load_policy
 from xiaoyarl.config_io import save_config
@@ -17,10 +16,9 @@ Image = pytest.importorskip("PIL.Image")
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, tiny_run):
     pytest.importorskip("pygame")  # gymnasium's classic-control renderer: the `render` extra
-    root = tmp_path_factory.getbasetemp()
-    return {name: tiny_run(name, root) for name in ("ppo-CartPole", "ppo-Pendulum")}
+    return {name: tiny_run(name) for name in ("ppo-CartPole", "ppo-Pendulum")}
 
 
 def episode_lengths(run_dir, env_id: str, episodes: int, seed: int) -> list[int]:

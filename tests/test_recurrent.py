@@ -135,6 +135,8 @@ def test_settings_a_recurrent_policy_cannot_take():
         resolve_config(Config(recurrent="rnn"), batched=True)
 
 
+@pytest.mark.learning
+@pytest.mark.timeout(600)
 def test_learns_cartpole_without_velocities_and_the_saved_policy_remembers(tmp_path):
     """A GRU policy solves what a feed-forward one cannot (BENCHMARKS.md: 3 of 3 seeds each);
     the saved policy plays it through `predict`, carrying its hidden state."""

@@ -14,7 +14,6 @@ import textwrap
 import numpy as np
 import pytest
 import torch
-from helpers import TINY, cli
 
 from xiaoyarl import Callback, Config, load_policy, train_agent
 from xiaoyarl.config_io import field_docs
@@ -52,7 +51,7 @@ CRASHY_MODULE = textwrap.dedent(
 )
 
 
-def test_a_failing_env_keeps_the_run_folder_and_the_run_resumes(tmp_path):
+def test_a_failing_env_keeps_the_run_folder_and_the_run_resumes(tmp_path, cli):
     (tmp_path / "crashy_mod.py").write_text(CRASHY_MODULE)
     run = tmp_path / "run"
     args = ["train", "ppo", "crashy_mod:Crashy-v0", "--num-envs", "4", "--set",
@@ -74,10 +73,11 @@ def test_a_failing_env_keeps_the_run_folder_and_the_run_resumes(tmp_path):
     assert load_plain(run / "checkpoint" / "state.pt")["counters"]["total_steps"] == step + 128
 
 
-def test_a_closed_stdout_does_not_stop_training(tmp_path):
+@pytest.mark.slow
+def test_a_closed_stdout_does_not_stop_training(tmp_path, tiny):
     run = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "xiaoyarl", "train", "ppo", "CartPole-v1", *TINY, "--cwd",
+        [sys.executable, "-m", "xiaoyarl", "train", "ppo", "CartPole-v1", *tiny, "--cwd",
          str(run), "--max-steps", "8192", "--eval-every", "256", "--target-return", "none"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -90,7 +90,7 @@ def test_a_closed_stdout_does_not_stop_training(tmp_path):
     assert load_plain(run / "checkpoint" / "state.pt")["counters"]["total_steps"] == 8192
 
 
-def test_startup_line_threads_and_timings_from_process_start(tmp_path):
+def test_startup_line_threads_and_timings_from_process_start(tmp_path, cli):
     summary_path = tmp_path / "s.json"
     result = cli("train", "ppo", "CartPole-v1", "--num-envs", "16", "--set", "horizon_len=16",
                  "--eval-episodes", "2", "--max-steps", "1024", "--eval-every", "256",
@@ -109,28 +109,29 @@ def test_startup_line_threads_and_timings_from_process_start(tmp_path):
     )
 
 
-def test_threads_can_be_chosen_and_are_reported(tmp_path):
-    result = cli("train", "ppo", "CartPole-v1", *TINY[:4], "--threads", "2", "--eval-episodes",
+def test_threads_can_be_chosen_and_are_reported(tmp_path, cli, tiny):
+    result = cli("train", "ppo", "CartPole-v1", *tiny[:4], "--threads", "2", "--eval-episodes",
                  "2", "--max-steps", "256", "--cwd", str(tmp_path / "r"))  # fmt: skip
     assert result.returncode == 0 and "| 2 threads |" in result.stdout
 
 
-def test_progress_lines_without_a_terminal_and_quiet(tmp_path):
-    result = cli("train", "ppo", "CartPole-v1", *TINY, "--max-steps", "2048", "--eval-every",
+def test_progress_lines_without_a_terminal_and_quiet(tmp_path, cli, tiny):
+    result = cli("train", "ppo", "CartPole-v1", *tiny, "--max-steps", "2048", "--eval-every",
                  "1024", "--cwd", str(tmp_path / "r"))  # fmt: skip
     lines = result.stdout.splitlines()
     progress = [line for line in lines if "steps |" in line and "sps" in line]
     assert progress and "left" in progress[0] and "\r" not in result.stdout
     assert any(line.startswith("step") and "eval" in line for line in lines)
-    quiet = cli("train", "ppo", "CartPole-v1", *TINY, "--max-steps", "512", "--quiet",
+    quiet = cli("train", "ppo", "CartPole-v1", *tiny, "--max-steps", "512", "--quiet",
                 "--cwd", str(tmp_path / "q"))  # fmt: skip
     assert quiet.returncode == 0 and quiet.stdout == ""
 
 
-def test_progress_bar_is_redrawn_in_place_on_a_terminal(tmp_path):
+@pytest.mark.slow
+def test_progress_bar_is_redrawn_in_place_on_a_terminal(tmp_path, tiny):
     controller, terminal = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "xiaoyarl", "train", "ppo", "CartPole-v1", *TINY, "--cwd",
+        [sys.executable, "-m", "xiaoyarl", "train", "ppo", "CartPole-v1", *tiny, "--cwd",
          str(tmp_path / "r"), "--max-steps", "4096", "--eval-every", "2048"],
         stdout=terminal, stderr=subprocess.PIPE, close_fds=True,
     )  # fmt: skip
@@ -152,9 +153,9 @@ def test_progress_bar_is_redrawn_in_place_on_a_terminal(tmp_path):
     assert "\r\x1b[K[" in text and "4,096/4,096 steps" in text  # the bar, redrawn to the end
 
 
-def test_training_episodes_are_recorded(tmp_path):
+def test_training_episodes_are_recorded(tmp_path, cli, tiny):
     run = tmp_path / "r"
-    assert cli("train", "ppo", "CartPole-v1", *TINY, "--max-steps", "4096", "--cwd", str(run),
+    assert cli("train", "ppo", "CartPole-v1", *tiny, "--max-steps", "4096", "--cwd", str(run),
                "--eval-every", "2048").returncode == 0  # fmt: skip
     with open(run / "episodes.csv", newline="") as f:
         rows = list(csv.DictReader(f))
@@ -194,9 +195,9 @@ def test_episode_statistics_match_a_python_loop():
     assert stats.flush() is None  # nothing ended since
 
 
-def test_target_return_none_trains_the_whole_budget(tmp_path):
+def test_target_return_none_trains_the_whole_budget(tmp_path, cli, tiny):
     summary_path = tmp_path / "s.json"
-    result = cli("train", "a2c", "CartPole-v1", *TINY, "--max-steps", "2048", "--eval-every",
+    result = cli("train", "a2c", "CartPole-v1", *tiny, "--max-steps", "2048", "--eval-every",
                  "256", "--target-return", "none", "--cwd", str(tmp_path / "r"),
                  "--summary-json", str(summary_path))  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -304,9 +305,9 @@ def test_evaluations_never_reuse_start_states_within_or_across_runs(tmp_path):
     assert first_states(0, 1)[0] == run0[0]  # reproducible
 
 
-def test_plot_command_draws_what_training_drew(tmp_path):
+def test_plot_command_draws_what_training_drew(tmp_path, cli, tiny):
     run = tmp_path / "r"
-    assert cli("train", "ppo", "CartPole-v1", *TINY, "--max-steps", "512", "--eval-every",
+    assert cli("train", "ppo", "CartPole-v1", *tiny, "--max-steps", "512", "--eval-every",
                "256", "--cwd", str(run)).returncode == 0  # fmt: skip
     drawn = (run / "learning_curve.png").read_bytes()
     assert json.loads((run / "plot.json").read_text()) == {
@@ -316,9 +317,9 @@ def test_plot_command_draws_what_training_drew(tmp_path):
     assert (run / "learning_curve.png").read_bytes() == drawn  # same title, same target line
 
 
-def test_resume_names_a_folder_and_a_missing_checkpoint_says_where_it_looked(tmp_path):
+def test_resume_names_a_folder_and_a_missing_checkpoint_says_where_it_looked(tmp_path, cli, tiny):
     run = tmp_path / "named"
-    common = ["train", "ppo", "CartPole-v1", *TINY, "--eval-every", "256"]
+    common = ["train", "ppo", "CartPole-v1", *tiny, "--eval-every", "256"]
     assert cli(*common, "--max-steps", "256", "--cwd", str(run)).returncode == 0
     resumed = cli(*common, "--max-steps", "512", "--resume", str(run))
     assert resumed.returncode == 0 and "resumed from step 256" in resumed.stdout
@@ -328,7 +329,7 @@ def test_resume_names_a_folder_and_a_missing_checkpoint_says_where_it_looked(tmp
     assert "--resume RUN_DIR" in missing.stderr
 
 
-def test_version_and_field_descriptions():
+def test_version_and_field_descriptions(cli):
     from xiaoyarl import __version__
 
     version = cli("--version")
@@ -341,8 +342,10 @@ def test_version_and_field_descriptions():
     assert len(field_docs()) == len(Config.field_names())  # every field is described
 
 
-def test_a_field_the_algorithm_ignores_gets_a_warning_and_a_wrong_switch_an_error(tmp_path):
-    ignored = cli("train", "ppo", "CartPole-v1", *TINY, "--max-steps", "256", "--set",
+def test_a_field_the_algorithm_ignores_gets_a_warning_and_a_wrong_switch_an_error(
+    tmp_path, cli, tiny
+):
+    ignored = cli("train", "ppo", "CartPole-v1", *tiny, "--max-steps", "256", "--set",
                   "per=true", "--cwd", str(tmp_path / "r"))  # fmt: skip
     assert ignored.returncode == 0 and "per=True is ignored by ppo" in ignored.stderr
     refused = cli("train", "sac", "Pendulum-v1", "--set", "reward_norm=true",
@@ -407,13 +410,14 @@ def test_predict_takes_one_or_many_observations_deterministic_or_not(tmp_path, a
         assert (np.abs(sampled) <= 2.0).all()  # Pendulum's torque bounds
 
 
-def test_tensorboard_and_wandb_offline_get_evaluations_episodes_and_losses(tmp_path):
+@pytest.mark.slow
+def test_tensorboard_and_wandb_offline_get_evaluations_episodes_and_losses(tmp_path, cli, tiny):
     pytest.importorskip("tensorboard")
     pytest.importorskip("wandb")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     run = tmp_path / "r"
-    result = cli("train", "ppo", "CartPole-v1", *TINY, "--max-steps", "2048", "--eval-every",
+    result = cli("train", "ppo", "CartPole-v1", *tiny, "--max-steps", "2048", "--eval-every",
                  "1024", "--cwd", str(run), "--set", "tensorboard=true", "--set", "wandb=true",
                  env={"WANDB_MODE": "offline", "WANDB_SILENT": "true"})  # fmt: skip
     assert result.returncode == 0, result.stderr

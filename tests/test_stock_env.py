@@ -210,7 +210,7 @@ def test_no_look_ahead_prices_after_day_t_change_nothing_up_to_day_t():
 
 
 # --- the contract ---------------------------------------------------------------------------------
-DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -13,7 +13,6 @@ import time
 
 import pytest
 import yaml
-from helpers import cli
 
 from xiaoyarl.agents.settings import check_config
 from xiaoyarl.config import Config
@@ -53,7 +52,7 @@ def read_trials(folder):
         return list(csv.DictReader(f))
 
 
-def test_a_study_writes_its_table_plots_and_a_preset_that_trains(tmp_path):
+def test_a_study_writes_its_table_plots_and_a_preset_that_trains(tmp_path, cli):
     run = cli(*tune_args(tmp_path, "study", "--trials", "3", "--max-steps", "768"), timeout=300)
     assert run.returncode == 0, run.stderr
     folder = tmp_path / "study"
@@ -78,7 +77,9 @@ def test_a_study_writes_its_table_plots_and_a_preset_that_trains(tmp_path):
     assert "best: trial" in run.stdout
 
 
-def test_a_study_killed_with_sigkill_resumes_and_retries_the_dead_trial(tmp_path):
+@pytest.mark.distributed
+@pytest.mark.timeout(600)
+def test_a_study_killed_with_sigkill_resumes_and_retries_the_dead_trial(tmp_path, cli):
     args = tune_args(tmp_path, "study", "--trials", "3", "--max-steps", "4096", "--heartbeat", "1",
                      "--pruner", "none")  # fmt: skip
     folder = tmp_path / "study"
@@ -106,7 +107,9 @@ def test_a_study_killed_with_sigkill_resumes_and_retries_the_dead_trial(tmp_path
     assert (folder / "best.yaml").is_file()
 
 
-def test_two_workers_share_one_study(tmp_path):
+@pytest.mark.distributed
+@pytest.mark.timeout(600)
+def test_two_workers_share_one_study(tmp_path, cli):
     run = cli(*tune_args(tmp_path, "study", "--trials", "4", "--max-steps", "512", "--jobs", "2"),
               timeout=300)  # fmt: skip
     assert run.returncode == 0, run.stderr
@@ -117,7 +120,9 @@ def test_two_workers_share_one_study(tmp_path):
     assert len({r["learning_rate"] for r in complete}) == len(complete)  # no two drew alike
 
 
-def test_the_population_engine_searches_the_same_space(tmp_path):
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_population_engine_searches_the_same_space(tmp_path, cli):
     run = cli(*tune_args(tmp_path, "study", "--engine", "pbt", "--members", "2", "--max-steps",
                          "512"), timeout=300)  # fmt: skip
     assert run.returncode == 0, run.stderr
@@ -135,7 +140,7 @@ def test_every_default_space_fits_config(algo):
     assert "learning_rate" in space.params
 
 
-def test_refusals_name_what_to_do(tmp_path):
+def test_refusals_name_what_to_do(tmp_path, cli):
     run = cli("tune", "vdn", "SpreadDiscrete-v0", "--cwd", str(tmp_path / "a"))
     assert run.returncode == 2 and "no default search space" in run.stderr
     assert "--space FILE.yaml" in run.stderr
@@ -151,6 +156,8 @@ def test_refusals_name_what_to_do(tmp_path):
     assert run.returncode == 2 and "already holds a study" in run.stderr
 
 
+@pytest.mark.distributed
+@pytest.mark.timeout(600)
 def test_sigterm_to_a_study_with_workers_stops_them_all(tmp_path):
     args = tune_args(tmp_path, "study", "--trials", "4", "--max-steps", "100000", "--jobs", "2")
     proc = subprocess.Popen([sys.executable, "-m", "xiaoyarl", *args], stdout=subprocess.DEVNULL,
@@ -175,7 +182,7 @@ def test_sigterm_to_a_study_with_workers_stops_them_all(tmp_path):
     assert {t.state.name for t in study.trials} == {"FAIL"}  # stopped, not left running
 
 
-def test_a_trial_of_several_seeds_trains_each_and_takes_their_mean(tmp_path):
+def test_a_trial_of_several_seeds_trains_each_and_takes_their_mean(tmp_path, cli):
     run = cli(*tune_args(tmp_path, "study", "--trials", "1", "--max-steps", "512", "--seed", "5",
                          "--trial-seeds", "2"), timeout=300)  # fmt: skip
     assert run.returncode == 0, run.stderr
@@ -190,7 +197,7 @@ def test_a_trial_of_several_seeds_trains_each_and_takes_their_mean(tmp_path):
     assert float(row["value"]) == pytest.approx(sum(means) / 2, rel=1e-5)
 
 
-def test_the_time_objective_is_the_seconds_to_the_target(tmp_path):
+def test_the_time_objective_is_the_seconds_to_the_target(tmp_path, cli):
     """`--objective time`: a trial stops at its confirmed target and its value is minus the
     seconds to it (training and evaluation), as the run's summary reports them."""
     args = ["--trials", "1", "--max-steps", "4096", "--objective", "time", "--target-return",
@@ -211,13 +218,20 @@ def test_the_time_objective_is_the_seconds_to_the_target(tmp_path):
 def test_seed_values_of_the_time_objective():
     from xiaoyarl.tune.study import MISSED_TARGET_FACTOR, seed_value
 
-    solved = {"solved": True, "seconds_to_target": 12.5, "train_seconds": 9.0, "eval_seconds": 3}
-    missed = {"solved": False, "seconds_to_target": None, "train_seconds": 20.0, "eval_seconds": 2}
+    solved = {"solved": True, "seconds_to_target": 12.5, "train_seconds": 9.0, "eval_seconds": 3,
+              "stop_reason": "target"}  # fmt: skip
+    missed = {"solved": False, "seconds_to_target": None, "train_seconds": 20.0, "eval_seconds": 2,
+              "stop_reason": "max_steps"}  # fmt: skip
     assert seed_value("time", None, solved) == -12.5
-    assert seed_value("time", None, missed) == -MISSED_TARGET_FACTOR * 22.0
+    # train_seconds holds the evaluations' seconds already: counted once
+    assert seed_value("time", None, missed) == -MISSED_TARGET_FACTOR * 20.0
+    # a run that blew up at once ranks below every miss, however slow
+    diverged = {**missed, "train_seconds": 0.2, "eval_seconds": 0.0, "stop_reason": "diverged"}
+    slowest_miss = {**missed, "train_seconds": 1e9}
+    assert seed_value("time", None, diverged) < seed_value("time", None, slowest_miss)
 
 
-def test_the_time_objective_needs_a_target(tmp_path):
+def test_the_time_objective_needs_a_target(tmp_path, cli):
     run = cli("tune", "ppo", "StockTrading-v0", "--objective", "time", "--cwd",
               str(tmp_path / "s"))  # fmt: skip
     assert run.returncode == 2 and "--target-return R" in run.stderr

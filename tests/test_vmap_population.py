@@ -261,6 +261,8 @@ def _population_learns_cartpole(tmp_path, algo: str, space: str, steps: int, net
     return out, summary, rows
 
 
+@pytest.mark.learning
+@pytest.mark.timeout(600)
 def test_vmapped_generational_population_learns_cartpole(tmp_path):
     out, summary, rows = _population_learns_cartpole(
         tmp_path, "ppo", "{log_uniform: [1.0e-4, 1.0e-2]}", 60000, "actor"
@@ -277,6 +279,8 @@ def test_vmapped_generational_population_learns_cartpole(tmp_path):
     assert again.returncode == 0 and "population done" in again.stdout, again.stderr[-2000:]
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_vmapped_tournament_fills_the_leaderboard(tmp_path):
     out = tmp_path / "pop"
     result = _cli("ppo", "CartPole-v1", "--scheme", "tournament", "--members", "3",
@@ -291,7 +295,8 @@ def test_vmapped_tournament_fills_the_leaderboard(tmp_path):
     assert len(board["entries"]) == 2
 
 
-@pytest.mark.slow  # a learning test (40 s); the docs tests run the same command on a tiny budget
+@pytest.mark.learning  # 40 s; the docs tests run the same command on a tiny budget
+@pytest.mark.timeout(600)
 def test_vmapped_pqn_population_learns_cartpole(tmp_path):
     """PQN members with a learning-rate search, trained as one stacked model, reach CartPole's
     target; their checkpoints carry each member's own learning rate."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import shlex
 import sys
@@ -485,7 +486,8 @@ def _eval(args: argparse.Namespace) -> int:
     runs = args.run_dirs
     result = evaluate(runs if len(runs) > 1 else runs[0], episodes=args.episodes, seed=args.seed)
     what = f" of the ensemble of {len(runs)} runs" if len(runs) > 1 else ""
-    print(f"eval{what} over {args.episodes} episodes: {result['mean']:.2f} ± {result['std']:.2f}")
+    episodes = f"{args.episodes} episode{'s' if args.episodes != 1 else ''}"
+    print(f"eval{what} over {episodes}: {result['mean']:.2f} ± {result['std']:.2f}")
     if len(runs) > 1:  # each member on the same episodes, for comparison
         for run_dir in runs:
             alone = evaluate(run_dir, episodes=args.episodes, seed=args.seed)
@@ -881,6 +883,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("xiaoyarl: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader left (`xiaoyarl list --fields | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+        return 141  # as a shell reports a process ended by SIGPIPE
 
 
 if __name__ == "__main__":

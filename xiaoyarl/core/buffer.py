@@ -105,6 +105,10 @@ class ReplayBuffer:
         "last_next_states",
     )
     _COUNTERS: tuple[str, ...] = ("ptr", "size", "trunc_ptr", "trunc_live")
+    # the tensors with a row per time step (R, ...), saved up to the rows filled
+    _ROW_TENSORS = frozenset({"states", "actions", "rewards", "terminals", "next_index",
+                              "trunc_counts", "frames", "history", "stack_index",
+                              "stack_counts"})  # fmt: skip
     # what stacked frames store in place of "states" (see the module docstring)
     _FRAME_TENSORS: tuple[str, ...] = ("frames", "history", "stack_index", "stack_counts",
                                        "last_states")  # fmt: skip
@@ -589,9 +593,14 @@ class ReplayBuffer:
         return (*self._COUNTERS, *frames)
 
     def state_dict(self) -> dict:
-        """Contents and position as plain data (the tensors are the buffer's own, not copies)."""
+        """Contents and position as plain data (the tensors are the buffer's own, not copies).
+        Of the tensors with a row per time step, only the rows filled so far: a buffer filled to
+        a fraction of its capacity saves that fraction (`load_state_dict` restores the rest as
+        a new buffer has it)."""
         state = self._shape_info()
-        state.update({name: getattr(self, name) for name in self._tensor_names()})
+        filled = self.size  # rows 0 .. size - 1 until the ring is full, then all of them
+        state.update({name: getattr(self, name)[:filled] if name in self._ROW_TENSORS
+                      else getattr(self, name) for name in self._tensor_names()})  # fmt: skip
         state.update({name: getattr(self, name) for name in self._counter_names()})
         if self.frame_stack > 1:
             state["stack_states"] = self.stack_states  # its size depends on what it held
@@ -606,8 +615,15 @@ class ReplayBuffer:
                 f"{type(self).__name__}: the saved buffer was built with {theirs}, this one with "
                 f"{mine}; they must match to resume."
             )
+        filled = int(state["size"])
         for name in self._tensor_names():
-            getattr(self, name).copy_(state[name])
+            mine = getattr(self, name)
+            if name in self._ROW_TENSORS and len(state[name]) < self.rows:  # only filled rows
+                mine[:filled].copy_(state[name][:filled])
+                mine[filled:] = self._default_next_index(filled, self.rows - filled) \
+                    if name == "next_index" else 0  # fmt: skip
+            else:
+                mine.copy_(state[name])
         for name in self._counter_names():
             setattr(self, name, int(state[name]))
         if self.frame_stack > 1:

@@ -20,10 +20,15 @@ _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 def sample_categorical(logprobs: torch.Tensor) -> torch.Tensor:
     """One action `(batch,)` int64 per row of normalised log-probabilities `(batch, A)`, by
-    inverting the cumulative distribution at a uniform draw."""
+    inverting the cumulative distribution at a uniform draw u in [0, 1): the first action whose
+    cumulative probability exceeds u. An action of probability 0 (a masked one) is never taken:
+    where the rounded probabilities sum to less than u, the row's last action of positive
+    probability is taken (not its last action, which may be masked)."""
     u = torch.rand(logprobs.shape[:-1] + (1,), device=logprobs.device)
-    action = (logprobs.exp().cumsum(-1) < u).sum(-1)
-    return action.clamp(max=logprobs.shape[-1] - 1)  # cumsum may round to just below 1
+    probs = logprobs.exp()
+    action = (probs.cumsum(-1) <= u).sum(-1)
+    last = probs.shape[-1] - 1 - (probs > 0).flip(-1).to(torch.uint8).argmax(-1)
+    return torch.minimum(action, last)
 
 
 # The logit of an unavailable action (probability exp(-1e9) = 0): finite, unlike -inf, so

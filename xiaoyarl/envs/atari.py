@@ -10,7 +10,8 @@ wrappers (`AtariPreprocessing`, `FrameStackObservation`) and three small ones be
   last two (Atari sprites flicker);
 - `screen_size` (84): frames in grayscale, resized to 84x84;
 - `frame_stack` (4): the last 4 frames stacked, `(4, 84, 84)` uint8;
-- `fire_reset` (true): press FIRE to start a game (or a life) in games that wait for it;
+- `fire_reset` (true): press FIRE to start a game (or a life) in games that wait for it (in
+  evaluation, which plays whole games, after each lost life too);
 - for training only, `episodic_life` (true): a lost life ends the learner's episode (the game
   goes on from there, it is not reset), and `clip_rewards` (true): rewards clipped to their sign.
 
@@ -107,6 +108,31 @@ class FireReset(gymnasium.Wrapper):
         return obs, info
 
 
+class FireAfterLostLife(gymnasium.Wrapper):
+    """Evaluation plays whole games, so no reset follows a lost life: press FIRE there, as the
+    training env's reset does, without ending the episode (a greedy policy that never picks FIRE
+    would otherwise wait until the game's time limit). The FIRE step's reward is added."""
+
+    def __init__(self, env: gymnasium.Env) -> None:
+        super().__init__(env)
+        self.lives = 0
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        lives = self.env.unwrapped.ale.lives()  # type: ignore[attr-defined]
+        if 0 < lives < self.lives and not (terminated or truncated):
+            obs, fire_reward, terminated, truncated, info = self.env.step(1)
+            reward = float(reward) + float(fire_reward)
+            lives = self.env.unwrapped.ale.lives()  # type: ignore[attr-defined]
+        self.lives = lives
+        return obs, reward, terminated, truncated, info
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict]:
+        obs, info = self.env.reset(**kwargs)
+        self.lives = self.env.unwrapped.ale.lives()  # type: ignore[attr-defined]
+        return obs, info
+
+
 def clip_reward(reward: Any) -> float:
     """The sign of a reward: -1, 0 or 1."""
     return float(np.sign(reward))
@@ -139,6 +165,8 @@ def wrap_atari(env: gymnasium.Env, settings: dict[str, Any], evaluation: bool) -
     if settings["episodic_life"] and not evaluation:
         env = EpisodicLife(env)
     if settings["fire_reset"] and wants_fire(env):
+        if evaluation:  # whole games: FIRE after each lost life too
+            env = FireAfterLostLife(env)
         env = FireReset(env)
     if settings["clip_rewards"] and not evaluation:
         env = TransformReward(env, clip_reward)

@@ -3,8 +3,10 @@ or MuJoCo Playground's, as the backend asks)."""
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
+import inspect
 from collections.abc import Callable
 
 import torch
@@ -79,6 +81,7 @@ def make_env(
     if is_torch_native(env_id, backend):
         # a torch-native env's constructor takes these arguments; VecEnv's own does not
         env_class: Callable[..., VecEnv] = torch_envs()[env_id]
+        check_env_kwargs(env_id, env_class, env_kwargs)
         return env_class(num_envs, device=device, seed=seed, **(env_kwargs or {}))
     if backend == "torch":
         raise EnvError(
@@ -99,3 +102,28 @@ def make_env(
 
     return GymVecEnv(env_id, num_envs, device=device, seed=seed, vector_mode=vector_mode,
                      env_kwargs=env_kwargs, evaluation=evaluation)  # fmt: skip
+
+
+def check_env_kwargs(
+    env_id: str, env_class: Callable[..., VecEnv], env_kwargs: dict | None
+) -> None:
+    """Refuse a keyword the torch-native env's constructor does not take, naming the ones it
+    does (and the closest), as gymnasium's `make` does for its envs."""
+    params = inspect.signature(env_class).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    own = [
+        name
+        for name, p in params.items()
+        if name not in ("num_envs", "device", "seed")
+        and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    ]
+    for key in env_kwargs or {}:
+        if key not in own:
+            close = difflib.get_close_matches(key, own, n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            takes = f"It takes: {', '.join(own)}." if own else "It takes none."
+            raise EnvError(
+                f"env_kwargs: the torch-native env '{env_id}' takes no argument "
+                f"'{key}'.{hint} {takes}"
+            )

@@ -18,7 +18,8 @@ populations' YAML, `population/search_space.py`). Its value is the mean of its e
 the budget (`objective: mean`, which rewards learning early and staying there), the last one
 (`final`), or, for the time a user waits, minus the seconds to the target (`time`: training and
 evaluation, the target confirmed as in any run, the trial stopping there; a seed that misses it
-counts ten times its seconds of training and evaluation); with `trial_seeds` N, the mean over N
+counts ten times its seconds of training and evaluation, and a seed that diverged minus
+infinity, below every miss); with `trial_seeds` N, the mean over N
 seeds
 trained one after another (a search on one seed picks settings that suit that seed:
 BENCHMARKS.md, "Tuning"). The pruner reads every evaluation: the median pruner (as RL Zoo's)
@@ -73,7 +74,7 @@ SAMPLERS = ("tpe", "random")
 PRUNERS = ("median", "halving", "none")
 OBJECTIVES = ("mean", "final", "time")
 # objective time: a seed that misses the target counts this many times its seconds (training and
-# evaluation)
+# evaluation; a diverged seed counts minus infinity)
 MISSED_TARGET_FACTOR = 10
 STUDY_NAME = "xiaoyarl"
 # algorithm -> its family's default search space under configs/tune/ (after RL Zoo's samplers)
@@ -409,7 +410,9 @@ def seed_value(objective: str, report: Report, summary: dict) -> float:
     if objective == "time":
         if summary["solved"]:
             return -summary["seconds_to_target"]
-        return -MISSED_TARGET_FACTOR * (summary["train_seconds"] + summary["eval_seconds"])
+        if summary["stop_reason"] == "diverged":
+            return -math.inf  # below every miss, however fast it blew up
+        return -MISSED_TARGET_FACTOR * summary["train_seconds"]  # evaluation included
     return report.value()
 
 

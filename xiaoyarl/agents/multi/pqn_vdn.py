@@ -96,13 +96,19 @@ class AgentPQNVDN(AgentPQN):
 
     # --- learning: PQN's update with the team's value ---
     def greedy_values(self, states: torch.Tensor) -> torch.Tensor:
-        # differs: max Q_tot, the sum of each agent's best available action's value
-        return self.agent_q(states).max(-1).values.sum(-1)
+        # differs: max Q_tot, the sum of each agent's best available action's value (read from
+        # the unmasked values at the masked argmax: an agent with no available action then adds
+        # a finite value, as in VDN and QMIX, not -inf)
+        joint = self.layout.unpack(states)
+        q = self.qnet.q_values(with_agent_ids(joint.obs))  # (B, A, U)
+        best = masked(q, joint.avail).argmax(-1, keepdim=True)
+        return q.gather(-1, best).squeeze(-1).sum(-1)
 
     def chosen_values(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        # differs: Q_tot of the joint action taken
-        q = self.agent_q(states).gather(-1, actions.unsqueeze(-1)).squeeze(-1)  # (B, A)
-        return q.sum(-1)
+        # differs: Q_tot of the joint action taken (unmasked values: the action was taken)
+        joint = self.layout.unpack(states)
+        q = self.qnet.q_values(with_agent_ids(joint.obs))  # (B, A, U)
+        return q.gather(-1, actions.unsqueeze(-1)).squeeze(-1).sum(-1)
 
     def update_state_norm(self, states: torch.Tensor) -> None:
         # differs: the shared network normalises observations with their agent ids

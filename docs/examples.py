@@ -17,7 +17,7 @@ Which code blocks run, and how:
 - a command that needs an optional extra that is not installed is reported as skipped, with
   the extra's name; a command that needs a GPU is skipped where torch sees none.
 
-Run as a script (`python tests/docs_examples.py STEPS.json`) it executes the steps in the
+Run as a script (`python docs/examples.py STEPS.json`) it executes the steps in the
 current folder and prints one JSON line per step; tests/test_docs.py drives it. Not
 pytest-markdown-docs: it runs Python blocks as written, and these need their budgets rewritten.
 """
