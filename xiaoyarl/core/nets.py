@@ -24,11 +24,9 @@ def sample_categorical(logprobs: torch.Tensor) -> torch.Tensor:
     cumulative probability exceeds u. An action of probability 0 (a masked one) is never taken:
     where the rounded probabilities sum to less than u, the row's last action of positive
     probability is taken (not its last action, which may be masked)."""
-    u = torch.rand(logprobs.shape[:-1] + (1,), device=logprobs.device)
-    probs = logprobs.exp()
-    action = (probs.cumsum(-1) <= u).sum(-1)
+    u, probs = torch.rand(logprobs.shape[:-1] + (1,), device=logprobs.device), logprobs.exp()
     last = probs.shape[-1] - 1 - (probs > 0).flip(-1).to(torch.uint8).argmax(-1)
-    return torch.minimum(action, last)
+    return torch.minimum((probs.cumsum(-1) <= u).sum(-1), last)
 
 
 # The logit of an unavailable action (probability exp(-1e9) = 0): finite, unlike -inf, so
