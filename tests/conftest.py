@@ -31,6 +31,8 @@ sys.path.insert(0, str(TESTS))
 torch.set_num_threads(1)
 
 PACKAGE_DIR = Path(xiaoyarl.__file__).parent  # as tracebacks print it (not resolved)
+# the markers of the full tier (pyproject.toml's addopts leaves them out of the fast tier)
+FULL_TIER = ("learning", "docs", "bench", "distributed", "slow", "seeds")
 
 # A tiny but complete PPO run on the torch-native CartPole: 16 envs x 16 steps per rollout.
 TINY = ("--num-envs", "16", "--set", "horizon_len=16", "--threads", "1", "--eval-episodes", "2")
@@ -38,9 +40,15 @@ TINY = ("--num-envs", "16", "--set", "horizon_len=16", "--threads", "1", "--eval
 
 def pytest_collection_modifyitems(config, items):
     """The learning tests first (the longest: started first, they leave the short ones to
-    fill the cores at the end), in their files' order otherwise; a `cuda` test is skipped,
-    saying why, where torch sees no CUDA device."""
+    fill the cores at the end), in their files' order otherwise; a test of the full tier has
+    15 minutes unless it sets its own timeout (the fast tier's default is pyproject.toml's);
+    a `cuda` test is skipped, saying why, where torch sees no CUDA device."""
     items.sort(key=lambda item: item.get_closest_marker("learning") is None)  # stable
+    for item in items:  # the full tier's runs: 15 minutes each unless a test says otherwise
+        if not item.get_closest_marker("timeout") and any(
+            item.get_closest_marker(name) for name in FULL_TIER
+        ):
+            item.add_marker(pytest.mark.timeout(900))
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device (run `pytest -m cuda` on a GPU machine)")
