@@ -75,7 +75,7 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeou
     if env or "--learners" in args:  # torchrun's ranks print from processes of their own
         return subprocess.run(
             [sys.executable, "-m", "xiaoyarl", *map(str, args)], capture_output=True,
-            text=True, cwd=cwd, env={**os.environ, **env}, timeout=timeout,
+            text=True, cwd=cwd, env={**os.environ, **(env or {})}, timeout=timeout,
         )  # fmt: skip
     from xiaoyarl.cli import main
 
