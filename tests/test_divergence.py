@@ -34,6 +34,21 @@ def test_a_value_beyond_ten_times_the_return_bound_is_flagged_with_its_name():
     assert "|r| <= 1.5" in found and "gamma 0.99" in found
 
 
+def test_soft_values_carry_the_entropy_bonus_the_temperature_gives():
+    """Discrete SAC on CartPole: r = 1, gamma 0.99, alpha 1 and the entropy of two actions near
+    log 2 make soft values up to (1 + log 2) / 0.01 = 169; ten times that is healthy, where the
+    rewards alone would allow only 1,000 (the healthy run this once stopped at 1,030)."""
+    guard = DivergenceGuard(gamma=0.99, max_step=500, device=CPU)
+    rewards = torch.ones(8, 4)
+    assert guard.observe(logs(alpha=1.0, entropy=0.69, q_value=900.0), rewards) is None
+    for _ in range(50):  # alpha falls later on: the values keep what earlier targets carried
+        assert guard.observe(logs(alpha=0.01, entropy=0.6, q_value=1_500.0), rewards) is None
+    found = guard.observe(logs(alpha=0.01, entropy=0.6, q_value=1_800.0), rewards)
+    assert found is not None and "entropy bonus alpha * H <= 0.69" in found
+    # without the temperature's logs the rewards alone bound the values, as before
+    assert "q_value" in DivergenceGuard(0.99, 500, CPU).observe(logs(q_value=1_030.0), rewards)
+
+
 def test_losses_are_held_to_the_square_and_non_finite_ones_always_flagged():
     guard = DivergenceGuard(gamma=0.9, max_step=200, device=CPU)
     rewards = torch.full((4, 2), 2.0)  # returns up to 20: values to 200, losses to 40,000

@@ -277,6 +277,36 @@ def test_broken_torch_env_reports_its_error(monkeypatch, cls, words):
     assert matching, format_report("Broken-v0", problems)
 
 
+class Counted(Healthy):
+    """A healthy env that counts the steps taken in all its instances."""
+
+    steps = 0
+
+    def _obs(self):
+        return np.array([self.t % 100 / 10, self.u], dtype=np.float32)  # within the bounds
+
+    def step(self, action):
+        Counted.steps += 1
+        return super().step(action)
+
+
+def test_a_long_time_limit_is_not_stepped_through_by_default():
+    """An Atari game's limit is 27,000 steps: the check runs at most DEFAULT_STEPS random steps
+    per env (the raw env, then the VecEnv twice), not limit + 5 (it took 10 minutes on Pong)."""
+    from xiaoyarl.envs.check import DEFAULT_STEPS, SEEDING_STEPS
+
+    gymnasium.register(f"{NS}/Counted-v0", entry_point=Counted, max_episode_steps=1_000_000)
+    try:
+        assert check_env(f"{NS}/Counted-v0", num_envs=2) == []
+        # the raw env, its seeding replay (twice), the VecEnv's two runs of 2 sub-envs each
+        assert Counted.steps == DEFAULT_STEPS + 2 * SEEDING_STEPS + 2 * 2 * DEFAULT_STEPS
+        Counted.steps = 0
+        assert check_env(f"{NS}/Counted-v0", num_envs=2, steps=30) == []  # asked for: as asked
+        assert Counted.steps == 30 + 2 * 30 + 2 * 2 * 30
+    finally:
+        del gymnasium.registry[f"{NS}/Counted-v0"]
+
+
 # --- arguments and the report -------------------------------------------------------------------
 def test_unknown_env_is_reported_not_raised():
     problems = check_env("NoSuchEnv-v0")

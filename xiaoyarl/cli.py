@@ -108,7 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--backend", choices=field_choices()["backend"], default="auto")
     chk.add_argument("--num-envs", type=int, default=4, metavar="N")
     chk.add_argument("--seed", type=int, default=0)
-    chk.add_argument("--steps", type=int, metavar="N", help="steps to run (default max_step + 5)")
+    chk.add_argument("--steps", type=int, metavar="N",
+                     help="random steps to run (default: the time limit + 5, at most 2,000)")
 
     bt = sub.add_parser("backtest", help="backtest a StockTrading-v0 run on its held-out period")
     bt.add_argument("run_dir")

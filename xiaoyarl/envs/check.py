@@ -9,7 +9,11 @@ In the spirit of Stable-Baselines3's `check_env`, in two parts:
    another first observation).
 2. The `VecEnv` that `make_env` builds (torch-native, gymnasium or envpool): tensor types,
    dtypes, shapes and device, `info["final_state"]`, finite values, the time limit and
-   auto-reset over at least `spec.max_step + 5` random steps, and seeding determinism.
+   auto-reset over `spec.max_step + 5` random steps (at most `DEFAULT_STEPS` unless asked for
+   more), and seeding determinism.
+
+A check takes seconds and bounded memory: the seeding replay compares a fingerprint of each
+step's data, not the data kept.
 
 Nothing the env raises escapes: exceptions become problems naming their type and message.
 `format_report` turns the problems into the text a person reads.
@@ -40,6 +44,9 @@ from xiaoyarl.errors import ConfigError, EnvError, XiaoyaError
 
 # Steps of the raw gymnasium env replayed to check its seeding (the VecEnv replays all steps).
 SEEDING_STEPS = 100
+# The most random steps a check runs by default: the time limit + 5 where that is shorter, which
+# exercises time limits and auto-resets; an Atari game's 27,000-step limit needs `steps`.
+DEFAULT_STEPS = 2_000
 
 _SEEDING_ADVICE = (
     "Draw every random number from `self.np_random`, which `super().reset(seed=seed)` seeds in "
@@ -100,7 +107,7 @@ def check_env(
     gymnasium ("auto" for an id with no torch-native env, or "gymnasium").
     num_envs, seed: for `make_env(env_id, num_envs, "cpu", backend, seed)`.
     steps: random steps to run (default: the env's time limit + 5, so that time limits and
-    auto-resets are exercised).
+    auto-resets are exercised, at most `DEFAULT_STEPS`).
     """
     if backend not in BACKENDS:
         raise ConfigError(f"unknown env backend '{backend}'; choose one of {', '.join(BACKENDS)}.")
@@ -121,6 +128,11 @@ def check_env(
             text = _ANSI.sub("", str(w.message)).strip().removeprefix("WARN: ")
             found.add(f"warned:{text}", "warning", f"a warning was raised while checking: {text}")
     return found.problems()
+
+
+def default_steps(time_limit: int) -> int:
+    """The random steps a check runs unless told: past the time limit, within `DEFAULT_STEPS`."""
+    return min(time_limit + 5, DEFAULT_STEPS)
 
 
 def format_report(env_id: str, problems: list[Problem]) -> str:
@@ -149,7 +161,7 @@ def _check_gymnasium(env_id: str, seed: int, steps: int | None, found: _Findings
     try:
         usable = _check_spaces(env, found)
         limit = _max_episode_steps(env)
-        num_steps = steps if steps is not None else limit + 5
+        num_steps = default_steps(limit) if steps is None else steps
         if _check_api(env, seed, num_steps, limit, found):
             _check_gym_seeding(env, seed, min(num_steps, SEEDING_STEPS), found)
         return usable
@@ -461,13 +473,19 @@ def _max_episode_steps(env: gymnasium.Env) -> int:
 
 # --- 2. the VecEnv ------------------------------------------------------------------------------
 class _Trajectory(NamedTuple):
-    """What a VecEnv returned: `states (T + 1, N, S)`, the rest `(T, N[, S])`."""
+    """What a VecEnv returned: its first `states (N, S)` and, for reset() and each step, a
+    fingerprint of every field of `FIELDS` (`(T + 1)` tuples; reset()'s has the states only)."""
 
-    states: torch.Tensor
-    rewards: torch.Tensor
-    terminated: torch.Tensor
-    truncated: torch.Tensor
-    final_states: torch.Tensor
+    start: torch.Tensor
+    fingerprints: list[tuple[int, ...]]
+
+
+FIELDS = ("states", "rewards", "terminated", "truncated", "final_states")
+
+
+def _fingerprint(x: torch.Tensor) -> int:
+    """Equal for equal shapes, dtypes and values (NaN included: the same bits)."""
+    return hash((tuple(x.shape), str(x.dtype), x.detach().cpu().contiguous().numpy().tobytes()))
 
 
 def _check_vec_env(
@@ -482,7 +500,7 @@ def _check_vec_env(
         spec = env.spec
         if not _check_spec(spec, num_envs, found):
             return
-        num_steps = steps if steps is not None else spec.max_step + 5
+        num_steps = default_steps(spec.max_step) if steps is None else steps
         actions = _random_actions(spec, num_envs, num_steps, seed)
         first = _vec_trajectory(env, seed, actions, found)
     finally:
@@ -510,7 +528,7 @@ def _check_vec_env(
         _close(env, found)
     advice = _TORCH_SEEDING_ADVICE if is_torch_native(env_id, backend) else _SEEDING_ADVICE
     _compare_trajectories(first, second, seed, advice, found)
-    start = first.states[0]
+    start = first.start
     if _same_tensor(start, other_start):
         found.add(
             "vec-seed-ignored",
@@ -610,7 +628,7 @@ def _vec_trajectory(
         _check_vec_info_type(info, "reset()", found)
         _check_finite(state, "the state from reset()", found)
 
-    states, rewards, terms, truncs, finals = [state.clone()], [], [], [], []
+    start, fingerprints = state.clone(), [(_fingerprint(state),)]
     length = torch.zeros(n, dtype=torch.int64)
     episodes: list[tuple[int, bool, bool]] = []
     done_events = not_reset = 0
@@ -629,11 +647,8 @@ def _vec_trajectory(
             return None
         state, reward, terminated, truncated, info = out
         final = info["final_state"]
-        states.append(state.clone())
-        rewards.append(reward.clone())
-        terms.append(terminated.clone())
-        truncs.append(truncated.clone())
-        finals.append(final.clone())
+        fingerprints.append(tuple(_fingerprint(x) for x in (state, reward, terminated,
+                                                              truncated, final)))  # fmt: skip
         if found is None:
             continue
 
@@ -660,13 +675,7 @@ def _vec_trajectory(
                 f"the next episode and final_state the last one of the episode that ended.",
             )
         _check_time_limit(episodes, max_step, "the VecEnv", found)
-    return _Trajectory(
-        torch.stack(states),
-        torch.stack(rewards) if rewards else torch.zeros(0, n),
-        torch.stack(terms) if terms else torch.zeros(0, n, dtype=torch.bool),
-        torch.stack(truncs) if truncs else torch.zeros(0, n, dtype=torch.bool),
-        torch.stack(finals) if finals else torch.zeros(0, n, *s, dtype=spec.obs_dtype),
-    )
+    return _Trajectory(start, fingerprints)
 
 
 def _check_step_types(out: Any, spec: EnvSpec, t: int, found: _Findings) -> bool:
@@ -811,9 +820,8 @@ def _compare_trajectories(
     first: _Trajectory, second: _Trajectory, seed: int, advice: str, found: _Findings
 ) -> None:
     """Two runs with the same seed and actions must return identical data."""
-    for t in range(first.states.shape[0]):
-        fields = _Trajectory._fields
-        differs = [name for name in fields if not _same_tensor(*_at(first, second, name, t))]
+    for t, (a, b) in enumerate(zip(first.fingerprints, second.fingerprints, strict=True)):
+        differs = [name for name, x, y in zip(FIELDS, a, b, strict=False) if x != y]
         if differs:
             where = "the states from reset()" if t == 0 else f"step {t} ({', '.join(differs)})"
             found.add(
@@ -823,15 +831,6 @@ def _compare_trajectories(
                 f"and stepped with the same actions differ in {where}. {advice}.",
             )
             return
-
-
-def _at(first: _Trajectory, second: _Trajectory, name: str, t: int) -> tuple[Any, Any]:
-    """Entry `t` of field `name` of both trajectories (states count reset() as entry 0)."""
-    a, b = getattr(first, name), getattr(second, name)
-    index = t if name == "states" else t - 1
-    if index < 0:
-        return None, None
-    return a[index], b[index]
 
 
 def _check_time_limit(

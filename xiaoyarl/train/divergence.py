@@ -3,7 +3,10 @@ rewards seen so far allow (`on_divergence`).
 
 A value estimate can be no larger than the largest return the rewards allow,
 `R = max |reward| / (1 - gamma)` (the largest reward seen so far; with gamma 1, times the time
-limit). The guard flags a logged Q or value estimate (a key with "q_value" or "value" in its
+limit). A soft (entropy-regularised) value carries a bonus on top of each reward,
+`alpha * entropy` per step (SAC and its kin, which log `alpha` and `entropy`): up to
+`alpha * log |A|` with discrete actions, of either sign with continuous ones. Where an update logs
+both, the largest `|alpha * entropy|` seen so far joins the largest reward in R. The guard flags a logged Q or value estimate (a key with "q_value" or "value" in its
 name) beyond `SLACK * R`, and a loss (a key with "loss") beyond `(SLACK * R)^2`, the squared
 error of such a value; either when it is not finite; any other logged scalar when it is
 infinite (NaN there means "not computed yet", as the H-term's while its buffer fills). A
@@ -39,13 +42,14 @@ class DivergenceGuard:
         self.horizon = 1 / (1 - gamma) if gamma < 1 else float(max_step)
         self.check_every = 1 if device.type == "cpu" else 50  # a read back syncs an accelerator
         self.largest_reward = torch.ones((), device=device)  # at least 1: no bound below SLACK
+        self.largest_bonus = torch.zeros((), device=device)  # |alpha * entropy|, soft values'
         self.flagged: dict[str, torch.Tensor] = {}  # per scalar: was it ever beyond its bound
         self.values: dict[str, torch.Tensor] = {}  # ... and its value the first time it was
         self.calls = 0
 
     def bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(the largest value allowed, the largest loss allowed) `()` each, from the rewards."""
-        value = SLACK * self.horizon * self.largest_reward
+        value = SLACK * self.horizon * (self.largest_reward + self.largest_bonus)
         return value, value.square()
 
     @staticmethod
@@ -62,6 +66,10 @@ class DivergenceGuard:
         """Take in one update's logs and its rollout's rewards; when the run has diverged (read
         back every `check_every` calls), a message naming the first quantity that did."""
         self.largest_reward = torch.maximum(self.largest_reward, rewards.detach().abs().max())
+        if "alpha" in logs and "entropy" in logs:  # a soft value's per-step bonus
+            bonus = (logs["alpha"].detach() * logs["entropy"].detach()).abs().float()
+            self.largest_bonus = torch.maximum(self.largest_bonus,
+                                               torch.nan_to_num(bonus, nan=0.0, posinf=0.0))
         value, loss = self.bounds()
         for name, x in logs.items():
             x = x.detach().float()
@@ -80,6 +88,8 @@ class DivergenceGuard:
             return f"{name} = {first} is not finite"
         bound = float(loss if "loss" in name else value)
         what = "the squared error of a value" if "loss" in name else "a value"
+        bonus = float(self.largest_bonus)
+        soft = f", entropy bonus alpha * H <= {bonus:.3g}" if bonus else ""
         return (f"{name} = {first:.3g}, beyond {bound:.3g}: {what} should stay within {SLACK:g} "
                 f"times the largest return the rewards seen so far allow (|r| <= "
-                f"{float(self.largest_reward):.3g}, gamma {self.gamma:g})")  # fmt: skip
+                f"{float(self.largest_reward):.3g}{soft}, gamma {self.gamma:g})")  # fmt: skip
