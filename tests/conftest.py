@@ -171,6 +171,11 @@ TINY_RUNS = {
     "td3-Pendulum": {"algo": "td3", "env_id": "Pendulum-v1", "num_envs": 4, "max_steps": 256,
                      "eval_every": 256, "learning_starts": 128, "batch_size": 32,
                      "net_dims": [32]},
+    "ppo-gru-CartPoleNoVelocity": {"algo": "ppo", "env_id": "CartPoleNoVelocity-v1",
+                                   "recurrent": "gru", "recurrent_dim": 8, "num_envs": 16,
+                                   "horizon_len": 16, "max_steps": 512, "eval_every": 256},
+    "mappo-SpreadDiscrete": {"algo": "mappo", "env_id": "SpreadDiscrete-v0", "num_envs": 8,
+                             "horizon_len": 32, "max_steps": 512, "eval_every": 256},
 }  # fmt: skip
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from xiaoyarl import CheckpointError, ConfigError, XiaoyaError, load_policy
-from xiaoyarl.export import export_policy
+from xiaoyarl.export import FORMATS, export_policy
 from xiaoyarl.train.checkpoint import load_plain
 
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated")
@@ -129,3 +129,15 @@ def test_export_errors_are_clear(runs, tmp_path, monkeypatch):
     with pytest.raises(XiaoyaError, match=r"onnxscript.*pip install -e '\.\[export\]'"):
         export_policy(runs["ppo-CartPole"], tmp_path / "x.onnx")
     assert not (tmp_path / "x.onnx").exists()
+
+
+def test_a_recurrent_policy_is_refused_in_one_line(tiny_run):
+    """Its hidden state does not fit a single-step model file: one clear line, in both formats
+    (ONNX showed PyTorch's exporter boilerplate, TorchScript a 62-line traceback)."""
+    run = tiny_run("ppo-gru-CartPoleNoVelocity")
+    assert load_policy(run).recurrent and not load_policy(tiny_run("ppo-CartPole")).recurrent
+    for fmt in ("onnx", "torchscript"):
+        with pytest.raises(ConfigError, match="is recurrent: it keeps a hidden state") as e:
+            export_policy(run, fmt=fmt)
+        assert "\n" not in str(e.value)
+        assert not (run / FORMATS[fmt]).exists()

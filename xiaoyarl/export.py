@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from xiaoyarl.errors import ConfigError, XiaoyaError
-from xiaoyarl.policy import Policy, load_policy
+from xiaoyarl.policy import MultiAgentPolicy, Policy, load_policy
 from xiaoyarl.train.checkpoint import atomic_output
 
 # Default file name of each format, in the run folder; none collides with `actor.pt`.
@@ -66,10 +66,11 @@ def export_policy(run_dir: str | Path, out: str | Path | None = None, fmt: str =
         _check_onnx_installed()
     run_dir = Path(run_dir)
     policy = load_policy(run_dir)  # CheckpointError for a missing folder or actor.pt
-    if getattr(policy, "recurrent", False):
+    if policy.recurrent:
+        what = "recurrent (agent_rnn)" if isinstance(policy, MultiAgentPolicy) else "recurrent"
         raise ConfigError(
-            f"the policy of {run_dir} is recurrent (agent_rnn): it keeps a hidden state from "
-            f"step to step, which these single-step model files do not carry. Use it through "
+            f"the policy of {run_dir} is {what}: it keeps a hidden state from step to step, "
+            f"which these single-step model files do not carry yet. Use it through "
             f"`load_policy` (with `reset()` between episode batches)."
         )
     model = DeployedPolicy(policy).eval()

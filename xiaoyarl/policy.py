@@ -244,6 +244,11 @@ class Policy:
         policies remember nothing): the next `predict` starts new episodes."""
         self.hidden = None
 
+    @property
+    def recurrent(self) -> bool:
+        """Whether the policy keeps a hidden state from step to step (`recurrent`, agent_rnn)."""
+        return self.memory is not None
+
 
 class MultiAgentPolicy(Policy):
     """A trained multi-agent policy (one network shared by the agents, each observation with
@@ -257,7 +262,6 @@ class MultiAgentPolicy(Policy):
     def __init__(self, meta: dict, device: str | torch.device = "cpu") -> None:
         super().__init__(meta, device)
         self.num_agents, self.obs_dim = meta["num_agents"], meta["obs_dim"]
-        self.recurrent = isinstance(self.actor, RecurrentQNet)
         self._greedy: RecurrentGreedy | None = None
         # VDN / QMIX with agent_rnn: hidden states from call to call
         if isinstance(self.actor, RecurrentQNet):
@@ -269,6 +273,10 @@ class MultiAgentPolicy(Policy):
         """Recurrent policies: forget the hidden states (call it when the episodes restart)."""
         if self._greedy is not None:
             self._greedy.reset()
+
+    @property
+    def recurrent(self) -> bool:
+        return self._greedy is not None or self.memory is not None
 
     def _joint(self, obs: torch.Tensor, avail: torch.Tensor | None, sample: bool) -> torch.Tensor:
         """Actions as agents see them `(E, A[, U])` for a torch batch `(E, A, O)` on the device."""
