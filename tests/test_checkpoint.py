@@ -151,6 +151,79 @@ def test_stop_file_and_sigint_end_training_with_a_checkpoint(tmp_path, popen, ti
         assert not (run / "stop").exists()
 
 
+SLOW_ENV = """
+import pathlib, time
+import gymnasium, numpy as np
+from gymnasium import spaces
+
+class SlowEnv(gymnasium.Env):
+    \"\"\"A long, slow episode: 2 ms a step, 20,000 steps. Past step 1,000 of an episode (only an
+    evaluation gets there) it leaves a file saying so.\"\"\"
+    observation_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        time.sleep(0.002)
+        if self.t == 1000:
+            pathlib.Path("{marker}").touch()
+        return np.zeros(2, np.float32), 0.0, False, False, {}
+
+gymnasium.register("SlowEval-v0", entry_point=SlowEnv, max_episode_steps=20_000)
+"""
+
+
+@pytest.mark.slow
+def test_sigint_during_an_evaluation_is_acknowledged_at_once_and_ends_with_what_is_kept(
+    tmp_path, popen
+):
+    """The evaluation's two games would take 80 s: the signal is acknowledged at once, the
+    evaluation given up, and the run ends in seconds with its checkpoint and the "Kept in"
+    line; a second Ctrl-C still prints that line (it printed only "interrupted")."""
+    marker = tmp_path / "evaluating"
+    (tmp_path / "slow_eval_env.py").write_text(SLOW_ENV.replace("{marker}", str(marker)))
+    for second in (False, True):
+        marker.unlink(missing_ok=True)
+        run = tmp_path / f"run{int(second)}"
+        proc = popen("train", "ppo", "slow_eval_env:SlowEval-v0", "--seed", "0", "--quiet",
+                     "--cwd", str(run), "--max-steps", "1024", "--set", "num_envs=4",
+                     "--set", "horizon_len=16", "--set", "eval_every=128", "--set",
+                     "eval_episodes=2", "--target-return", "none", "--set", "threads=1",
+                     env={"PYTHONPATH": str(tmp_path)})  # fmt: skip
+        deadline = time.monotonic() + 90
+        while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marker.exists(), proc.communicate(timeout=30)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        while line and "received" not in line:
+            line = proc.stderr.readline()
+        assert "SIGINT received: stopping after this step" in line
+        assert time.monotonic() - sent < 2.0  # acknowledged at once
+        if second:
+            proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)  # the run ends long before the games would
+        if second:
+            assert proc.returncode == 130 and "interrupted" in err
+            assert f"Kept in {run}" in err, err
+        else:
+            assert proc.returncode == 130, err
+            assert "stopped by SIGINT at step 128" in err  # --quiet: on stderr
+            assert f"Kept in {run}:" in err and "checkpoint/ (step 128)" in err
+            assert f"continue with --resume {run}" in err
+            state = load_plain(run / "checkpoint" / "state.pt")
+            assert state["counters"]["total_steps"] == 128
+            assert not (run / "recorder.csv").exists() or "128" not in (
+                run / "recorder.csv").read_text()  # the evaluation given up is not recorded
+
+
 def test_save_atomic_keeps_old_file_when_write_fails(tmp_path):
     path = tmp_path / "x.pt"
     save_atomic({"v": torch.tensor([1.0])}, path)

@@ -881,8 +881,10 @@ def main(argv: list[str] | None = None) -> int:
         for note in getattr(e, "__notes__", ()):
             print(f"xiaoyarl: {note}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         print("xiaoyarl: interrupted", file=sys.stderr)
+        for note in getattr(e, "__notes__", ()):  # what a run kept, and how to go on
+            print(f"xiaoyarl: {note}", file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader left (`xiaoyarl list --fields | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit

@@ -59,9 +59,16 @@ class EvalResult(NamedTuple):
         return target is not None and self.mean >= target and self.confirmed is not False
 
 
+class EvaluationStopped(Exception):
+    """An evaluation given up part-way because the run was asked to stop (its `stop()`)."""
+
+
 @torch.no_grad()
 def run_episodes(
-    env: VecEnv | MultiAgentVecEnv, policy: Callable[..., torch.Tensor], seed: int | None = None
+    env: VecEnv | MultiAgentVecEnv,
+    policy: Callable[..., torch.Tensor],
+    seed: int | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> torch.Tensor:
     """Return of the first episode of every sub-env `(num_envs,)`, acting with `policy`.
 
@@ -69,7 +76,9 @@ def run_episodes(
     latest after `spec.max_step` steps). Finished sub-envs keep stepping but no longer count.
     In a multi-agent env the policy is called with the observations `(num_envs, A, O)` and the
     action masks (or None), and the return is the team's (`team_reward`). A policy with a
-    `reset()` (a recurrent one, `RecurrentGreedy`) is reset when the env is.
+    `reset()` (a recurrent one, `RecurrentGreedy`) is reset when the env is. `stop`, asked
+    before each step, gives the evaluation up (`EvaluationStopped`): a signal need not wait
+    for whole games.
     """
     state, info = env.reset(seed=seed)
     if hasattr(policy, "reset"):  # a recurrent policy: new episodes, new hidden states
@@ -79,6 +88,8 @@ def run_episodes(
     returns = torch.zeros(n, device=env.device)
     running = torch.ones(n, dtype=torch.bool, device=env.device)
     for t in range(env.spec.max_step):
+        if stop is not None and stop():
+            raise EvaluationStopped
         mask = info.get("avail_actions" if multi else "action_mask")  # the allowed actions
         action = policy(state) if mask is None and not multi else policy(state, mask)
         state, reward, terminal, truncate, info = env.step(action)
@@ -136,12 +147,14 @@ class Evaluator:
         step: int,
         elapsed: float,
         logs: dict[str, float],
+        stop: Callable[[], bool] | None = None,
     ) -> EvalResult:
         """Score `policy` (confirming a score at the target); record `step`, `elapsed` seconds
-        and `logs`; keep the policy if it is the best so far."""
+        and `logs`; keep the policy if it is the best so far. `stop()` true gives it up
+        (`EvaluationStopped`, nothing recorded)."""
         # evaluation k resets its n sub-envs with seeds eval_seed + k n, ..., + k n + n - 1
         seed = self.eval_seed + self.num_evals * self.env.spec.num_envs
-        returns = run_episodes(self.env, policy, seed=seed)
+        returns = run_episodes(self.env, policy, seed=seed, stop=stop)
         self.num_evals += 1
         mean = returns.mean().item()
         std = returns.std(unbiased=False).item()
@@ -151,7 +164,7 @@ class Evaluator:
             self.confirm_env = self.confirm_env or self.make_confirm_env()
             n = self.confirm_env.spec.num_envs
             seed = self.eval_seed + CONFIRM_SEED_OFFSET + self.num_confirms * n
-            confirm = run_episodes(self.confirm_env, policy, seed=seed)
+            confirm = run_episodes(self.confirm_env, policy, seed=seed, stop=stop)
             self.num_confirms += 1
             confirm_mean = confirm.mean().item()
             confirm_std = confirm.std(unbiased=False).item()

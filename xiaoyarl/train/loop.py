@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -34,7 +36,7 @@ from xiaoyarl.config_io import preset_differences
 from xiaoyarl.envs.base import VecEnv
 from xiaoyarl.train.checkpoint import policy_state, save_atomic
 from xiaoyarl.train.divergence import ADVICE, DivergenceGuard
-from xiaoyarl.train.evaluator import EvalResult, Evaluator
+from xiaoyarl.train.evaluator import EvalResult, EvaluationStopped, Evaluator
 from xiaoyarl.train.loggers import EpisodeStats, Loggers
 from xiaoyarl.train.progress import (
     Console,
@@ -55,8 +57,9 @@ SignalHandler = Callable[[int, FrameType | None], Any] | int | signal.Handlers |
 
 
 class StopSignals:
-    """Turns SIGINT / SIGTERM into a flag the loop checks, so it can stop with a checkpoint.
-    A second SIGINT raises KeyboardInterrupt at once."""
+    """Turns SIGINT / SIGTERM into a flag the loop checks, so it can stop with a checkpoint;
+    says at once that it will (an evaluation gives up its games for it). A second SIGINT
+    raises KeyboardInterrupt at once."""
 
     def __init__(self) -> None:
         self.received: str | None = None
@@ -71,7 +74,15 @@ class StopSignals:
     def _handle(self, signum: int, frame: object) -> None:
         if self.received is not None and signum == signal.SIGINT:
             raise KeyboardInterrupt
+        first = self.received is None
         self.received = signal.Signals(signum).name
+        if first:  # os.write: print() may be in the middle of a line of its own
+            os.write(2, f"\nxiaoyarl: {self.received} received: stopping after this step with a "
+                        f"checkpoint (Ctrl-C again to stop at once)\n".encode())  # fmt: skip
+
+    def stopping(self) -> bool:
+        """Whether a signal asked the run to stop."""
+        return self.received is not None
 
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self.previous.items():
@@ -135,6 +146,7 @@ class TrainLoop:
         self.last_eval: EvalResult | None = None
         self.best_return = -math.inf
         self.logs: dict[str, torch.Tensor] = {}
+        self.signals = StopSignals()  # entered by `run`: until then, no signal was received
         self.guard: DivergenceGuard | None = DivergenceGuard(config.gamma, env.spec.max_step,
                                                              agent.device)  # fmt: skip
         self.saved_step = -1  # the step of the newest checkpoint on disk
@@ -274,12 +286,15 @@ class TrainLoop:
         """Evaluate the current policy (here, now); results come back from `evaluations`."""
         t0 = time.perf_counter()
         logs = {k: v.item() for k, v in self.logs.items()}
-        result = self.own_evaluator().evaluate(
-            self.agent.evaluation_policy(), functools.partial(policy_state, self.agent),
-            self.total_steps, t0 - self.start, logs,
-        )  # fmt: skip
+        try:
+            result = self.own_evaluator().evaluate(
+                self.agent.evaluation_policy(), functools.partial(policy_state, self.agent),
+                self.total_steps, t0 - self.start, logs, stop=self.signals.stopping,
+            )  # fmt: skip
+            self._results = [result]
+        except EvaluationStopped:  # a signal: the run stops without this evaluation
+            self._results = []
         self.eval_seconds += time.perf_counter() - t0
-        self._results = [result]
 
     def evaluations(self) -> list[EvalResult]:
         """The evaluations finished since the last call, oldest first."""
@@ -323,6 +338,7 @@ class TrainLoop:
         self.speed.restart(self.total_steps)
         self.flushed_at = time.perf_counter()
         with StopSignals() as signals:
+            self.signals = signals
             try:
                 self.start_workers()
                 while self.total_steps < cfg.max_steps:
@@ -382,9 +398,11 @@ class TrainLoop:
             self.console.line(f"stopped: diverged at step {self.total_steps:,}; kept {kept}the "
                               f"best policy (actor.pt) and the run folder")  # fmt: skip
         elif stop_reason not in ("target", "max_steps"):
-            self.console.line(
-                f"stopped by {stop_reason} at step {self.total_steps:,}; checkpoint written"
-            )
+            stopped = f"stopped by {stop_reason} at step {self.total_steps:,}. {self.kept_line()}"
+            if self.console.enabled:
+                self.console.line(stopped)
+            elif stop_reason in ("SIGINT", "SIGTERM"):  # quiet: still the answer to the signal
+                print(f"xiaoyarl: {stopped}", file=sys.stderr)
         return self.summary(stop_reason)
 
     def _check_divergence(self, rewards: torch.Tensor) -> str | None:
@@ -516,16 +534,25 @@ class TrainLoop:
             self.close_evaluator()
         except Exception:
             pass
+        return (f"training stopped by {type(error).__name__} at step {self.total_steps:,}. "
+                f"{self.kept_line(checkpoint)}")  # fmt: skip
+
+    def kept_line(self, checkpoint: str | None = None) -> str:
+        """"Kept in RUN: ...; continue with --resume RUN.": what the run folder holds now
+        (`checkpoint`: how to name the checkpoint, by default its step)."""
+        kept = []
         for name in ("config.yaml", "recorder.csv", "actor.pt", "episodes.csv",
                      "learning_curve.png"):  # fmt: skip
             if (self.run_dir / name).exists():
                 kept.append(name)
         if self.best_return > -math.inf and "actor.pt" in kept:
             kept[kept.index("actor.pt")] = f"actor.pt (best eval {self.best_return:.2f})"
+        if checkpoint is None:
+            saved = self.saved_step > 0
+            checkpoint = f"checkpoint/ (step {self.saved_step:,})" if saved else "no checkpoint"
         kept.append(checkpoint)
         resume = f"; continue with --resume {self.run_dir}" if self.saved_step > 0 else ""
-        return (f"training stopped by {type(error).__name__} at step {self.total_steps:,}. "
-                f"Kept in {self.run_dir}: {', '.join(kept)}{resume}.")  # fmt: skip
+        return f"Kept in {self.run_dir}: {', '.join(kept)}{resume}."
 
     def summary(self, stop_reason: str) -> dict:
         """The run's summary dict (what `train_agent` returns)."""
