@@ -1,5 +1,6 @@
 """The command line: every bad input gets one clear paragraph, exit 2, and no checkpoint."""
 
+import csv
 import json
 import textwrap
 
@@ -249,6 +250,36 @@ def test_set_without_an_equals_sign_suggests_key_equals_value(args, hint, capsys
     err = capsys.readouterr().err
     assert f"--set takes key=value: did you mean {hint}?" in err, err
     assert "unrecognized arguments" not in err
+
+
+def test_a_field_given_by_its_flag_and_by_set_is_refused(capsys):
+    """`--set max_steps=1e5` silently won over `--max-steps 2000`: one of the two is a mistake."""
+    from xiaoyarl.cli import main
+
+    for args, words in (
+        (["--max-steps", "2000", "--set", "max_steps=1e5"],
+         "--max-steps 2000 and --set max_steps=1e5 both set max_steps; give one of them."),
+        (["--target-return", "none", "--set", "target_return=10"],
+         "--target-return none and --set target_return=10 both set target_return"),
+    ):  # fmt: skip
+        assert main(["train", "ppo", "CartPole-v1", *args]) == 2
+        assert words in capsys.readouterr().err
+
+
+def test_a_run_that_does_not_stop_at_its_target_confirms_nothing(tmp_path, cli, tiny):
+    """`--target-return none` / stop_at_target=false: nothing stops at the target, so the 50
+    confirmation episodes were spent for nothing; the first evaluation at it is still noted."""
+    summary = tmp_path / "summary.json"
+    run = cli("train", "ppo", "CartPole-v1", *tiny, "--cwd", str(tmp_path / "r"), "--max-steps",
+              "512", "--eval-every", "256", "--set", "stop_at_target=false", "--set",
+              "target_return=5", "--summary-json", str(summary))  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    result = json.loads(summary.read_text())
+    assert result["stop_reason"] == "max_steps" and result["total_steps"] == 512
+    assert result["solved"] and result["steps_to_target"] == 256  # CartPole's returns pass 5
+    rows = list(csv.DictReader((tmp_path / "r" / "recorder.csv").open()))
+    assert len(rows) == 2 and not any(row.get("confirm_mean") for row in rows)
+    assert "confirm" not in run.stdout
 
 
 def test_list_fields_names_the_automatic_values_per_algorithm(capsys):

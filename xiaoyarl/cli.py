@@ -468,10 +468,16 @@ def _apply_run_args(config: Config, args: argparse.Namespace, skip: tuple[str, .
     pairs."""
     config.algo = args.algo.lower()
     config.env_id = args.env
+    by_set = {pair.split("=", 1)[0].strip(): pair for pair in args.set}
     for name in Config.field_names():
         value = getattr(args, name, None)
-        if value is not None and name not in ("algo", "target_return", *skip):
-            set_field(config, name, value, source=f"--{name.replace('_', '-')}")
+        if value is not None and name not in ("algo", *skip):
+            flag = f"--{name.replace('_', '-')}"
+            if name in by_set:  # one would silently win over the other
+                raise ConfigError(f"{flag} {value} and --set {by_set[name]} both set {name}; "
+                                  f"give one of them.")  # fmt: skip
+            if name != "target_return":
+                set_field(config, name, value, source=flag)
     if args.target_return == "none":
         config.target_return = None
         config.stop_at_target = False

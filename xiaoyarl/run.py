@@ -251,7 +251,7 @@ def _run(
                                        data_parallel))  # fmt: skip
         loggers = Loggers(run_dir, config, title, enabled=main)
         make_confirm_env = None
-        if config.confirm_episodes:
+        if config.confirm_episodes and config.stop_at_target:  # a run that will not stop there
 
             def make_confirm_env():  # noqa: E306 - built only when an evaluation needs it
                 return build_env(config, config.confirm_episodes, device, backend,

@@ -179,7 +179,7 @@ def _evaluator_main(config_dict: dict, spec: EnvSpec, setup: dict, comm: dict) -
             setup["target"],
             setup["eval_seed"],
             setup["title"],
-            make_confirm_env if config.confirm_episodes else None,
+            make_confirm_env if config.confirm_episodes and config.stop_at_target else None,
         )
         if setup["state"] is not None:
             evaluator.load_state_dict(setup["state"])
