@@ -282,6 +282,16 @@ def test_a_run_that_does_not_stop_at_its_target_confirms_nothing(tmp_path, cli, 
     assert "confirm" not in run.stdout
 
 
+def test_the_start_up_names_the_config_file_a_run_starts_from(tmp_path, cli, tiny):
+    """As it names a preset; a run from `--config best.yaml` did not say so."""
+    best = tmp_path / "best.yaml"
+    best.write_text("gamma: 0.95\n")
+    run = cli("train", "ppo", "CartPole-v1", *tiny, "--config", str(best), "--max-steps", "256",
+              "--cwd", str(tmp_path / "r"))  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert f"settings: {best}, then the command line" in run.stdout
+
+
 def test_list_fields_names_the_automatic_values_per_algorithm(capsys):
     """Fields that default to null say what they become for each algorithm (and backend or
     device where it matters), computed by `Config.resolve` rather than copied."""

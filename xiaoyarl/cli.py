@@ -75,9 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
         "their ensemble (continuous actions averaged, discrete ones by majority vote) and, on "
         "the same episodes, each run alone.",
     )
-    ev.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
-    ev.add_argument("--episodes", type=int, default=10)
-    ev.add_argument("--seed", type=int, default=12_345)
+    ev.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run folder(s) to evaluate")
+    ev.add_argument("--episodes", type=int, default=10, metavar="K",
+                    help="episodes to play, as parallel sub-envs (default 10)")
+    ev.add_argument("--seed", type=int, default=12_345,
+                    help="sub-env i starts from seed + i (default 12345)")  # fmt: skip
 
     plot = sub.add_parser(
         "plot",
@@ -329,7 +331,10 @@ def _add_run_flags(parser: argparse.ArgumentParser, kind: str = "run") -> None:
                                   "the one process (default: every core)"))  # fmt: skip
     parser.add_argument("--seed", type=int, metavar="S",
                         help=says("derives every generator of the run (default 0)",
-                                  "population seed (default 0; member i: S*1000+i)"))  # fmt: skip
+                                  "population seed (default 0; member i: S*1000+i)",
+                                  "every trial's seed (default 0; with --trial-seeds N: S, "
+                                  "S+1, ...); --engine pbt: the population's (member i: "
+                                  "S*1000+i)"))  # fmt: skip
     parser.add_argument("--num-envs", type=int, metavar="N",
                         help=says("sub-envs (per worker)", "sub-envs of each member"))  # fmt: skip
     parser.add_argument("--max-steps", type=_int_like, metavar="N",
@@ -341,7 +346,10 @@ def _add_run_flags(parser: argparse.ArgumentParser, kind: str = "run") -> None:
                                   "train for the whole --max-steps",
                                   "return drawn on population.png; a tournament stops once its "
                                   "best member reaches it (default, or 'none': train the whole "
-                                  "budget)"))  # fmt: skip
+                                  "budget)",
+                                  "the target of --objective time, where each trial stops "
+                                  "(default: the env's); the other objectives train every "
+                                  "trial's whole budget"))  # fmt: skip
     parser.add_argument("--eval-every", type=_int_like, metavar="N",
                         help="env steps between evaluations")  # fmt: skip
     parser.add_argument("--eval-episodes", type=int, metavar="K", help="episodes per evaluation")
@@ -450,6 +458,8 @@ def _start_config(args: argparse.Namespace, skip: tuple[str, ...] = ()) -> Confi
         kind = "algorithm" if general else "task"
         print(f"settings: the {kind} preset {preset} for {config.algo} on {config.env_id}, "
               f"then the command line (--no-preset: the library's defaults)")  # fmt: skip
+    elif args.config and not args.quiet:
+        print(f"settings: {args.config}, then the command line")
     return config
 
 
