@@ -176,6 +176,10 @@ TINY_RUNS = {
                                    "horizon_len": 16, "max_steps": 512, "eval_every": 256},
     "mappo-SpreadDiscrete": {"algo": "mappo", "env_id": "SpreadDiscrete-v0", "num_envs": 8,
                              "horizon_len": 32, "max_steps": 512, "eval_every": 256},
+    "mappo-mpe2-spread": {"algo": "mappo", "env_id": "mpe2:simple_spread_v3", "num_envs": 4,
+                          "horizon_len": 25, "max_steps": 200, "eval_every": 100},
+    "ppo-MinAtar-Breakout": {"algo": "ppo", "env_id": "MinAtar/Breakout-v1", "num_envs": 8,
+                             "horizon_len": 64, "max_steps": 1024, "eval_every": 1024},
 }  # fmt: skip
 
 

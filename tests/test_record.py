@@ -152,36 +152,165 @@ def test_record_errors_are_clear(runs, tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []  # no video, and no partial file left behind
 
 
-def test_a_torch_minatar_run_is_filmed_from_its_own_observations(tmp_path):
-    """MinAtar's torch games have no gymnasium id: the recording plays the torch env itself and
-    draws each observation (the whole 10x10 screen), one frame per state, final state included."""
+def shown_frames(path, frame_ms: int) -> list[np.ndarray]:
+    """Every frame of the GIF at `path` as shown, RGB, each `frame_ms` long: a stored frame that
+    stands for k identical ones (k times as long) counted k times."""
+    with Image.open(path) as gif:
+        stored = []
+        for i in range(gif.n_frames):
+            gif.seek(i)
+            stored.append((np.asarray(gif.convert("RGB")), gif.info["duration"]))
+    assert all(duration % frame_ms == 0 for _, duration in stored)  # the env's frame rate
+    return [picture for picture, duration in stored for _ in range(duration // frame_ms)]
+
+
+def assert_shows(frames: list[np.ndarray], pictures: list[np.ndarray]) -> None:
+    """The GIF's frames are the reference pictures, one for one (the GIF's palette may shift a
+    colour a little, here by at most 14 levels), and show something that moves."""
+    assert len(frames) == len(pictures)
+    for i, (frame, picture) in enumerate(zip(frames, pictures, strict=True)):
+        assert frame.shape == picture.shape, i
+        assert np.abs(frame.astype(int) - picture).max() <= 32, i  # every pixel
+    assert any(not np.array_equal(frames[0], frame) for frame in frames[1:])  # it moves
+
+
+def torch_replay(run_dir, episodes: int, seed: int) -> tuple[list[np.ndarray], list[int]]:
+    """The slow, obvious replay the video must show: the run's own torch-native env, episode `i`
+    reset with `seed + i`, the policy acting on numpy observations, one picture of the state
+    after the reset and of every state a step reached (its final state where an episode
+    ended). Returns the pictures and the steps per episode."""
     import torch
 
-    from xiaoyarl import train_agent
+    from xiaoyarl.config_io import load_config
     from xiaoyarl.envs import make_env
-    from xiaoyarl.envs.minatar.breakout import BreakoutEnv
+    from xiaoyarl.envs.multi import make_multi_agent_env
 
-    config = Config(algo="ppo", env_id="MinAtar/Breakout-v1", max_steps=2048, eval_every=2048,
-                    eval_episodes=1, confirm_episodes=0, threads=1,
-                    cwd=str(tmp_path / "run"))  # fmt: skip
-    train_agent(config, log=None)
-    out = record_video(tmp_path / "run", tmp_path / "breakout.gif", episodes=1, seed=3)
-    # the replay the video must show: the same torch env, seeded alike, the same policy
-    policy = load_policy(tmp_path / "run")
-    with make_env("MinAtar/Breakout-v1", 1, backend="torch", evaluation=True) as env:
-        state, _ = env.reset(seed=3)
-        shown, done = [state[0]], False
-        while not done:
-            action = torch.as_tensor(np.asarray(policy.predict(state[0].numpy()))).view(1)
-            state, _, terminated, truncated, info = env.step(action)
-            done = bool(terminated[0] | truncated[0])
-            shown.append(info["final_state"][0] if done else state[0])
-    with Image.open(out) as gif:
-        assert gif.size == (160, 160)
-        assert gif.info["duration"] == 100  # 10 frames a second
-        gif.seek(len(shown) // 2)
-        middle = np.asarray(gif.convert("RGB"))
-    picture = BreakoutEnv.render_observation(shown[len(shown) // 2])
-    assert picture.shape == (160, 160, 3)
-    # the GIF's palette may shift colours a little: compare which cells are lit
-    assert np.array_equal(middle.max(axis=2) > 60, picture.max(axis=2) > 60)
+    config = load_config(run_dir / "config.yaml")
+    policy = load_policy(run_dir)
+    multi = "num_agents" in policy.meta
+    if multi:
+        env = make_multi_agent_env(config.env_id, 1, env_kwargs=config.env_kwargs)
+    else:
+        env = make_env(config.env_id, 1, backend="torch", evaluation=True)
+    pictures, lengths = [], []
+    with env:
+        for i in range(episodes):
+            state, info = env.reset(seed=seed + i)
+            policy.reset()
+            pictures.append(env.render_state((info["state"] if multi else state)[0]))
+            steps, done = 0, False
+            while not done:
+                if multi:
+                    action = policy.predict(state[0].numpy(), avail=info.get("avail_actions"))
+                else:
+                    action = policy.predict(state[0].numpy())
+                action = torch.as_tensor(np.asarray(action)).unsqueeze(0)
+                state, _, terminated, truncated, info = env.step(action)
+                pictures.append(env.render_state(info["final_state"][0]))
+                steps, done = steps + 1, bool(terminated[0] | truncated[0])
+            lengths.append(steps)
+    return pictures, lengths
+
+
+def test_a_recurrent_run_on_cartpole_without_velocities_is_filmed(tiny_run, tmp_path):
+    """gymnasium has no CartPoleNoVelocity-v1: the run plays its own torch env, drawn by
+    gymnasium's CartPole renderer, the recurrent policy reset at each episode's start."""
+    pytest.importorskip("pygame")
+    run = tiny_run("ppo-gru-CartPoleNoVelocity")
+    out = record_video(run, tmp_path / "novel.gif", episodes=2, seed=3)
+    pictures, lengths = torch_replay(run, episodes=2, seed=3)
+    frames = shown_frames(out, 20)  # CartPole's render_fps is 50
+    assert len(frames) == sum(n + 1 for n in lengths)  # the first state, then one per step
+    assert_shows(frames, pictures)
+    assert frames[0].shape == (400, 600, 3)  # gymnasium's CartPole picture
+
+
+def test_a_multi_agent_spread_run_is_filmed(tiny_run, tmp_path):
+    """SpreadDiscrete-v0, torch-native and multi-agent: the MAPPO policy acts for every agent,
+    the env draws each global state; an episode is 25 steps, so 26 frames."""
+    run = tiny_run("mappo-SpreadDiscrete")
+    out = record_video(run, tmp_path / "spread.gif", episodes=2, seed=5)
+    pictures, lengths = torch_replay(run, episodes=2, seed=5)
+    assert lengths == [25, 25]
+    frames = shown_frames(out, 100)  # mpe2's render_fps is 10
+    assert len(frames) == 2 * 26
+    assert_shows(frames, pictures)
+    assert frames[0].shape == (700, 700, 3)
+    agents = (np.abs(frames[0].astype(int) - (70, 70, 170)).sum(axis=2) < 30).mean()
+    landmarks = (np.abs(frames[0].astype(int) - (50, 50, 50)).sum(axis=2) < 30).mean()
+    assert 0.02 < agents < 0.3 and 0.001 < landmarks < 0.05  # three discs of each, to scale
+    assert not np.array_equal(frames[25], frames[26])  # episode 2 starts elsewhere
+
+
+def test_an_mpe2_run_is_filmed_by_mpe2_itself(tiny_run, tmp_path):
+    """A PettingZoo run (mpe2's simple_spread_v3) is played on its own adapter, whose sub-env
+    renders itself; the last frame of an episode is drawn before the auto-reset. The reference:
+    mpe2's parallel env played directly with the same policy."""
+    mpe2 = pytest.importorskip("mpe2")
+    pytest.importorskip("pygame")
+    run = tiny_run("mappo-mpe2-spread")
+    out = record_video(run, tmp_path / "mpe2.gif", episodes=2, seed=7)
+    policy = load_policy(run)
+    pictures = []
+    env = mpe2.simple_spread_v3.parallel_env(render_mode="rgb_array")
+    for i in range(2):
+        obs, _ = env.reset(seed=7 + i)
+        agents = list(env.possible_agents)
+        pictures.append(env.render())
+        while env.agents:
+            actions = policy.predict(np.stack([obs[a] for a in agents]))
+            obs, *_ = env.step({a: int(actions[j]) for j, a in enumerate(agents)})
+            pictures.append(env.render())
+    env.close()
+    assert len(pictures) == 2 * 26  # mpe2's episodes last 25 steps
+    frames = shown_frames(out, 100)  # mpe2's render_fps is 10
+    assert_shows(frames, pictures)
+    assert frames[0].shape == (700, 700, 3)
+
+
+def test_a_torch_minatar_run_is_filmed_from_its_own_observations(tiny_run, tmp_path):
+    """MinAtar's torch games have no gymnasium id: the recording plays the torch env itself and
+    draws each observation (the whole 10x10 screen), one frame per state, final state included."""
+    run = tiny_run("ppo-MinAtar-Breakout")
+    out = record_video(run, tmp_path / "breakout.gif", episodes=1, seed=3)
+    pictures, (length,) = torch_replay(run, episodes=1, seed=3)
+    frames = shown_frames(out, 100)  # 10 frames a second
+    assert len(frames) == length + 1
+    assert_shows(frames, pictures)
+    assert frames[0].shape == (160, 160, 3)
+
+
+def test_a_run_whose_env_draws_nothing_says_it_cannot_be_filmed(runs, tmp_path, capsys):
+    """Chase-v0 is torch-native only and draws no pictures: record says so plainly, through the
+    API and the command line, and writes nothing."""
+    from xiaoyarl.cli import main
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "actor.pt").write_bytes((runs["ppo-CartPole"] / "actor.pt").read_bytes())
+    save_config(Config(env_id="Chase-v0"), run / "config.yaml")
+    message = "'Chase-v0' cannot be filmed: its env, ChaseEnv, draws no pictures"
+    with pytest.raises(EnvError, match=message):
+        record_video(run)
+    assert main(["record", str(run)]) == 2
+    assert message in capsys.readouterr().err
+    assert sorted(p.name for p in run.iterdir()) == ["actor.pt", "config.yaml"]
+
+
+def test_a_pettingzoo_env_draws_only_when_made_to(tmp_path):
+    """The adapter renders its sub-envs when made with render_mode='rgb_array', as gymnasium's
+    envs do, and says how otherwise."""
+    pytest.importorskip("mpe2")
+    pytest.importorskip("pygame")
+    from xiaoyarl.envs.multi.pettingzoo import PettingZooVecEnv
+
+    with PettingZooVecEnv("mpe2:simple_spread_v3", 1) as env:
+        env.reset(seed=0)
+        with pytest.raises(EnvError, match="render_mode='rgb_array'"):
+            env.render_frame(0)
+    kwargs = {"render_mode": "rgb_array"}
+    with PettingZooVecEnv("mpe2:simple_spread_v3", 2, env_kwargs=kwargs) as env:
+        env.reset(seed=0)
+        first = env.render_frame(1)
+        assert first.shape == (700, 700, 3) and first.dtype == np.uint8
+        assert env.render_fps == 10

@@ -3,15 +3,32 @@
 Why: a return says how well a policy does, a video shows what it does (a CartPole that
 balances by drifting off the screen edge, a Pendulum that spins instead of standing up).
 
-The env is gymnasium's own `env_id` made with `render_mode="rgb_array"`, whatever backend the
-run trained on: the torch-native envs share gymnasium's ids and dynamics. One frame is kept per
-state visited, the first observation included, so an episode of `n` steps gives `n + 1`
-frames. Frames stream to the writer, and at most `MAX_FRAMES` are recorded. GIFs are written
-with Pillow (a dependency of matplotlib); MP4s need `imageio` and `imageio-ffmpeg`.
+Which env is filmed, and what draws it:
+
+- A run whose env draws its own pictures is played on that env, made as evaluation makes it
+  (`build_env`: one sub-env, the run's backend and env_kwargs, `evaluation=True`), the policy
+  acting as the evaluator acts; single- and multi-agent runs alike (`VecPlayer`). These are the
+  torch-native envs that draw their states (`render_state`: the MinAtar games,
+  CartPoleNoVelocity-v1, SpreadDiscrete-v0 and SpreadContinuous-v0), each filmed in the state a
+  step reached before its auto-reset, and PettingZoo envs (`module:env_fn`, e.g. mpe2's), made
+  with `render_mode="rgb_array"` and pictured by their own `render()` (`render_frame`).
+- Any other run is played on gymnasium's own `env_id` made with `render_mode="rgb_array"`,
+  whatever backend it trained on (`GymPlayer`): gymnasium's envs, with the run's kwargs, an Atari
+  game's preprocessing and a Dict observation's packing, and the torch-native classic-control
+  envs, which share gymnasium's ids and dynamics.
+- A run of neither kind cannot be filmed, and the error says so: a torch-native env that draws
+  nothing and that gymnasium does not know (Chase-v0, StockTrading-v0, TwoStepGame-v0), or an
+  env that cannot render `rgb_array` frames.
+
+One frame is kept per state visited, the first observation included, so an episode of `n`
+steps gives `n + 1` frames. Frames stream to the writer, and at most `MAX_FRAMES` are recorded.
+GIFs are written with Pillow (a dependency of matplotlib); MP4s need `imageio` and
+`imageio-ffmpeg`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,14 +39,18 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from xiaoyarl.config import Config
 from xiaoyarl.config_io import load_config
+from xiaoyarl.envs.base import VecEnv
+from xiaoyarl.envs.multi.base import MultiAgentEnvSpec, MultiAgentVecEnv
 from xiaoyarl.errors import CheckpointError, ConfigError, EnvError, XiaoyaError
-from xiaoyarl.policy import Policy, load_policy
+from xiaoyarl.policy import MultiAgentPolicy, Policy, load_policy
 from xiaoyarl.train.checkpoint import atomic_output
 
 # A frame of a classic-control env is ~0.7 MB of RGB; 10,000 of them are minutes of video.
 MAX_FRAMES = 10_000
 ATARI_FPS = 60  # the console's frames a second
+DEFAULT_FPS = 30  # for an env that states no frame rate
 
 VIDEO_FORMATS = (".gif", ".mp4")
 
@@ -45,9 +66,9 @@ def record_video(
 
     Episode `i` starts from `env.reset(seed=seed + i)`; the policy is deterministic. `out`
     defaults to `run_dir/policy.gif`; a `.mp4` suffix writes an MP4 instead. `fps` defaults to
-    the env's `metadata["render_fps"]`, else 30; for an Atari run, the console's 60 frames a
-    second divided by its frame skip (one frame is filmed per step). Returns the path
-    written."""
+    the env's own frame rate (gymnasium's `metadata["render_fps"]`, a torch-native env's or an
+    adapter's `render_fps`), else 30; for an Atari run, the console's 60 frames a second divided
+    by its frame skip (one frame is filmed per step). Returns the path written."""
     run_dir = Path(run_dir)
     out = Path(out) if out is not None else run_dir / "policy.gif"
     if out.suffix.lower() not in VIDEO_FORMATS:
@@ -64,82 +85,187 @@ def record_video(
     if not config_path.is_file():
         raise CheckpointError(f"{run_dir} has no config.yaml: it is not a xiaoyarl run folder.")
     config = load_config(config_path)
-    env_id = config.env_id
-
-    env = _make_render_env(env_id, config.env_kwargs)
+    player = _make_player(config, policy, run_dir)
     try:
-        obs_shape = env.observation_space.shape
-        assert obs_shape is not None  # a Box: GymVecEnv, which trained the policy, needs one
-        obs_dim = int(np.prod(obs_shape))
-        if obs_dim != policy.state_dim:
-            raise CheckpointError(
-                f"{env_id} has observations of size {obs_dim}, but the policy in {run_dir} "
-                f"expects {policy.state_dim}: the run was not trained on this env."
-            )
-        atari = (config.env_kwargs or {}).get("atari")
-        if isinstance(atari, dict):  # one frame filmed per step of `frame_skip` console frames
-            rate = fps or ATARI_FPS / atari["frame_skip"]
-        else:
-            rate = fps or env.metadata.get("render_fps") or 30
-        frames = _play(env, env_id, policy, episodes, seed)
+        frames = _play(player, config.env_id, episodes, seed)
         with atomic_output(out) as partial:
             if out.suffix.lower() == ".gif":
-                _write_gif(frames, partial, rate)
+                _write_gif(frames, partial, fps or player.fps)
             else:
-                _write_mp4(frames, partial, rate)
+                _write_mp4(frames, partial, fps or player.fps)
     finally:
-        env.close()
+        player.close()
     return out
 
 
-class TorchEnvPlayer(gymnasium.Env):
-    """One sub-env of a torch-native env that draws its own observations
-    (`render_observation`, e.g. the MinAtar games, whose observation is the whole screen),
-    played as a gymnasium env: numpy observations as the policy takes them, and frames."""
+class Player:
+    """The run's policy playing one env, deterministically: `reset(seed)` starts an episode,
+    then `frame()` (the picture of the state reached) and `step()` (one action; True when the
+    episode ended) take turns. `fps`: the env's own frames a second."""
 
-    render_mode = "rgb_array"
+    policy: Policy
+    fps: float
 
-    def __init__(self, env_id: str, env_kwargs: dict | None) -> None:
-        from xiaoyarl.envs.registry import make_env
+    def reset(self, seed: int) -> None:
+        raise NotImplementedError
 
-        self.env = make_env(env_id, 1, backend="torch", env_kwargs=env_kwargs, evaluation=True)
-        spec = self.env.spec
-        self.metadata = {"render_modes": ["rgb_array"],
-                         "render_fps": getattr(self.env, "render_fps", 30)}  # fmt: skip
-        self.observation_space = spaces.Box(0, 255, spec.obs_shape, np.uint8)
-        self.action_space = spaces.Discrete(spec.action_dim)
-        self._shown: torch.Tensor | None = None
+    def frame(self) -> np.ndarray:
+        raise NotImplementedError
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None):  # noqa: ANN201
-        state, info = self.env.reset(seed=seed)
-        self._shown = state[0]
-        return state[0].numpy(), {}
+    def step(self) -> bool:
+        raise NotImplementedError
 
-    def step(self, action):  # noqa: ANN001, ANN201
-        state, reward, terminated, truncated, info = self.env.step(torch.as_tensor([action]))
-        done = bool(terminated[0] | truncated[0])
-        self._shown = info["final_state"][0] if done else state[0]  # not the next episode's
-        return state[0].numpy(), float(reward[0]), bool(terminated[0]), bool(truncated[0]), {}
+    def close(self) -> None:
+        raise NotImplementedError
 
-    def render(self) -> np.ndarray:
-        return type(self.env).render_observation(self._shown)  # type: ignore[attr-defined]
+
+class GymPlayer(Player):
+    """The policy on a gymnasium env rendering `rgb_array` frames: numpy observations as the
+    policy takes them, its actions converted as `GymVecEnv` converts them."""
+
+    def __init__(self, env: gymnasium.Env, policy: Policy, fps: float) -> None:
+        self.env, self.policy, self.fps = env, policy, fps
+        self.obs: np.ndarray
+        self.info: dict = {}
+
+    def reset(self, seed: int) -> None:
+        self.obs, self.info = self.env.reset(seed=seed)
+
+    def frame(self) -> np.ndarray:
+        return self.env.render()  # type: ignore[return-value]  # rgb_array: an array
+
+    def step(self) -> bool:
+        # numpy in, numpy out; an observation as the policy takes it (images stay uint8)
+        state = np.asarray(self.obs).reshape(self.policy.obs_shape)
+        mask = self.info.get("action_mask") if self.policy.masked else None
+        action = cast(np.ndarray, self.policy.predict(state, action_mask=mask))
+        env_action = _to_env_action(action, self.env.action_space)
+        self.obs, _, terminated, truncated, self.info = self.env.step(env_action)
+        return bool(terminated or truncated)
 
     def close(self) -> None:
         self.env.close()
 
 
+class VecPlayer(Player):
+    """The policy on the one sub-env of the run's own env (a `VecEnv` or `MultiAgentVecEnv`),
+    acting as the evaluator acts: torch tensors, actions as agents see them (`[-1, 1]` where
+    continuous), masks where the env gives them. Frames are the env's own: `render_frame(0)`,
+    or `render_state` of the state shown, which after a step is `info["final_state"]` (the
+    state the step reached, before any auto-reset)."""
+
+    def __init__(self, env: VecEnv | MultiAgentVecEnv, policy: Policy, fps: float) -> None:
+        self.env, self.policy, self.fps = env, policy, fps
+        self.multi = isinstance(env.spec, MultiAgentEnvSpec)
+        self.state: torch.Tensor  # (1, *obs_shape), or (1, num_agents, obs_dim)
+        self.info: dict = {}
+        self.shown: torch.Tensor  # one state: an observation, or the global state
+
+    def reset(self, seed: int) -> None:
+        self.state, self.info = self.env.reset(seed=seed)
+        self.shown = (self.info["state"] if self.multi else self.state)[0]
+
+    def frame(self) -> np.ndarray:
+        render_frame = getattr(self.env, "render_frame", None)
+        if render_frame is not None:
+            return render_frame(0)
+        # _make_player plays an env on a VecPlayer only if it has one of the two methods
+        return self.env.render_state(self.shown)  # type: ignore[union-attr]
+
+    @torch.no_grad()
+    def step(self) -> bool:
+        policy, info = self.policy, self.info
+        if isinstance(policy, MultiAgentPolicy):
+            action = policy.act_normalized(self.state, info.get("avail_actions"))
+        elif policy.masked and "action_mask" in info:
+            action = policy.masked_action(self.state, info["action_mask"], deterministic=True)
+        else:
+            action = policy.act_normalized(self.state)
+        self.state, _, terminated, truncated, self.info = self.env.step(action)
+        self.shown = self.info["final_state"][0]  # as the step left it, before any auto-reset
+        return bool(terminated[0] | truncated[0])
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def _make_player(config: Config, policy: Policy, run_dir: Path) -> Player:
+    """The player that films the run of `config` (see the module docstring), or a clear error
+    why the run cannot be filmed."""
+    from xiaoyarl.envs.multi.registry import is_multi_agent, is_pettingzoo_id
+    from xiaoyarl.envs.registry import is_torch_native
+    from xiaoyarl.run import build_env
+
+    env_id = config.env_id
+    multi = is_multi_agent(env_id)
+    if multi or is_torch_native(env_id, config.backend):
+        pettingzoo = is_pettingzoo_id(env_id)
+        if pettingzoo:  # PettingZoo envs draw when asked, as gymnasium's do
+            kwargs = {**(config.env_kwargs or {}), "render_mode": "rgb_array"}
+            config = dataclasses.replace(config, env_kwargs=kwargs)
+        try:
+            env = build_env(config, 1, torch.device("cpu"), config.backend, 0, evaluation=True)
+        except EnvError as error:
+            if pettingzoo:
+                error.add_note(
+                    "record makes a PettingZoo env with render_mode='rgb_array' to film it; an "
+                    "env that does not take it cannot be filmed."
+                )
+            raise
+        if hasattr(env, "render_state") or hasattr(env, "render_frame"):
+            _check_policy_fits(env, policy, run_dir)
+            return VecPlayer(env, policy, getattr(env, "render_fps", None) or DEFAULT_FPS)
+        env.close()
+        if multi or env_id not in gymnasium.registry:
+            instead = "" if multi else ", and gymnasium has no env of that id to draw it instead"
+            raise EnvError(
+                f"environment '{env_id}' cannot be filmed: its env, {type(env).__name__}, draws "
+                f"no pictures of its states (it has no render_state){instead}."
+            )
+    gym_env = _make_render_env(env_id, config.env_kwargs)
+    obs_shape = gym_env.observation_space.shape
+    assert obs_shape is not None  # a Box: GymVecEnv, which trained the policy, needs one
+    obs_dim = int(np.prod(obs_shape))
+    if isinstance(policy, MultiAgentPolicy) or obs_dim != policy.state_dim:
+        gym_env.close()
+        raise CheckpointError(
+            f"{env_id} has observations of size {obs_dim}, but the policy in {run_dir} "
+            f"expects {policy.state_dim}: the run was not trained on this env."
+        )
+    atari = (config.env_kwargs or {}).get("atari")
+    if isinstance(atari, dict):  # one frame filmed per step of `frame_skip` console frames
+        return GymPlayer(gym_env, policy, ATARI_FPS / atari["frame_skip"])
+    return GymPlayer(gym_env, policy, gym_env.metadata.get("render_fps") or DEFAULT_FPS)
+
+
+def _check_policy_fits(env: VecEnv | MultiAgentVecEnv, policy: Policy, run_dir: Path) -> None:
+    """Refuse a policy whose observations are not the env's (closing the env)."""
+    spec = env.spec
+    if isinstance(spec, MultiAgentEnvSpec):
+        shape: tuple[int, ...] = (spec.num_agents, spec.obs_dim)
+    else:
+        shape = tuple(spec.obs_shape)
+    if isinstance(policy, MultiAgentPolicy):
+        expects: tuple[int, ...] = (policy.num_agents, policy.obs_dim)
+    else:
+        expects = tuple(policy.obs_shape)
+    if isinstance(spec, MultiAgentEnvSpec) != isinstance(policy, MultiAgentPolicy) or (
+        shape != expects
+    ):
+        env.close()
+        raise CheckpointError(
+            f"{spec.name} has observations of shape {shape}, but the policy in {run_dir} "
+            f"expects {expects}: the run was not trained on this env."
+        )
+
+
 def _make_render_env(env_id: str, env_kwargs: dict | None = None) -> gymnasium.Env:
     """gymnasium's `env_id` rendering `rgb_array` frames, or a clear error why it cannot. The
     run's own env: with its kwargs, an Atari game's preprocessing (as evaluated: whole games;
-    the video shows the game's own frames) and a Dict observation's packing. A torch-native
-    env that draws its own observations is played itself (`TorchEnvPlayer`)."""
+    the video shows the game's own frames) and a Dict observation's packing."""
     # resolve_gym_id imports the module of a module:Env-v0 id
     from xiaoyarl.envs.atari import atari_settings, gym_kwargs
     from xiaoyarl.envs.gym import is_atari_screen, make_gym_env, make_sub_env, resolve_gym_id
-    from xiaoyarl.envs.registry import torch_envs
-
-    if hasattr(torch_envs().get(env_id), "render_observation"):
-        return TorchEnvPlayer(env_id, env_kwargs)
 
     registered_id, kwargs = resolve_gym_id(env_id, env_kwargs)
     keep = kwargs.pop("obs_keys", None)
@@ -173,17 +299,15 @@ def _cannot_render_error(env_id: str, env: gymnasium.Env) -> EnvError:
     )
 
 
-def _play(
-    env: gymnasium.Env, env_id: str, policy: Policy, episodes: int, seed: int
-) -> Iterator[np.ndarray]:
+def _play(player: Player, env_id: str, episodes: int, seed: int) -> Iterator[np.ndarray]:
     """Frames `(height, width, 3)` uint8 of `episodes` episodes, at most `MAX_FRAMES`."""
     count = 0
     for i in range(episodes):
-        obs, info = env.reset(seed=seed + i)
-        policy.reset()  # a recurrent policy starts the episode with a fresh hidden state
+        player.reset(seed + i)
+        player.policy.reset()  # a recurrent policy starts the episode with a fresh hidden state
         done = False
         while True:
-            yield _render(env, env_id)
+            yield _render(player, env_id)
             count += 1
             if done:
                 break
@@ -194,17 +318,12 @@ def _play(
                     stacklevel=2,
                 )
                 return
-            # numpy in, numpy out; an observation as the policy takes it (images stay uint8)
-            state = np.asarray(obs).reshape(policy.obs_shape)
-            mask = info.get("action_mask") if policy.masked else None
-            action = cast(np.ndarray, policy.predict(state, action_mask=mask))
-            obs, _, terminated, truncated, info = env.step(_to_env_action(action, env.action_space))
-            done = terminated or truncated
+            done = player.step()
 
 
-def _render(env: gymnasium.Env, env_id: str) -> np.ndarray:
+def _render(player: Player, env_id: str) -> np.ndarray:
     try:
-        frame = env.render()
+        frame = player.frame()
     except (gymnasium.error.DependencyNotInstalled, ImportError) as e:
         raise XiaoyaError(
             f"cannot render environment '{env_id}': a package its renderer needs is not "

@@ -20,6 +20,11 @@ Every environment the runner sees holds `num_envs` sub-environments and speaks t
   `(num_envs, state_dim)` holds the observation each sub-environment reached in this step
   *before* any auto-reset: it equals `state` where the episode goes on, and is the last
   observation of the episode where it ended, so agents can bootstrap through truncation.
+- Optional, for videos (`xiaoyarl record`): a torch-native env that can picture itself draws one
+  sub-env's state as reset and step return it (`state[i]`, or `info["final_state"][i]` where an
+  episode ended) with `render_state(state) -> (height, width, 3)` uint8, at `render_fps` frames
+  a second; an adapter whose simulator draws itself renders sub-env `i` as the last reset or
+  step left it (before any auto-reset) with `render_frame(i)` (`envs/multi/pettingzoo.py`).
 
 `TorchVecEnv` is the base of torch-native simulators: the time limit (with the rule above),
 auto-reset, seeding, `set_sim_state` and `state_dict` live there once, and the multi-agent

@@ -18,7 +18,9 @@ unchanged; call `.contiguous()` where row-major memory is needed (e.g. before `.
 from __future__ import annotations
 
 import math
+from typing import Any
 
+import numpy as np
 import torch
 
 from xiaoyarl.envs.base import TorchVecEnv
@@ -231,13 +233,36 @@ class CartPoleNoVelocityEnv(CartPoleEnv):
     """CartPole-v1 observed without its velocities: the cart's position and the pole's angle
     only, `(n, 2)`. One observation does not tell where the cart and pole are heading, so a
     policy must remember (recurrent PPO); the dynamics, rewards and limits are CartPole-v1's.
-    As RL Zoo's `CartPoleNoVel-v1` (its recurrent PPO benchmark)."""
+    As RL Zoo's `CartPoleNoVel-v1` (its recurrent PPO benchmark).
+
+    gymnasium has no env of this id, so the env draws its own pictures (`render_state`, for
+    `xiaoyarl record`) with gymnasium's CartPole-v1 renderer."""
 
     name = "CartPoleNoVelocity-v1"
     state_dim = 2
+    render_fps = 50  # gymnasium CartPole-v1's metadata["render_fps"]: its 0.02 s steps
+    _painter: Any = None  # gymnasium's CartPole-v1, made on the first picture
 
     def _observe(self, sim_state: torch.Tensor) -> torch.Tensor:
         return sim_state[:, 0::2].clone()  # x and theta
+
+    def render_state(self, state: torch.Tensor) -> np.ndarray:
+        """One observation `(2,)` (the cart's position, the pole's angle) as gymnasium's
+        CartPole-v1 draws it, `(400, 600, 3)` uint8 (its picture shows no velocities). Needs
+        pygame, as gymnasium's renderer does (`pip install -e '.[render]'`)."""
+        if self._painter is None:
+            import gymnasium
+
+            self._painter = gymnasium.make("CartPole-v1", render_mode="rgb_array").unwrapped
+        x, theta = state.tolist()
+        self._painter.state = np.array([x, 0.0, theta, 0.0])  # gymnasium's (x, x_dot, th, th_dot)
+        return self._painter.render()
+
+    def close(self) -> None:
+        """Close gymnasium's renderer, if a picture was drawn."""
+        if self._painter is not None:
+            self._painter.close()
+            self._painter = None
 
 
 TORCH_ENVS: dict[str, type[TorchVecEnv]] = {

@@ -121,9 +121,10 @@ class MinAtarEnv(TorchVecEnv):
     )  # fmt: skip
 
     @classmethod
-    def render_observation(cls, obs: torch.Tensor) -> np.ndarray:
+    def render_state(cls, obs: torch.Tensor) -> np.ndarray:
         """One observation `(channels, 10, 10)` as an RGB picture `(160, 160, 3)` uint8 (the
-        observation is the whole screen, so this is what the game looks like)."""
+        observation is the whole screen, so this is what the game looks like; `xiaoyarl
+        record` films the games with it)."""
         grid = obs.detach().cpu().bool().numpy()
         picture = np.full((10, 10, 3), 20, dtype=np.uint8)  # the background, near black
         for channel in range(grid.shape[0]):

@@ -25,6 +25,9 @@ on its device (A = num_agents, D = obs_dim):
   (post-reset) observations, i.e. the next decision.
 - Invalid actions (wrong shape or dtype, an index out of range, an unavailable action chosen)
   raise `EnvError`.
+- Pictures, optional as in the single-agent contract: `render_state(state)` draws a global state
+  (`info["state"][i]`, or `info["final_state"][i]` where an episode ended); `render_frame(i)`
+  renders sub-env `i` as the last reset or step left it.
 
 Team return: the return of an episode for the team is the sum over agents of their rewards,
 except in shared-reward envs (`spec.shared_reward`), where every agent gets the same reward and

@@ -29,6 +29,9 @@ step. Agents are `possible_agents`, in their order (A of them):
   out of the env's kwargs), else the env's `max_cycles`/`max_steps`, else `DEFAULT_MAX_STEP`.
 - Seeding: `reset(seed)` resets sub-env i with `seed + i`; the constructor's seed is used by
   the first `reset()` that is given none; auto-resets continue each sub-env's own generator.
+- Pictures (`xiaoyarl record`): with `env_kwargs["render_mode"] == "rgb_array"` (passed on to
+  the env, as gymnasium's `make` takes it) `render_frame(i)` is sub-env i's own `render()`;
+  where its episode ended in the last step, the picture it rendered before the auto-reset.
 
 PettingZoo and the simulators are optional: `pip install -e '.[multi]'` installs pettingzoo and
 mpe2.
@@ -174,6 +177,9 @@ class PettingZooVecEnv(MultiAgentVecEnv):
         self._num_steps = 0
         kwargs = dict(env_kwargs or {})
         max_step = kwargs.pop("max_episode_steps", None)
+        self._render_mode = kwargs.get("render_mode")
+        # sub-env i's last picture before its auto-reset, where its episode ended in the last step
+        self._final_frames: list[np.ndarray | None] = [None] * self.num_envs
 
         env_fn = resolve_env_fn(env_id)
         self.envs: list[Any] = [_make_parallel(env_id, env_fn, kwargs)]
@@ -276,6 +282,7 @@ class PettingZooVecEnv(MultiAgentVecEnv):
             if len(lows) == 1 and len(highs) == 1:  # one set of bounds for every agent
                 action_low, action_high = lows.pop(), highs.pop()
         metadata = getattr(env, "metadata", None) or {}
+        self.render_fps: int | None = metadata.get("render_fps")  # a video's frames a second
         return MultiAgentEnvSpec(
             name=str(metadata.get("name", self.env_id.split(":")[-1])),
             num_envs=self.num_envs,
@@ -300,6 +307,7 @@ class PettingZooVecEnv(MultiAgentVecEnv):
         if seed is None:
             seed = self._seed  # the constructor's seed, used once
         self._seed = None
+        self._final_frames = [None] * self.num_envs
         for i in range(self.num_envs):
             self._reset_one(i, None if seed is None else seed + i, "on reset()")
         self._needs_reset = False
@@ -358,6 +366,19 @@ class PettingZooVecEnv(MultiAgentVecEnv):
         for env in envs:
             env.close()
 
+    def render_frame(self, index: int) -> np.ndarray:
+        """Sub-env `index` drawn by its env's `render()` as the last reset or step left it: where
+        its episode ended in that step, as it ended (before the auto-reset). Needs the env made
+        with `env_kwargs["render_mode"] = "rgb_array"`."""
+        self._check_open()
+        if self._render_mode != "rgb_array":
+            raise EnvError(
+                f"{self.spec.name}: render_frame needs the env made with env_kwargs "
+                f"render_mode='rgb_array' (it was made with render_mode={self._render_mode!r})."
+            )
+        final = self._final_frames[index]
+        return self.envs[index].render() if final is None else final
+
     # --- one sub-env ---------------------------------------------------------------------------
     def _reset_one(self, i: int, seed: int | None, when: str) -> None:
         """Reset sub-env i and write its first observations, state and masks."""
@@ -400,7 +421,9 @@ class PettingZooVecEnv(MultiAgentVecEnv):
         time_limit = self._elapsed[i] >= self.spec.max_step
         self._truncated[i] = (done and ended_by_time) or (time_limit and not done)
         self._terminated[i] = done and not ended_by_time
-        if done or time_limit:
+        ended = done or time_limit
+        self._final_frames[i] = env.render() if ended and self._render_mode == "rgb_array" else None
+        if ended:
             self._reset_one(i, None, f"on the auto-reset after step {self._num_steps}")
         else:
             self._obs[i] = self._final_obs[i]

@@ -28,10 +28,13 @@ torch generator, and the arithmetic is float32 where mpe2's is float64.
 - Global state `(6N,)` (xiaoyarl's choice; mpe2's `state()` concatenates the observations
   instead): the positions of every agent (2N), their velocities (2N), the positions of every
   landmark (2N). It is also `sim_state`, the simulator state `set_sim_state` takes.
+- Pictures (`render_state`, for `xiaoyarl record`): a global state drawn in mpe2's colours and
+  layout, with Pillow instead of pygame, the discs to scale (two agents touch where they collide).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -75,6 +78,12 @@ class SpreadEnv(TorchMultiAgentVecEnv):
     agent_size = 0.15
     sensitivity = 5.0  # mpe2's default when agent.accel is None
     capture_radius = 0.1
+    landmark_size = 0.05  # drawn only: landmarks do not collide
+    # pictures as mpe2's: 700 pixels square, its colours (times 200), 10 frames a second
+    render_fps = 10
+    render_size = 700
+    agent_color = (70, 70, 170)
+    landmark_color = (50, 50, 50)
 
     def __init__(
         self,
@@ -207,6 +216,28 @@ class SpreadEnv(TorchMultiAgentVecEnv):
 
     def _global_state(self, sim_state: torch.Tensor) -> torch.Tensor:
         return sim_state.clone(memory_format=torch.contiguous_format)
+
+    # --- pictures ------------------------------------------------------------------------------
+    def render_state(self, state: torch.Tensor) -> np.ndarray:
+        """One sub-env's global state `(6N,)` as a picture `(700, 700, 3)` uint8 in mpe2's
+        colours and layout: the agents as blue discs, the landmarks as small dark ones on top,
+        outlined in black on white, y pointing up, every disc to scale (mpe2 shrinks them). The
+        view holds the square [-1, 1]^2 where the entities start, widened (as mpe2 zooms out)
+        when one has left it."""
+        from PIL import Image, ImageDraw
+
+        pos, _, landmarks = state.detach().cpu().double().reshape(3, self.num_agents, 2).unbind(0)
+        size = self.render_size
+        reach = max(1.0, float(torch.cat([pos, landmarks]).abs().max()))
+        scale = size / 2 * 0.9 / reach  # pixels per unit, a margin as mpe2's 0.9
+        picture = Image.new("RGB", (size, size), (255, 255, 255))
+        draw = ImageDraw.Draw(picture)
+        entities = [(p, self.agent_size, self.agent_color) for p in pos.tolist()]
+        entities += [(p, self.landmark_size, self.landmark_color) for p in landmarks.tolist()]
+        for (x, y), radius, color in entities:
+            cx, cy, r = size / 2 + x * scale, size / 2 - y * scale, radius * scale
+            draw.ellipse((cx - r, cy - r, cx + r, cy + r), fill=color, outline=(0, 0, 0))
+        return np.asarray(picture)
 
 
 def _norm(delta: torch.Tensor) -> torch.Tensor:
