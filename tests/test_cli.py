@@ -49,6 +49,8 @@ BAD_ENV_MODULE = textwrap.dedent(
     [
         (["train", "pp0", "CartPole-v1"], ["unknown algorithm 'pp0'", "did you mean 'ppo'", "a2c"]),
         (["train", "ppo", "CartPol-v1"], ["unknown environment", "CartPole-v1"]),
+        (["train", "ppo", "MinAtar/breakout-v1"], ["Did you mean 'MinAtar/Breakout-v1'?"]),
+        (["train", "ppo", "cartpole-v1", "--backend", "gymnasium"], ["Did you mean 'CartPole-v1'"]),
         (["train", "ppo", "nomodule_xyz:Env-v0"], ["nomodule_xyz"]),
         (["train", "ppo", "CartPole-v1", "--set", "gamma"], ["name=value"]),
         (["train", "ppo", "CartPole-v1", "--set", "gamm=0.9"], ["unknown config field", "gamma"]),

@@ -136,6 +136,14 @@ def test_h_term_without_exploration_noise_is_refused_on_the_command_line(tmp_pat
     assert not (tmp_path / "r").exists()
 
 
+def test_an_algorithm_named_in_other_letter_cases_gets_its_name_suggested():
+    """The CLI takes `PPO`; a Python Config, which takes the name as it is, says which one."""
+    from xiaoyarl.agents.settings import agent_of
+
+    with pytest.raises(ConfigError, match=r"unknown algorithm 'PPO' \(did you mean 'ppo'\?\)"):
+        agent_of(Config(algo="PPO"))
+
+
 def test_python_config_refuses_an_unknown_keyword_naming_the_closest_field():
     with pytest.raises(ConfigError, match=r"unknown config field 'learningrate'.*learning_rate"):
         Config(learningrate=1e-3)

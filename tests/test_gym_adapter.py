@@ -298,6 +298,20 @@ def test_unknown_id_suggests_close_matches():
     assert "'CartPole-v1'" in str(excinfo.value)
 
 
+def test_a_minigrid_id_needs_no_prefix_and_says_what_to_install(monkeypatch):
+    """MiniGrid registers its envs when imported: its ids work as Atari's do, without a
+    `minigrid:` prefix; where the package is missing, the error names it."""
+    if importlib.util.find_spec("minigrid") is not None:  # installed: the env is made
+        env = GymVecEnv("MiniGrid-Empty-5x5-v0")
+        assert env.spec.num_envs == 1
+        env.close()
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    monkeypatch.delitem(gymnasium.registry, "MiniGrid-Empty-5x5-v0", raising=False)
+    with pytest.raises(EnvError, match=r"an env of the minigrid package, which is not "
+                                       r"installed: `pip install minigrid`"):  # fmt: skip
+        GymVecEnv("MiniGrid-Empty-5x5-v0")
+
+
 def test_module_that_fails_to_import_raises():
     with pytest.raises(EnvError, match="importing module 'no_such_module_xyz' failed"):
         GymVecEnv("no_such_module_xyz:Foo-v0")

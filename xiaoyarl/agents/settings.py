@@ -29,7 +29,9 @@ def agent_of(config: Config) -> type[AgentBase]:
     """The agent class of `config.algo` (its continuous-action one where it has both: both
     read the same settings); a `ConfigError` with the closest names for an unknown algorithm."""
     if config.algo not in ALGORITHMS:
-        close = difflib.get_close_matches(str(config.algo), list(ALGORITHMS), n=1)
+        name = str(config.algo)
+        close = [name.lower()] if name.lower() in ALGORITHMS else difflib.get_close_matches(
+            name.lower(), list(ALGORITHMS), n=1)  # fmt: skip
         hint = f" (did you mean '{close[0]}'?)" if close else ""
         raise ConfigError(
             f"unknown algorithm '{config.algo}'{hint}; choose one of: "

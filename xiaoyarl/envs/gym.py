@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
+import importlib.util
 import os
 import re
 import sys
@@ -46,6 +47,8 @@ VECTOR_MODES = ("sync", "async")
 # Pip extras of this package that install the optional simulators, keyed by a word that
 # appears in the entry point of the envs that need them.
 _EXTRAS = {"box2d": "box2d", "mujoco": "mujoco"}
+# packages whose import registers their envs with gymnasium, by the ids' prefix
+_REGISTERED_ON_IMPORT = {"MiniGrid-": "minigrid", "BabyAI-": "minigrid"}
 
 WRAP_ADVICE = (
     "wrap the env (e.g. with gymnasium.wrappers.FlattenObservation / TransformObservation) "
@@ -570,6 +573,7 @@ def resolve_gym_id(env_id: str, env_kwargs: dict | None) -> tuple[str, dict]:
             ) from e
     if is_atari_id(registered_id) and registered_id not in gymnasium.registry:
         _register_atari()  # ale-py registers its games only once imported
+    _import_registering_package(registered_id)
     try:
         registration = gymnasium.spec(registered_id)
     except gymnasium.error.Error as e:
@@ -699,9 +703,19 @@ def make_gym_env(env_id: str, registered_id: str, kwargs: dict) -> gymnasium.Env
 
 
 def _unknown_env_error(env_id: str, registered_id: str) -> EnvError:
-    """`EnvError` for an id that gymnasium does not know, with close matches from its registry."""
-    matches = difflib.get_close_matches(registered_id, list(gymnasium.registry), n=3, cutoff=0.6)
+    """`EnvError` for an id that gymnasium does not know, with close matches from its registry
+    (the same id spelled in other letter cases first)."""
+    from xiaoyarl.envs.registry import torch_envs  # it makes this module's envs: imported late
+
+    known = [*torch_envs(), *gymnasium.registry]
+    same = [k for k in known if k.lower() == registered_id.lower()]
+    matches = same[:1] or difflib.get_close_matches(registered_id, known, n=3, cutoff=0.6)
     hint = f" Did you mean {', '.join(repr(m) for m in matches)}?" if matches else ""
+    package = next((p for prefix, p in _REGISTERED_ON_IMPORT.items()
+                    if registered_id.startswith(prefix)), None)  # fmt: skip
+    if package is not None and importlib.util.find_spec(package) is None:
+        return EnvError(f"'{env_id}' is an env of the {package} package, which is not installed: "
+                        f"`pip install {package}`.")  # fmt: skip
     if registered_id != env_id:
         where = f"module '{env_id.split(':', 1)[0]}' was imported but did not register it"
     else:
@@ -710,6 +724,17 @@ def _unknown_env_error(env_id: str, registered_id: str) -> EnvError:
         f"unknown environment '{registered_id}': {where}.{hint} Check the spelling, or use "
         f"'my_module:MyEnv-v0' so the module that registers it is imported first."
     )
+
+
+def _import_registering_package(registered_id: str) -> None:
+    """Import the package whose import registers `registered_id` (`_REGISTERED_ON_IMPORT`), if
+    the id is not registered yet and the package is installed: its ids then need no
+    `package:` prefix, as Atari's need none."""
+    if registered_id in gymnasium.registry:
+        return
+    for prefix, package in _REGISTERED_ON_IMPORT.items():
+        if registered_id.startswith(prefix) and importlib.util.find_spec(package) is not None:
+            importlib.import_module(package)
 
 
 def _register_atari() -> bool:
