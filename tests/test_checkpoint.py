@@ -220,8 +220,10 @@ def test_sigint_during_an_evaluation_is_acknowledged_at_once_and_ends_with_what_
             assert f"continue with --resume {run}" in err
             state = load_plain(run / "checkpoint" / "state.pt")
             assert state["counters"]["total_steps"] == 128
-            assert not (run / "recorder.csv").exists() or "128" not in (
-                run / "recorder.csv").read_text()  # the evaluation given up is not recorded
+            assert (
+                not (run / "recorder.csv").exists()
+                or "128" not in (run / "recorder.csv").read_text()
+            )  # the evaluation given up is not recorded
 
 
 def test_save_atomic_keeps_old_file_when_write_fails(tmp_path):

@@ -76,8 +76,13 @@ def build_parser() -> argparse.ArgumentParser:
         "the same episodes, each run alone.",
     )
     ev.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run folder(s) to evaluate")
-    ev.add_argument("--episodes", type=int, default=10, metavar="K",
-                    help="episodes to play, as parallel sub-envs (default 10)")
+    ev.add_argument(
+        "--episodes",
+        type=int,
+        default=10,
+        metavar="K",
+        help="episodes to play, as parallel sub-envs (default 10)",
+    )
     ev.add_argument("--seed", type=int, default=12_345,
                     help="sub-env i starts from seed + i (default 12345)")  # fmt: skip
 
@@ -110,8 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--backend", choices=field_choices()["backend"], default="auto")
     chk.add_argument("--num-envs", type=int, default=4, metavar="N")
     chk.add_argument("--seed", type=int, default=0)
-    chk.add_argument("--steps", type=int, metavar="N",
-                     help="random steps to run (default: the time limit + 5, at most 2,000)")
+    chk.add_argument(
+        "--steps",
+        type=int,
+        metavar="N",
+        help="random steps to run (default: the time limit + 5, at most 2,000)",
+    )
 
     bt = sub.add_parser("backtest", help="backtest a StockTrading-v0 run on its held-out period")
     bt.add_argument("run_dir")

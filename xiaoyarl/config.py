@@ -98,8 +98,7 @@ class Config:
     max_steps: int = option(2_000_000, "env steps (summed over sub-envs) before training stops")
     target_return: float | None = option(None, "the return that counts as solved; None: the env's")
     stop_at_target: bool = option(True, "stop once the target is reached (and confirmed); false: "
-        "train the whole max_steps, no confirmations (`--target-return none` on the command "
-        "line)")  # fmt: skip
+        "train the whole max_steps, unconfirmed (CLI: `--target-return none`)")  # fmt: skip
     eval_every: int | None = option(None, "env steps between evals; None: 2k off-policy, "
         "on-policy 20k (or 8 rollouts where a rollout is larger)")  # fmt: skip
     eval_episodes: int = option(10, "episodes per evaluation, run as parallel sub-envs")

@@ -276,7 +276,8 @@ class MultiAgentPolicy(Policy):
 
     @property
     def recurrent(self) -> bool:
-        return self._greedy is not None or self.memory is not None
+        """Whether the agents keep hidden states from step to step (agent_rnn)."""
+        return self._greedy is not None
 
     def _joint(self, obs: torch.Tensor, avail: torch.Tensor | None, sample: bool) -> torch.Tensor:
         """Actions as agents see them `(E, A[, U])` for a torch batch `(E, A, O)` on the device."""

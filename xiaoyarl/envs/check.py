@@ -628,7 +628,8 @@ def _vec_trajectory(
         _check_vec_info_type(info, "reset()", found)
         _check_finite(state, "the state from reset()", found)
 
-    start, fingerprints = state.clone(), [(_fingerprint(state),)]
+    start = state.clone()
+    fingerprints: list[tuple[int, ...]] = [(_fingerprint(state),)]
     length = torch.zeros(n, dtype=torch.int64)
     episodes: list[tuple[int, bool, bool]] = []
     done_events = not_reset = 0

@@ -5,9 +5,11 @@ A value estimate can be no larger than the largest return the rewards allow,
 `R = max |reward| / (1 - gamma)` (the largest reward seen so far; with gamma 1, times the time
 limit). A soft (entropy-regularised) value carries a bonus on top of each reward,
 `alpha * entropy` per step (SAC and its kin, which log `alpha` and `entropy`): up to
-`alpha * log |A|` with discrete actions, of either sign with continuous ones. Where an update logs
-both, the largest `|alpha * entropy|` seen so far joins the largest reward in R. The guard flags a logged Q or value estimate (a key with "q_value" or "value" in its
-name) beyond `SLACK * R`, and a loss (a key with "loss") beyond `(SLACK * R)^2`, the squared
+`alpha * log |A|` with discrete actions, of either sign with continuous ones. Where an update
+logs both, the largest `|alpha * entropy|` seen so far joins the largest reward in R.
+
+The guard flags a logged Q or value estimate (a key with "q_value" or "value" in its name)
+beyond `SLACK * R`, and a loss (a key with "loss") beyond `(SLACK * R)^2`, the squared
 error of such a value; either when it is not finite; any other logged scalar when it is
 infinite (NaN there means "not computed yet", as the H-term's while its buffer fills). A
 healthy run stays far inside (its values are at most R); a diverging one (a Q-value of 1e11
@@ -68,8 +70,9 @@ class DivergenceGuard:
         self.largest_reward = torch.maximum(self.largest_reward, rewards.detach().abs().max())
         if "alpha" in logs and "entropy" in logs:  # a soft value's per-step bonus
             bonus = (logs["alpha"].detach() * logs["entropy"].detach()).abs().float()
-            self.largest_bonus = torch.maximum(self.largest_bonus,
-                                               torch.nan_to_num(bonus, nan=0.0, posinf=0.0))
+            self.largest_bonus = torch.maximum(
+                self.largest_bonus, torch.nan_to_num(bonus, nan=0.0, posinf=0.0)
+            )
         value, loss = self.bounds()
         for name, x in logs.items():
             x = x.detach().float()
@@ -88,8 +91,8 @@ class DivergenceGuard:
             return f"{name} = {first} is not finite"
         bound = float(loss if "loss" in name else value)
         what = "the squared error of a value" if "loss" in name else "a value"
-        bonus = float(self.largest_bonus)
-        soft = f", entropy bonus alpha * H <= {bonus:.3g}" if bonus else ""
+        largest_bonus = float(self.largest_bonus)
+        soft = f", entropy bonus alpha * H <= {largest_bonus:.3g}" if largest_bonus else ""
         return (f"{name} = {first:.3g}, beyond {bound:.3g}: {what} should stay within {SLACK:g} "
                 f"times the largest return the rewards seen so far allow (|r| <= "
                 f"{float(self.largest_reward):.3g}{soft}, gamma {self.gamma:g})")  # fmt: skip

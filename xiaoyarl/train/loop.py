@@ -509,7 +509,6 @@ class TrainLoop:
     # --- failures ------------------------------------------------------------------------------
     def save_after_failure(self, error: BaseException) -> str:
         """After `error` ended `run`: write what can be written safely; say what is kept."""
-        kept = []
         checkpoint = "no checkpoint"
         try:
             if self.phase in ("idle", "collect") and self.total_steps > max(self.saved_step, 0):
@@ -538,7 +537,7 @@ class TrainLoop:
                 f"{self.kept_line(checkpoint)}")  # fmt: skip
 
     def kept_line(self, checkpoint: str | None = None) -> str:
-        """"Kept in RUN: ...; continue with --resume RUN.": what the run folder holds now
+        """ "Kept in RUN: ...; continue with --resume RUN.": what the run folder holds now
         (`checkpoint`: how to name the checkpoint, by default its step)."""
         kept = []
         for name in ("config.yaml", "recorder.csv", "actor.pt", "episodes.csv",
