@@ -294,6 +294,19 @@ def test_the_start_up_names_the_config_file_a_run_starts_from(tmp_path, cli, tin
     assert f"settings: {best}, then the command line" in run.stdout
 
 
+def test_every_argument_of_every_command_says_what_it_is():
+    """`record --help` and `eval --help` showed options without a word of help."""
+    import argparse
+
+    from xiaoyarl.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    silent = [f"{name} {action.option_strings or action.dest}"
+              for name, parser in commands.choices.items() for action in parser._actions
+              if action.help is None and not isinstance(action, argparse._HelpAction)]  # fmt: skip
+    assert silent == []
+
+
 def test_list_fields_names_the_automatic_values_per_algorithm(capsys):
     """Fields that default to null say what they become for each algorithm (and backend or
     device where it matters), computed by `Config.resolve` rather than copied."""

@@ -314,3 +314,15 @@ def test_a_pettingzoo_env_draws_only_when_made_to(tmp_path):
         first = env.render_frame(1)
         assert first.shape == (700, 700, 3) and first.dtype == np.uint8
         assert env.render_fps == 10
+
+
+def test_a_headless_record_prints_nothing_of_sdl(runs, tmp_path, monkeypatch, popen):
+    """On a machine without a display SDL said "XDG_RUNTIME_DIR is invalid or not set" (on the
+    process's own stderr) before the GIF was written; the frames need no display."""
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.delenv("SDL_VIDEODRIVER", raising=False)
+    out = tmp_path / "headless.gif"
+    proc = popen("record", str(runs["ppo-CartPole"]), "--out", str(out))
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and out.is_file() and str(out) in stdout
+    assert stderr == "", stderr

@@ -93,28 +93,32 @@ def build_parser() -> argparse.ArgumentParser:
         "draw them on one figure: evaluation returns (mean and std band) above, the mean "
         "returns of the training episodes below, each run labelled by its folder name.",
     )
-    plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run folder(s) to draw")
     plot.add_argument("--out", metavar="FILE",
                       help="image file (default: RUN_DIR/learning_curve.png for one run, "
                            "comparison.png for several)")  # fmt: skip
 
     rec = sub.add_parser("record", help="write a video (GIF or MP4) of a run's best policy")
-    rec.add_argument("run_dir")
-    rec.add_argument("--episodes", type=int, default=1, metavar="K")
+    rec.add_argument("run_dir", help="the run folder whose best policy (actor.pt) plays")
+    rec.add_argument("--episodes", type=int, default=1, metavar="K",
+                     help="episodes to film, one after another (default 1)")  # fmt: skip
     rec.add_argument("--out", metavar="FILE", help="a .gif or .mp4 (default RUN_DIR/policy.gif)")
     rec.add_argument("--seed", type=int, default=0, help="episode i starts from seed + i")
     rec.add_argument("--fps", type=int, help="frames per second (default: the env's)")
 
     exp = sub.add_parser("export", help="export a run's best policy as ONNX or TorchScript")
-    exp.add_argument("run_dir")
-    exp.add_argument("--format", choices=["onnx", "torchscript"], default="onnx")
+    exp.add_argument("run_dir", help="the run folder whose best policy (actor.pt) to export")
+    exp.add_argument("--format", choices=["onnx", "torchscript"], default="onnx",
+                     help="onnx (default; runs without PyTorch) or torchscript")  # fmt: skip
     exp.add_argument("--out", metavar="FILE", help="default RUN_DIR/policy.onnx (.torchscript.pt)")
 
     chk = sub.add_parser("check-env", help="check an env against xiaoyarl's env contract")
     chk.add_argument("env_id", help="built-in torch env, gymnasium id, or module:Env-v0")
-    chk.add_argument("--backend", choices=field_choices()["backend"], default="auto")
-    chk.add_argument("--num-envs", type=int, default=4, metavar="N")
-    chk.add_argument("--seed", type=int, default=0)
+    chk.add_argument("--backend", choices=field_choices()["backend"], default="auto",
+                     help="the env backend to check (default auto, as train)")  # fmt: skip
+    chk.add_argument("--num-envs", type=int, default=4, metavar="N",
+                     help="sub-envs of the vectorized env checked (default 4)")  # fmt: skip
+    chk.add_argument("--seed", type=int, default=0, help="seed of the checked episodes (0)")
     chk.add_argument(
         "--steps",
         type=int,
@@ -123,13 +127,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     bt = sub.add_parser("backtest", help="backtest a StockTrading-v0 run on its held-out period")
-    bt.add_argument("run_dir")
+    bt.add_argument("run_dir", help="a StockTrading-v0 run folder")
     bt.add_argument("--data", metavar="FILE", help="another market panel (CSV or Parquet)")
     bt.add_argument("--start", metavar="DATE", help="first day (default: the backtest period's)")
     bt.add_argument("--end", metavar="DATE", help="last day (default: the data's last)")
 
     fuse = sub.add_parser("fuse", help="average the agents of several runs into a new run")
-    fuse.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    fuse.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
+                      help="runs of one algorithm and env, whose agents to average")  # fmt: skip
     fuse.add_argument("--out", required=True, metavar="RUN_DIR", help="the new run folder")
     fuse.add_argument("--weights", type=float, nargs="+", metavar="W",
                       help="one weight per run (default: equal)")  # fmt: skip
@@ -150,7 +155,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="M",
         help="members (generational) or pods training at once (tournament)",
     )
-    pop.add_argument("--scheme", choices=["generational", "tournament"], default="generational")
+    pop.add_argument(
+        "--scheme",
+        choices=["generational", "tournament"],
+        default="generational",
+        help="generational evolution (default) or tournament-based ensembles",
+    )
     pop.add_argument(
         "--population-backend",
         choices=["process", "vmap"],

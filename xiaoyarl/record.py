@@ -29,6 +29,7 @@ GIFs are written with Pillow (a dependency of matplotlib); MP4s need `imageio` a
 from __future__ import annotations
 
 import dataclasses
+import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -80,6 +81,9 @@ def record_video(
         raise ConfigError(f"episodes must be at least 1, got {episodes}.")
     if out.suffix.lower() == ".mp4":
         _check_mp4_writer_installed()
+    # frames are drawn off-screen: SDL (gymnasium's renderers) needs no display, and says so
+    # ("XDG_RUNTIME_DIR is invalid or not set") on a machine without one unless told
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     policy = load_policy(run_dir)  # CheckpointError for a missing folder or actor.pt
     config_path = run_dir / "config.yaml"
     if not config_path.is_file():
