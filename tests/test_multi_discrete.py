@@ -92,13 +92,21 @@ def test_learns_to_copy_and_the_saved_policy_answers(algo, env_id, agent, tmp_pa
 
 
 @pytest.mark.parametrize(
-    ("algo", "fields"), [("dqn", {}), ("sac_discrete", {}), ("ppo", {"recurrent": "gru"})]
-)
-def test_algorithms_that_cannot_take_multi_discrete_actions_say_which_can(algo, fields):
+    ("algo", "fields", "words"),
+    [
+        ("dqn", {}, r"multi-discrete \[2, 2, 2\]\. Algorithms that can: a2c, ppo\.$"),
+        ("sac_discrete", {}, r"multi-discrete \[2, 2, 2\]\. Algorithms that can: a2c, ppo\.$"),
+        ("sac", {}, r"actions are discrete\. Algorithms that can: a2c, ppo\.$"),  # not dqn or vdn
+        ("ppo", {"recurrent": "gru"}, r"a recurrent policy; feed-forward: a2c, ppo\.$"),
+    ],
+)  # fmt: skip
+def test_algorithms_that_cannot_take_multi_discrete_actions_say_which_can(algo, fields, words):
+    """The algorithms named are those whose agents take the env (`algorithms_for`): `sac`
+    suggested dqn, which refuses multi-discrete actions, and multi-agent algorithms."""
     with make_env("action_envs:CopyBits-v0", 2) as env:
         config = resolve_config(Config(algo=algo, env_id="action_envs:CopyBits-v0", **fields),
                                 batched=False)  # fmt: skip
-        with pytest.raises(ConfigError, match=r"multi-discrete \[2, 2, 2\]; ppo and a2c"):
+        with pytest.raises(ConfigError, match=words):
             make_agent(algo, env.spec, config, torch.device("cpu"))
 
 

@@ -75,28 +75,62 @@ def _either(pair: tuple[type[AgentBase] | None, type[AgentBase] | None]) -> type
     return agent
 
 
-def agent_class(algo: str, spec: EnvSpec | MultiAgentEnvSpec) -> type[AgentBase]:
-    """The agent for `algo` that fits the env (single- or multi-agent, action space), or a
-    ConfigError naming the algorithms that fit."""
-    algorithms = ALGORITHMS
-    continuous, discrete = algorithms[algo]
+def agent_class(
+    algo: str, spec: EnvSpec | MultiAgentEnvSpec, config: Config | None = None
+) -> type[AgentBase]:
+    """The agent class `make_agent` builds for `algo` in the env of `spec` (with `config`'s
+    recurrent policy, where given), or a ConfigError saying why it cannot and naming the
+    algorithms that can there (`algorithms_for`)."""
+    try:
+        return _resolve(algo, spec, config)
+    except _Unfit as unfit:
+        fits = algorithms_for(spec, config)
+        can = f"Algorithms that can: {', '.join(fits)}." if fits else "No algorithm can."
+        if not fits and config is not None and config.recurrent:
+            fits = algorithms_for(spec)
+            can = f"No algorithm can with a recurrent policy; feed-forward: {', '.join(fits)}."
+        raise ConfigError(f"algorithm '{algo}' cannot {unfit}. {can}") from None
+
+
+def algorithms_for(spec: EnvSpec | MultiAgentEnvSpec, config: Config | None = None) -> list[str]:
+    """The algorithms whose agents take the env of `spec` (and `config`'s recurrent policy)."""
+    fits = []
+    for name in ALGORITHMS:
+        try:
+            _resolve(name, spec, config)
+        except _Unfit:
+            continue
+        fits.append(name)
+    return sorted(fits)
+
+
+class _Unfit(Exception):
+    """What an algorithm cannot do in an env (a phrase after "cannot")."""
+
+
+def _resolve(
+    algo: str, spec: EnvSpec | MultiAgentEnvSpec, config: Config | None
+) -> type[AgentBase]:
+    """The agent class for `algo` in the env of `spec`, or `_Unfit` saying why there is none."""
+    continuous, discrete = ALGORITHMS[algo]
     multi = isinstance(spec, MultiAgentEnvSpec)
     if _either((continuous, discrete)).if_multi_agent != multi:
-        fits = sorted(n for n, pair in algorithms.items()
-                      if _either(pair).if_multi_agent == multi)  # fmt: skip
-        kind = "multi-agent" if multi else "single-agent"
-        raise ConfigError(
-            f"algorithm '{algo}' cannot train in {spec.name}, a {kind} env. Algorithms for "
-            f"{kind} envs: {', '.join(fits)}."
-        )
+        raise _Unfit(f"train in {spec.name}, a {'multi' if multi else 'single'}-agent env")
     chosen = discrete if spec.if_discrete else continuous
     if chosen is None:
         kind = "discrete" if spec.if_discrete else "continuous"
-        fits = sorted(n for n, pair in algorithms.items() if pair[int(spec.if_discrete)])
-        raise ConfigError(
-            f"algorithm '{algo}' cannot act in {spec.name}, whose actions are {kind}. "
-            f"Algorithms for {kind} actions: {', '.join(fits)}."
-        )
+        raise _Unfit(f"act in {spec.name}, whose actions are {kind}")
+    recurrent = bool(config is not None and config.recurrent)
+    nvec = getattr(spec, "action_nvec", None)  # multi-discrete actions (single-agent envs)
+    if nvec is not None:
+        chosen = _variant(chosen, MULTI_DISCRETE, recurrent, f"act in {spec.name}, whose actions "
+                          f"are multi-discrete {list(nvec)}")  # fmt: skip
+    if getattr(spec, "action_mask", False):  # the env says which actions are allowed
+        chosen = _variant(chosen, MASKED, recurrent, f"honour the action masks of {spec.name}")
+    if recurrent:  # the same agent with a recurrent policy (ppo, a2c)
+        if chosen not in RECURRENT:
+            raise _Unfit(f"train with a recurrent policy ({config.recurrent})")  # type: ignore[union-attr]
+        chosen = RECURRENT[chosen]  # type: ignore[index]
     return chosen
 
 
@@ -112,16 +146,7 @@ def make_agent(
     into a learner: the H-term (`h_term`, `agents/hterm.py`)."""
     # the class fits the spec (`agent_class`): a multi-agent agent takes a MultiAgentEnvSpec,
     # which type[AgentBase] (whose __init__ takes an EnvSpec) cannot say
-    chosen = agent_class(algo, spec)
-    nvec = getattr(spec, "action_nvec", None)  # multi-discrete actions (single-agent envs)
-    if nvec is not None:
-        chosen = _variant(algo, config, chosen, MULTI_DISCRETE, f"act in {spec.name}, whose "
-                          f"actions are multi-discrete {list(nvec)}", "ppo and a2c")  # fmt: skip
-    if getattr(spec, "action_mask", False):  # the env says which actions are allowed
-        chosen = _variant(algo, config, chosen, MASKED, f"honour the action masks of "
-                          f"{spec.name}", "ppo, a2c, dqn, double_dqn and d3qn")  # fmt: skip
-    if config.recurrent:  # the same agent with a recurrent policy (ppo, a2c)
-        chosen = RECURRENT[chosen]  # type: ignore[index]
+    chosen = agent_class(algo, spec, config)
     build = cast("Callable[..., AgentBase]", chosen)
     agent = build(spec, config, device, learner, LeanKit())
     if config.h_term and learner:
@@ -129,11 +154,9 @@ def make_agent(
     return agent
 
 
-def _variant(algo: str, config: Config, chosen: type, table: dict, what: str, fits: str) -> type:
-    """The agent `table` gives for `chosen` (its multi-discrete or masked variant), or a
-    ConfigError saying that `algo` cannot `what` and which algorithms can."""
-    if chosen not in table or config.recurrent:
-        recurrent = " with recurrent" if config.recurrent else ""
-        raise ConfigError(f"algorithm '{algo}'{recurrent} cannot {what}; {fits} can "
-                          f"(feed-forward).")  # fmt: skip
+def _variant(chosen: type, table: dict, recurrent: bool, what: str) -> type:
+    """The agent `table` gives for `chosen` (its multi-discrete or masked variant), or `_Unfit`
+    saying what it cannot do (feed-forward variants only)."""
+    if chosen not in table or recurrent:
+        raise _Unfit(f"{what}{' with a recurrent policy' if recurrent else ''}")
     return table[chosen]
