@@ -129,8 +129,8 @@ def _resolve(
         chosen = _variant(chosen, MASKED, recurrent, f"honour the action masks of {spec.name}")
     if recurrent:  # the same agent with a recurrent policy (ppo, a2c)
         if chosen not in RECURRENT:
-            raise _Unfit(f"train with a recurrent policy ({config.recurrent})")  # type: ignore[union-attr]
-        chosen = RECURRENT[chosen]  # type: ignore[index]
+            raise _Unfit("train with a recurrent policy")
+        chosen = RECURRENT[chosen]
     return chosen
 
 
