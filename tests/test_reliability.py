@@ -317,6 +317,30 @@ def test_plot_command_draws_what_training_drew(tmp_path, cli, tiny):
     assert (run / "learning_curve.png").read_bytes() == drawn  # same title, same target line
 
 
+def test_a_runs_curve_draws_its_training_episodes_beside_its_evaluations(tmp_path, monkeypatch):
+    """A short run's learning_curve.png was its two evaluations joined by a line: the training
+    episodes' returns (a row of episodes.csv per progress update) are drawn too."""
+    from xiaoyarl.train import evaluator
+    from xiaoyarl.train.loggers import EPISODE_FIELDS, append_csv_row
+
+    for step, mean in ((256, 9.0), (512, 20.0)):
+        append_csv_row(tmp_path / "recorder.csv", {"step": step, "time": 1.0, "eval_mean": mean,
+                                                   "eval_std": 1.0}, evaluator.RECORDER_FIELDS)  # fmt: skip
+    means = [10.0 + i for i in range(8)]
+    for i, mean in enumerate(means):
+        append_csv_row(tmp_path / "episodes.csv", {"step": 64 * (i + 1), "time": i, "episodes": 4,
+                       "return_mean": mean, "return_min": mean - 5, "return_max": mean + 5,
+                       "length_mean": mean}, EPISODE_FIELDS)  # fmt: skip
+    figures = []
+    monkeypatch.setattr(evaluator, "save_figure", lambda fig, path: figures.append(fig) or path)
+    evaluator.plot_learning_curve(tmp_path, title="t", target_return=475.0)
+    lines = {line.get_label(): line for line in figures[0].axes[0].get_lines()}
+    training = lines["training episodes (mean return)"]
+    assert list(training.get_xdata()) == [64 * (i + 1) for i in range(8)]
+    assert list(training.get_ydata()) == means
+    assert list(lines["evaluation return"].get_ydata()) == [9.0, 20.0]
+
+
 def test_resume_names_a_folder_and_a_missing_checkpoint_says_where_it_looked(tmp_path, cli, tiny):
     run = tmp_path / "named"
     common = ["train", "ppo", "CartPole-v1", *tiny, "--eval-every", "256"]

@@ -230,8 +230,10 @@ def plot_learning_curve(
     out: str | Path | None = None,
 ) -> Path | None:
     """Draw `learning_curve.png` (or `out`) from `recorder.csv`: evaluation return (mean ± std)
-    over env steps, with the target as a dashed line. Title and target default to what the run
-    stored in `plot.json`. Returns the image's path, or None with no data yet."""
+    over env steps, with the target as a dashed line, and the training episodes' mean return
+    from `episodes.csv` (a row per progress update, many more than evaluations) with its
+    min-max band. Title and target default to what the run stored in `plot.json`. Returns the
+    image's path, or None with no data yet."""
     run_dir = Path(run_dir)
     rows = read_recorder(run_dir)
     if not rows:
@@ -250,6 +252,14 @@ def plot_learning_curve(
     mean = [r["eval_mean"] for r in rows]
     std = [r["eval_std"] for r in rows]
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    episodes = [r for r in read_csv_floats(run_dir / "episodes.csv") if "return_mean" in r]
+    if episodes:  # behind the evaluations
+        at = [r["step"] for r in episodes]
+        ax.plot(at, [r["return_mean"] for r in episodes], color="tab:gray", linewidth=1.0,
+                marker="." if len(at) <= 20 else None, label="training episodes (mean return)")
+        ax.fill_between(at, [r.get("return_min", r["return_mean"]) for r in episodes],
+                        [r.get("return_max", r["return_mean"]) for r in episodes],
+                        color="tab:gray", alpha=0.12, linewidth=0)  # fmt: skip
     # few evaluations (a short run) are drawn as points too: one alone would draw no line
     ax.plot(steps, mean, color="tab:blue", label="evaluation return",
             marker="o" if len(steps) <= 20 else None, markersize=4)  # fmt: skip
