@@ -324,8 +324,8 @@ def test_a_runs_curve_draws_its_training_episodes_beside_its_evaluations(tmp_pat
     from xiaoyarl.train.loggers import EPISODE_FIELDS, append_csv_row
 
     for step, mean in ((256, 9.0), (512, 20.0)):
-        append_csv_row(tmp_path / "recorder.csv", {"step": step, "time": 1.0, "eval_mean": mean,
-                                                   "eval_std": 1.0}, evaluator.RECORDER_FIELDS)  # fmt: skip
+        row = {"step": step, "time": 1.0, "eval_mean": mean, "eval_std": 1.0}
+        append_csv_row(tmp_path / "recorder.csv", row, evaluator.RECORDER_FIELDS)
     means = [10.0 + i for i in range(8)]
     for i, mean in enumerate(means):
         append_csv_row(tmp_path / "episodes.csv", {"step": 64 * (i + 1), "time": i, "episodes": 4,
