@@ -255,8 +255,14 @@ def plot_learning_curve(
     episodes = [r for r in read_csv_floats(run_dir / "episodes.csv") if "return_mean" in r]
     if episodes:  # behind the evaluations
         at = [r["step"] for r in episodes]
-        ax.plot(at, [r["return_mean"] for r in episodes], color="tab:gray", linewidth=1.0,
-                marker="." if len(at) <= 20 else None, label="training episodes (mean return)")
+        ax.plot(
+            at,
+            [r["return_mean"] for r in episodes],
+            color="tab:gray",
+            linewidth=1.0,
+            marker="." if len(at) <= 20 else None,
+            label="training episodes (mean return)",
+        )
         ax.fill_between(at, [r.get("return_min", r["return_mean"]) for r in episodes],
                         [r.get("return_max", r["return_mean"]) for r in episodes],
                         color="tab:gray", alpha=0.12, linewidth=0)  # fmt: skip
