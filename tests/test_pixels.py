@@ -26,7 +26,7 @@ ENV = "pixel_envs:BrightSide-v0"  # (8, 8, 3) uint8 images, channels last
 
 def obs(shape):
     """What an encoder is built from: an env spec's observation fields."""
-    return SimpleNamespace(obs_shape=shape, obs_keys=None)
+    return SimpleNamespace(obs_shape=shape, obs_keys=None, channels_last=None)
 
 
 def agent_and_env(algo: str, num_envs: int = 4, **fields):
@@ -111,6 +111,24 @@ def test_image_layout_finds_the_channels():
     assert image_layout((5,)) is None and image_layout((2, 3, 4, 5)) is None
     assert to_float(torch.tensor([255], dtype=torch.uint8)).item() == 1.0
     assert to_float(torch.tensor([True])).item() == 1.0  # bool grids (MinAtar) are not scaled
+
+
+def test_an_image_of_equal_sides_is_read_as_its_env_says():
+    """MinAtar's Seaquest through gymnasium is (10, 10, 10) height x width x channels, which the
+    shape alone read as channels first; the env adapter says which axis holds the channels, and
+    the encoder sees the very picture the torch-native game (channels first) gives."""
+    from xiaoyarl.core.encoders import ImageInput
+
+    gym_env = make_env("MinAtar/Seaquest-v1", 2, backend="gymnasium", seed=0)
+    torch_env = make_env("MinAtar/Seaquest-v1", 2, backend="torch", seed=0)
+    assert gym_env.spec.channels_last is True and torch_env.spec.channels_last is None
+    gym_state, torch_state = gym_env.reset(seed=0)[0], torch_env.reset(seed=0)[0]
+    encoder = make_encoder("auto", gym_env.spec, RunningNorm(gym_env.spec.state_dim))
+    seen = encoder.input(gym_state)  # (batch, C, H, W) as the convolutions read it
+    assert torch.equal(seen, ImageInput(torch_env.spec.obs_shape)(torch_state))
+    assert seen[:, 7].sum() > 0 and seen.shape == (2, 10, 10, 10)
+    assert image_layout((10, 10, 10), channels_last=True) == ((10, 10, 10), True)
+    assert image_layout((10, 10, 10)) == ((10, 10, 10), False)  # no word from the env: a guess
 
 
 def test_a_users_encoder_class_by_module_and_name():

@@ -110,6 +110,7 @@ class Policy:
         # one observation's shape and dtype (runs saved before images were read: a vector)
         self.obs_shape = tuple(meta.get("obs_shape", (self.state_dim,)))
         self.obs_dtype = getattr(torch, meta.get("obs_dtype", "float32"))
+        self.channels_last = meta.get("channels_last")  # images: the env's layout, if it said
         self.if_discrete = meta["if_discrete"]
         if not self.if_discrete:
             self.low = torch.tensor(meta["action_low"], device=self.device)

@@ -37,15 +37,19 @@ ENCODERS = ("auto", "mlp", "nature", "impala", "minatar")
 MIN_NATURE_SIZE = 36  # the smallest side the nature CNN's kernels and strides accept
 
 
-def image_layout(obs_shape: tuple[int, ...]) -> tuple[tuple[int, int, int], bool] | None:
+def image_layout(
+    obs_shape: tuple[int, ...], channels_last: bool | None = None
+) -> tuple[tuple[int, int, int], bool] | None:
     """`((C, H, W), channels_last)` of an image observation shape, or None for other shapes.
-    A 3-D shape is an image; its channels are the first axis when that is the smallest, else
-    the last (as Stable-Baselines3 decides); a 2-D shape is one channel."""
+    A 3-D shape is an image; its channels are the last axis if `channels_last` (what the env
+    says, `EnvSpec.channels_last`), the first if False; where the env says nothing (None), the
+    first axis when that is the smallest, else the last (as Stable-Baselines3 decides). A 2-D
+    shape is one channel."""
     if len(obs_shape) == 2:
         return (1, obs_shape[0], obs_shape[1]), False
     if len(obs_shape) != 3:
         return None
-    if obs_shape[0] <= min(obs_shape[1:]):
+    if channels_last is False or (channels_last is None and obs_shape[0] <= min(obs_shape[1:])):
         return (obs_shape[0], obs_shape[1], obs_shape[2]), False
     h, w, c = obs_shape
     return (c, h, w), True
@@ -102,9 +106,9 @@ class Encoder(nn.Module):
 class ImageInput(nn.Module):
     """Raw images `(batch, *obs_shape)` -> float32 `(batch, C, H, W)`."""
 
-    def __init__(self, obs_shape: tuple[int, ...]) -> None:
+    def __init__(self, obs_shape: tuple[int, ...], channels_last: bool | None = None) -> None:
         super().__init__()
-        layout = image_layout(obs_shape)
+        layout = image_layout(obs_shape, channels_last)
         assert layout is not None, "ImageInput takes image shapes only"
         self.chw, self.channels_last = layout
 
@@ -133,9 +137,10 @@ def _linear(d_in: int, d_out: int) -> nn.Linear:
 class CNNEncoder(Encoder):
     """An image encoder: `ImageInput`, convolutions, flatten, then an optional hidden layer."""
 
-    def __init__(self, obs_shape: tuple[int, ...], convs: nn.Module, hidden: int | None) -> None:
+    def __init__(self, obs_shape: tuple[int, ...], convs: nn.Module, hidden: int | None,
+                 channels_last: bool | None = None) -> None:  # fmt: skip
         super().__init__()
-        self.input = ImageInput(obs_shape)
+        self.input = ImageInput(obs_shape, channels_last)
         self.convs = convs
         with torch.no_grad():
             flat = self.convs(torch.zeros(1, *self.input.chw)).flatten(1).shape[1]
@@ -146,18 +151,19 @@ class CNNEncoder(Encoder):
         return self.hidden(self.convs(self.input(obs)).flatten(1))
 
 
-def nature_cnn(obs_shape: tuple[int, ...]) -> CNNEncoder:
+def nature_cnn(obs_shape: tuple[int, ...], channels_last: bool | None = None) -> CNNEncoder:
     """Mnih et al. 2015's convolutions and 512 hidden units."""
-    c = _image_size(obs_shape, "nature")
+    c = _image_size(obs_shape, "nature", channels_last)
     convs = nn.Sequential(_conv(c, 32, 8, 4), nn.ReLU(), _conv(32, 64, 4, 2), nn.ReLU(),
                           _conv(64, 64, 3, 1), nn.ReLU())  # fmt: skip
-    return CNNEncoder(obs_shape, convs, 512)
+    return CNNEncoder(obs_shape, convs, 512, channels_last)
 
 
-def minatar_cnn(obs_shape: tuple[int, ...]) -> CNNEncoder:
+def minatar_cnn(obs_shape: tuple[int, ...], channels_last: bool | None = None) -> CNNEncoder:
     """Young and Tian 2019's one 16-channel 3x3 convolution (no hidden layer of its own)."""
-    c = _image_size(obs_shape, "minatar")
-    return CNNEncoder(obs_shape, nn.Sequential(_conv(c, 16, 3, 1), nn.ReLU()), None)
+    c = _image_size(obs_shape, "minatar", channels_last)
+    convs = nn.Sequential(_conv(c, 16, 3, 1), nn.ReLU())
+    return CNNEncoder(obs_shape, convs, None, channels_last)
 
 
 class ResidualBlock(nn.Module):
@@ -172,15 +178,15 @@ class ResidualBlock(nn.Module):
         return x + self.conv1(torch.relu(self.conv0(torch.relu(x))))
 
 
-def impala_cnn(obs_shape: tuple[int, ...]) -> CNNEncoder:
+def impala_cnn(obs_shape: tuple[int, ...], channels_last: bool | None = None) -> CNNEncoder:
     """Espeholt et al. 2018's three stacks (16, 32, 32 channels) and 256 hidden units."""
-    c = _image_size(obs_shape, "impala")
+    c = _image_size(obs_shape, "impala", channels_last)
     layers: list[nn.Module] = []
     for out in (16, 32, 32):
         layers += [nn.Conv2d(c, out, 3, padding=1), nn.MaxPool2d(3, 2, padding=1),
                    ResidualBlock(out), ResidualBlock(out)]  # fmt: skip
         c = out
-    return CNNEncoder(obs_shape, nn.Sequential(*layers, nn.ReLU()), 256)
+    return CNNEncoder(obs_shape, nn.Sequential(*layers, nn.ReLU()), 256, channels_last)
 
 
 class FlatEncoder(Encoder):
@@ -244,9 +250,9 @@ class DictEncoder(Encoder):
 CNNS = {"nature": nature_cnn, "impala": impala_cnn, "minatar": minatar_cnn}
 
 
-def _image_size(obs_shape: tuple[int, ...], kind: str) -> int:
+def _image_size(obs_shape: tuple[int, ...], kind: str, channels_last: bool | None) -> int:
     """The channels of an image shape; a ConfigError where `kind` cannot read it."""
-    layout = image_layout(obs_shape)
+    layout = image_layout(obs_shape, channels_last)
     if layout is None:
         raise ConfigError(
             f"encoder={kind!r} reads images (C, H, W), (H, W, C) or (H, W); the env's "
@@ -261,11 +267,11 @@ def _image_size(obs_shape: tuple[int, ...], kind: str) -> int:
     return c
 
 
-def encoder_kind(kind: str, obs_shape: tuple[int, ...]) -> str:
+def encoder_kind(kind: str, obs_shape: tuple[int, ...], channels_last: bool | None = None) -> str:
     """The encoder "auto" stands for with this observation shape (other kinds as they are)."""
     if kind != "auto":
         return kind
-    layout = image_layout(obs_shape)
+    layout = image_layout(obs_shape, channels_last)
     if layout is None:
         return "mlp"
     _, h, w = layout[0]
@@ -279,6 +285,8 @@ class ObsSpec(Protocol):
     def obs_shape(self) -> tuple[int, ...]: ...
     @property
     def obs_keys(self) -> tuple[tuple[str, tuple[int, ...], str], ...] | None: ...
+    @property
+    def channels_last(self) -> bool | None: ...
 
 
 def make_encoder(kind: str, spec: ObsSpec, norm: RunningNorm) -> Encoder | RunningNorm:
@@ -289,11 +297,11 @@ def make_encoder(kind: str, spec: ObsSpec, norm: RunningNorm) -> Encoder | Runni
     obs_shape = spec.obs_shape
     if spec.obs_keys and kind == "auto":
         return DictEncoder(spec.obs_keys, norm)
-    kind = encoder_kind(kind, obs_shape)
+    kind = encoder_kind(kind, obs_shape, spec.channels_last)
     if kind == "mlp":
         return norm if len(obs_shape) == 1 else FlatEncoder(norm)
     if kind in CNNS:
-        return CNNS[kind](obs_shape)
+        return CNNS[kind](obs_shape, spec.channels_last)
     body = _user_class(kind)(obs_shape)
     out_dim = body.__dict__.get("out_dim")  # a plain attribute, not a submodule or a tensor
     if not isinstance(out_dim, int):

@@ -62,5 +62,4 @@ class Local:
     def minibatches(
         self, size: int, num_envs: int, batch_size: int, repeat_times: float, device: torch.device
     ) -> MiniBatches:
-        return MiniBatches(shuffled_minibatches(size, batch_size, repeat_times, device),
-                           torch.mean)  # fmt: skip
+        return MiniBatches(shuffled_minibatches(size, batch_size, repeat_times, device), torch.mean)

@@ -73,6 +73,7 @@ class EnvSpec:
     obs_keys: tuple[tuple[str, tuple[int, ...], str], ...] | None = None  # Dict: see below
     action_mask: bool = False  # info["action_mask"] (num_envs, action_dim) bool: allowed actions
     frame_stack: int = 1  # > 1: obs_shape[0] holds the last frame_stack frames, oldest first
+    channels_last: bool | None = None  # 3-D images: (H, W, C) or (C, H, W); None: by the shape
 
     def __post_init__(self) -> None:  # () is a vector of state_dim (frozen: set it this way)
         object.__setattr__(self, "obs_shape", tuple(self.obs_shape) or (self.state_dim,))

@@ -47,8 +47,10 @@ VECTOR_MODES = ("sync", "async")
 # Pip extras of this package that install the optional simulators, keyed by a word that
 # appears in the entry point of the envs that need them.
 _EXTRAS = {"box2d": "box2d", "mujoco": "mujoco"}
-# packages whose import registers their envs with gymnasium, by the ids' prefix
-_REGISTERED_ON_IMPORT = {"MiniGrid-": "minigrid", "BabyAI-": "minigrid"}
+# packages that register their envs with gymnasium, by the ids' prefix: the package, and the
+# function that registers them ("module:function"; None: importing the package does)
+_REGISTERED_ON_IMPORT = {"MiniGrid-": ("minigrid", None), "BabyAI-": ("minigrid", None),
+                         "MinAtar/": ("minatar", "minatar.gym:register_envs")}  # fmt: skip
 
 WRAP_ADVICE = (
     "wrap the env (e.g. with gymnasium.wrappers.FlattenObservation / TransformObservation) "
@@ -310,6 +312,9 @@ class GymVecEnv(VecEnv):
             obs_keys=self._obs_keys,
             action_mask=self._masked,
             frame_stack=self._atari["frame_stack"] if self._atari and image else 1,
+            # gymnasium's images are (H, W, C), unless the channels are the smaller end (frames
+            # stacked first): (10, 10, 10) is MinAtar's Seaquest, not 10 channels of 10 x 10
+            channels_last=obs_shape[-1] <= obs_shape[0] if len(obs_shape) == 3 else None,
         )
 
     # --- the contract --------------------------------------------------------------------------
@@ -707,11 +712,11 @@ def _unknown_env_error(env_id: str, registered_id: str) -> EnvError:
     (the same id spelled in other letter cases first)."""
     from xiaoyarl.envs.registry import torch_envs  # it makes this module's envs: imported late
 
-    known = [*torch_envs(), *gymnasium.registry]
+    known = [k for k in (*torch_envs(), *gymnasium.registry) if k != registered_id]
     same = [k for k in known if k.lower() == registered_id.lower()]
     matches = same[:1] or difflib.get_close_matches(registered_id, known, n=3, cutoff=0.6)
     hint = f" Did you mean {', '.join(repr(m) for m in matches)}?" if matches else ""
-    package = next((p for prefix, p in _REGISTERED_ON_IMPORT.items()
+    package = next((p for prefix, (p, _) in _REGISTERED_ON_IMPORT.items()
                     if registered_id.startswith(prefix)), None)  # fmt: skip
     if package is not None and importlib.util.find_spec(package) is None:
         return EnvError(f"'{env_id}' is an env of the {package} package, which is not installed: "
@@ -732,9 +737,12 @@ def _import_registering_package(registered_id: str) -> None:
     `package:` prefix, as Atari's need none."""
     if registered_id in gymnasium.registry:
         return
-    for prefix, package in _REGISTERED_ON_IMPORT.items():
+    for prefix, (package, register) in _REGISTERED_ON_IMPORT.items():
         if registered_id.startswith(prefix) and importlib.util.find_spec(package) is not None:
             importlib.import_module(package)
+            if register is not None:
+                module, function = register.split(":")
+                getattr(importlib.import_module(module), function)()
 
 
 def _register_atari() -> bool:

@@ -27,6 +27,7 @@ def policy_state(agent: AgentBase) -> dict:
         "state_dim": spec.state_dim,
         "obs_shape": list(spec.obs_shape),
         "obs_dtype": str(spec.obs_dtype).removeprefix("torch."),
+        "channels_last": getattr(spec, "channels_last", None),  # images: the env's layout
         "encoder": config.encoder,
         "recurrent": config.recurrent,  # and its width: `Policy` rebuilds the recurrent encoder
         "recurrent_dim": config.recurrent_dim,
