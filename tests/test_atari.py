@@ -116,11 +116,14 @@ def test_trains_on_pong_and_writes_its_preprocessing(backend, algo, fields, tmp_
     if backend == "envpool":
         pytest.importorskip("envpool")
     config = Config(algo=algo, env_id="ALE/Pong-v5", backend=backend, max_steps=2048,
-                    eval_every=2048, eval_episodes=1, confirm_episodes=0, threads=1,
-                    cwd=str(tmp_path), **fields)  # fmt: skip
+                    eval_episodes=1, confirm_episodes=0, threads=1, cwd=str(tmp_path),
+                    **fields)  # fmt: skip
     summary = train_agent(config, log=None)
     assert summary["total_steps"] >= 2048
     saved = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    # an evaluation plays whole games: every 25,000 env steps (DQN's own cadence is 2,000),
+    # and once more at the end of the budget
+    assert saved["eval_every"] == 25_000
     if backend == "gymnasium":  # EnvPool's preprocessing is its own, with the same settings
         assert saved["env_kwargs"]["atari"] == ATARI_DEFAULTS
     # a whole game of Pong ends at 21 points: the evaluation's score is the game's own

@@ -100,7 +100,7 @@ class Config:
     stop_at_target: bool = option(True, "stop once the target is reached (and confirmed); false: "
         "train the whole max_steps, unconfirmed (CLI: `--target-return none`)")  # fmt: skip
     eval_every: int | None = option(None, "env steps between evals; None: 2k off-policy, "
-        "on-policy 20k (or 8 rollouts where a rollout is larger)")  # fmt: skip
+        "on-policy 20k (or 8 rollouts where larger); Atari at least 25k")  # fmt: skip
     eval_episodes: int = option(10, "episodes per evaluation, run as parallel sub-envs")
     confirm_episodes: int = option(50, "an evaluation at the target counts only if this many "
         "fresh episodes confirm it (0: no confirmation)")  # fmt: skip

@@ -40,6 +40,8 @@ RESUMABLE_CHANGES = {
     "confirm_episodes", "checkpoint_every", "cwd", "device", "threads", "tensorboard", "wandb",
     "wandb_project", "vector_mode", "restart_workers", "worker_timeout",
 }  # fmt: skip
+# env steps between an Atari run's evaluations where eval_every is automatic (RL Zoo's)
+ATARI_EVAL_EVERY = 25_000
 
 __all__ = ["Callback", "agent_class", "default_run_dir", "resolve_device", "train_agent"]
 
@@ -153,9 +155,16 @@ def train_agent(
             )
         if device.type == "cuda":
             device = torch.device("cuda", ranks[2])  # one GPU per rank of this machine
+    automatic_eval = config.eval_every is None
     config = resolve_config(
         config, torch_native or is_batched(config.env_id, config.backend), device.type
     )
+    if automatic_eval and not torch_native:
+        from xiaoyarl.envs.gym import is_atari_screen
+
+        if is_atari_screen(config.env_id.rpartition(":")[2], config.env_kwargs or {}):
+            # an evaluation plays whole games, thousands of steps each: RL Zoo's cadence
+            config.eval_every = max(config.eval_every or 0, ATARI_EVAL_EVERY)
     threads = choose_threads(config.threads)
     torch.set_num_threads(threads)
     check_logger_packages(config)
