@@ -8,7 +8,9 @@
 - `guides/tuning.md`: the table of task presets, from `xiaoyarl/presets.py` and the files;
 - `design.md`: the picture of the layers, from the contract the tests check;
 - `benchmarks.md`: BENCHMARKS.md itself, with the plots it shows copied into the site and its
-  links to the repository's files shown as file names.
+  links to the repository's files shown as file names;
+- `getting-started.md`: the demo run's output and its `learning_curve.png`, from the run itself,
+  trained while the site builds (`make demo`'s command, seconds on a CPU).
 
 A page asks for a generated part with a marker line such as `<!-- generated: config-fields -->`.
 """
@@ -16,6 +18,7 @@ A page asks for a generated part with a marker line such as `<!-- generated: con
 from __future__ import annotations
 
 import argparse
+import functools
 import html
 import re
 from pathlib import Path
@@ -195,9 +198,40 @@ def layers_picture() -> str:
             "layers below it](assets/layers.svg)")  # fmt: skip
 
 
+DEMO = ("train", "ppo", "CartPole-v1", "--seed", "0")  # `make demo`'s command, its folder aside
+DEMO_FOLDER = "runs/demo_ppo_cartpole"
+
+
+@functools.cache
+def demo_run() -> tuple[str, Path]:
+    """`make demo`'s run, trained now: its output as the console shows it (the evaluation
+    lines, without the progress lines a terminal redraws in place) and its run folder."""
+    import contextlib
+    import io
+    import tempfile
+
+    from xiaoyarl.cli import main
+
+    folder = Path(tempfile.mkdtemp(prefix="xiaoyarl-docs-demo-")) / DEMO_FOLDER
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main([*DEMO, "--cwd", str(folder)])
+    if code != 0 or not (folder / "learning_curve.png").is_file():
+        raise RuntimeError(f"the demo run failed (exit {code}):\n{out.getvalue()}")
+    lines = [line.replace(str(folder), DEMO_FOLDER) for line in out.getvalue().splitlines()
+             if not line.startswith("[")]  # fmt: skip
+    return "\n".join(lines), folder
+
+
+def demo_transcript() -> str:
+    """What `make demo` printed when this site was built."""
+    return "```text\n" + demo_run()[0] + "\n```"
+
+
 GENERATED = {"config-fields": config_fields, "cli-commands": cli_commands,
              "benchmarks": benchmarks, "algorithm-defaults": algorithm_defaults,
-             "layers-picture": layers_picture, "presets-table": presets_table}  # fmt: skip
+             "layers-picture": layers_picture, "presets-table": presets_table,
+             "demo-transcript": demo_transcript}  # fmt: skip
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
@@ -215,8 +249,10 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
 
 def on_files(files: Files, config) -> Files:
     """Copy the plots BENCHMARKS.md shows into the site, at the paths its links name; draw the
-    picture of the layers."""
+    picture of the layers; the demo run's learning curve."""
     files.append(File.generated(config, "assets/layers.svg", content=layers_svg()))
+    curve = demo_run()[1] / "learning_curve.png"  # the demo run's, trained for this build
+    files.append(File.generated(config, "assets/learning_curve.png", abs_src_path=str(curve)))
     for image in re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", BENCHMARKS.read_text()):
         source = ROOT / image
         if not source.is_file():

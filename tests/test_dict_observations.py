@@ -74,9 +74,17 @@ def test_learns_from_an_image_and_a_vector_and_the_saved_policy_takes_dicts(tmp_
     assert policy.predict(batch).tolist() == [0, 1]
 
 
-def test_the_env_checker_names_the_key_it_cannot_read():
+def test_the_env_checker_names_the_key_it_cannot_read_and_checks_the_keys_kept(cli):
+    """Its advice names check-env's own way to keep keys: it named train's --set, which
+    check-env did not take."""
     from xiaoyarl.envs.check import check_env
 
     problems = check_env(ENV)
     assert [p.severity for p in problems] == ["error"]
     assert "'mission' is a Text space" in problems[0].message
+    assert "check-env ... --env-kwargs '{obs_keys: [cue, image, steps]}'" in problems[0].message
+    assert check_env(ENV, env_kwargs=KEEP) == []
+    run = cli("check-env", ENV, "--env-kwargs", "{obs_keys: [image, cue, steps]}")
+    assert run.returncode == 0 and "no problems found" in run.stdout, run.stdout
+    bad = cli("check-env", ENV, "--env-kwargs", "[image]")
+    assert bad.returncode == 2 and "--env-kwargs takes a mapping" in bad.stderr

@@ -119,6 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--num-envs", type=int, default=4, metavar="N",
                      help="sub-envs of the vectorized env checked (default 4)")  # fmt: skip
     chk.add_argument("--seed", type=int, default=0, help="seed of the checked episodes (0)")
+    chk.add_argument("--env-kwargs", metavar="YAML",
+                     help="the env's keyword arguments, as a run's env_kwargs, e.g. "
+                          "'{obs_keys: [image, direction]}'")  # fmt: skip
     chk.add_argument(
         "--steps",
         type=int,
@@ -754,8 +757,16 @@ def _check_env(args: argparse.Namespace) -> int:
     """Print the checker's report; exit 1 when it found errors."""
     from xiaoyarl.envs.check import check_env, format_report
 
+    env_kwargs = None
+    if args.env_kwargs is not None:
+        import yaml
+
+        env_kwargs = yaml.safe_load(args.env_kwargs)
+        if not isinstance(env_kwargs, dict):
+            raise ConfigError(f"--env-kwargs takes a mapping such as '{{obs_keys: [image]}}', "
+                              f"got {args.env_kwargs!r}.")  # fmt: skip
     problems = check_env(args.env_id, backend=args.backend, num_envs=args.num_envs,
-                         seed=args.seed, steps=args.steps)  # fmt: skip
+                         seed=args.seed, steps=args.steps, env_kwargs=env_kwargs)  # fmt: skip
     print(format_report(args.env_id, problems))
     return 1 if any(p.severity == "error" for p in problems) else 0
 

@@ -100,6 +100,7 @@ def check_env(
     num_envs: int = 4,
     seed: int = 0,
     steps: int | None = None,
+    env_kwargs: dict | None = None,
 ) -> list[Problem]:
     """Check `env_id` against xiaoyarl's env contract; an empty list means no problem found.
 
@@ -108,6 +109,8 @@ def check_env(
     num_envs, seed: for `make_env(env_id, num_envs, "cpu", backend, seed)`.
     steps: random steps to run (default: the env's time limit + 5, so that time limits and
     auto-resets are exercised, at most `DEFAULT_STEPS`).
+    env_kwargs: the env's keyword arguments, as a run's `env_kwargs` (`obs_keys`, the keys of a
+    Dict observation to read, included).
     """
     if backend not in BACKENDS:
         raise ConfigError(f"unknown env backend '{backend}'; choose one of {', '.join(BACKENDS)}.")
@@ -118,9 +121,9 @@ def check_env(
         warnings.simplefilter("always")
         usable = True
         if backend not in ("envpool", "playground") and not is_torch_native(env_id, backend):
-            usable = _check_gymnasium(env_id, seed, steps, found)
+            usable = _check_gymnasium(env_id, seed, steps, found, env_kwargs)
         if usable:
-            _check_vec_env(env_id, backend, num_envs, seed, steps, found)
+            _check_vec_env(env_id, backend, num_envs, seed, steps, found, env_kwargs)
     if not found.has_errors():  # else gymnasium's warnings mostly repeat what was found
         for w in caught:  # gymnasium's env checker and wrappers warn about what they notice
             if issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning)):
@@ -150,16 +153,20 @@ def format_report(env_id: str, problems: list[Problem]) -> str:
 # --- 1. the raw gymnasium env -------------------------------------------------------------------
 # Not gymnasium's check_env: it steps once and stops at its first failure, so NaN observations,
 # a time limit reported as a termination and a later exception pass it (tests/test_env_checker.py).
-def _check_gymnasium(env_id: str, seed: int, steps: int | None, found: _Findings) -> bool:
+def _check_gymnasium(
+    env_id: str, seed: int, steps: int | None, found: _Findings, env_kwargs: dict | None
+) -> bool:
     """Check one raw `gymnasium.make` instance; False when xiaoyarl cannot use its spaces."""
     try:
-        registered_id, kwargs = resolve_gym_id(env_id, None)
+        registered_id, kwargs = resolve_gym_id(env_id, env_kwargs)
+        keep = kwargs.pop("obs_keys", None)  # xiaoyarl's own settings, not the env's
+        kwargs.pop("atari", None)
         env = make_gym_env(env_id, registered_id, {**kwargs, "disable_env_checker": True})
     except Exception as e:
         found.add("make", "error", f"making the gymnasium env failed: {_describe(e)}")
         return False
     try:
-        usable = _check_spaces(env, found)
+        usable = _check_spaces(env, found, keep)
         limit = _max_episode_steps(env)
         num_steps = default_steps(limit) if steps is None else steps
         if _check_api(env, seed, num_steps, limit, found):
@@ -169,11 +176,14 @@ def _check_gymnasium(env_id: str, seed: int, steps: int | None, found: _Findings
         _close(env, found)
 
 
-def _check_spaces(env: gymnasium.Env, found: _Findings) -> bool:
-    """Check the observation and action spaces; False if xiaoyarl cannot use them."""
+def _check_spaces(env: gymnasium.Env, found: _Findings, keep: list | None = None) -> bool:
+    """Check the observation and action spaces (of a Dict, the keys `keep`, where given); False
+    if xiaoyarl cannot use them."""
     usable = True
     obs_space, act_space = env.observation_space, env.action_space
     if isinstance(obs_space, spaces.Dict):  # packed into one vector, if every key can be read
+        if keep is not None:
+            obs_space = spaces.Dict({k: v for k, v in obs_space.spaces.items() if k in keep})
         try:
             dict_layout(obs_space, "this env")
         except EnvError as e:
@@ -489,11 +499,17 @@ def _fingerprint(x: torch.Tensor) -> int:
 
 
 def _check_vec_env(
-    env_id: str, backend: str, num_envs: int, seed: int, steps: int | None, found: _Findings
+    env_id: str,
+    backend: str,
+    num_envs: int,
+    seed: int,
+    steps: int | None,
+    found: _Findings,
+    env_kwargs: dict | None = None,
 ) -> None:
     """Check the `VecEnv` of `make_env`: types, time limit, auto-reset, seeding."""
     call = f"make_env('{env_id}', {num_envs}, 'cpu', '{backend}', seed={seed})"
-    env = _make_vec(env_id, backend, num_envs, seed, call, found)
+    env = _make_vec(env_id, backend, num_envs, seed, call, found, env_kwargs)
     if env is None:
         return
     try:
@@ -508,7 +524,7 @@ def _check_vec_env(
     if first is None:
         return
 
-    env = _make_vec(env_id, backend, num_envs, seed, call, found)
+    env = _make_vec(env_id, backend, num_envs, seed, call, found, env_kwargs)
     if env is None:
         return
     try:
@@ -548,10 +564,16 @@ def _check_vec_env(
 
 
 def _make_vec(
-    env_id: str, backend: str, num_envs: int, seed: int, call: str, found: _Findings
+    env_id: str,
+    backend: str,
+    num_envs: int,
+    seed: int,
+    call: str,
+    found: _Findings,
+    env_kwargs: dict | None = None,
 ) -> VecEnv | None:
     try:
-        return make_env(env_id, num_envs, "cpu", backend, seed)
+        return make_env(env_id, num_envs, "cpu", backend, seed, env_kwargs=env_kwargs)
     except Exception as e:
         found.add("vec-make", "error", f"{call} raised {_sentence(_describe(e))}")
         return None

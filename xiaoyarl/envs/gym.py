@@ -655,7 +655,9 @@ def dict_layout(space: spaces.Dict, name: str) -> tuple[tuple[str, tuple[int, ..
             raise EnvError(
                 f"{name}: observation key '{key}' is a {type(sub).__name__} space, which "
                 f"xiaoyarl cannot encode (it reads Box and Discrete keys). Leave it out with "
-                f"--set 'env_kwargs={{obs_keys: [{', '.join(keep)}]}}' (the keys to keep)."
+                f"the env_kwargs {{obs_keys: [{', '.join(keep)}]}} (the keys to keep): `train "
+                f"... --set 'env_kwargs={{obs_keys: [{', '.join(keep)}]}}'`, `check-env ... "
+                f"--env-kwargs '{{obs_keys: [{', '.join(keep)}]}}'`."
             )
     return tuple(layout)
 
