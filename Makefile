@@ -66,7 +66,7 @@ test: $(VENV)/.test
 # the full tier's own tests: learning to targets, the docs site, benchmarks, torchrun, populations
 # (the learning tests' extra seeds, marker `seeds`, run in test-all only)
 test-full: $(VENV)/.test
-	$(PYTEST) -m "($(FULL_TIER)) and not seeds" $(call COV_ARGS,full)
+	$(PYTEST) -m "($(FULL_TIER)) and not seeds" --durations=25 $(call COV_ARGS,full)
 
 # every test: both tiers and the learning tests' extra seeds
 test-all: $(VENV)/.test

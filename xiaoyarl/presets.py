@@ -79,6 +79,8 @@ PRESETS: dict[tuple[str, str], str] = {
     ("td3", PENDULUM): "classic/td3_pendulum.yaml",
     ("ddpg", PENDULUM): "classic/ddpg_pendulum.yaml",
     ("dqn", CARTPOLE): "classic/dqn_cartpole.yaml",
+    ("double_dqn", CARTPOLE): "classic/dqn_cartpole.yaml",  # DQN's, measured: see the file
+    ("d3qn", CARTPOLE): "classic/d3qn_cartpole.yaml",
     ("dqn", MOUNTAIN_CAR): "classic/dqn_mountaincar.yaml",
     ("ppo", LUNAR_LANDER): "box2d/ppo_lunarlander.yaml",
     ("sac", MOUNTAIN_CAR_CONTINUOUS): "classic/sac_mountaincarcontinuous.yaml",
