@@ -122,12 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--env-kwargs", metavar="YAML",
                      help="the env's keyword arguments, as a run's env_kwargs, e.g. "
                           "'{obs_keys: [image, direction]}'")  # fmt: skip
-    chk.add_argument(
-        "--steps",
-        type=int,
-        metavar="N",
-        help="random steps to run (default: the time limit + 5, at most 2,000)",
-    )
+    chk.add_argument("--steps", type=int, metavar="N",
+                     help="random steps (default: the time limit + 5, at most 2,000)")  # fmt: skip
 
     bt = sub.add_parser("backtest", help="backtest a StockTrading-v0 run on its held-out period")
     bt.add_argument("run_dir", help="a StockTrading-v0 run folder")
