@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 import torch
 
 from xiaoyarl.train.checkpoint import load_plain
@@ -49,6 +50,23 @@ def test_soft_values_carry_the_entropy_bonus_the_temperature_gives():
     assert "q_value" in DivergenceGuard(0.99, 500, CPU).observe(logs(q_value=1_030.0), rewards)
 
 
+def test_a_temperature_that_runs_away_is_flagged_and_lifts_no_bound():
+    """SAC at learning rate 0.9: alpha swings to hundreds, and an entropy bonus that large would
+    lift the values' bound out of reach; the bonus is held to ten times the larger of the
+    largest reward and its first value."""
+    guard = DivergenceGuard(gamma=0.99, max_step=200, device=CPU)
+    rewards = torch.full((8, 1), -16.0)  # Pendulum's scale
+    assert guard.observe(logs(alpha=1.0, entropy=0.7, q_value=-500.0), rewards) is None
+    assert guard.observe(logs(alpha=150.0, entropy=0.7, q_value=-500.0), rewards) is None  # 105
+    found = guard.observe(logs(alpha=273.0, entropy=0.68, q_value=-500.0), rewards)
+    assert found is not None and found.startswith("alpha * entropy = 186, beyond 160")
+    capped = DivergenceGuard(gamma=0.99, max_step=200, device=CPU)
+    capped.observe(logs(alpha=1.0, entropy=0.7), rewards)  # the starting temperature
+    capped.observe(logs(alpha=1e6, entropy=0.7), rewards)
+    value, _ = capped.bounds()
+    assert float(value) == pytest.approx(10 * 100 * (16 + 160))  # the bonus counted up to 160
+
+
 def test_losses_are_held_to_the_square_and_non_finite_ones_always_flagged():
     guard = DivergenceGuard(gamma=0.9, max_step=200, device=CPU)
     rewards = torch.full((4, 2), 2.0)  # returns up to 20: values to 200, losses to 40,000
@@ -89,7 +107,9 @@ def test_a_diverging_run_stops_and_keeps_its_last_checkpoint(tmp_path, cli):
     assert summary["stop_reason"] == "diverged"
     assert summary["total_steps"] < 5000  # within a few hundred updates of the first
     assert stderr.count("the run diverged at step") == 1
-    assert "critic_loss" in stderr and "lower learning_rate" in stderr and "Stopping" in stderr
+    # at learning rate 0.9 the temperature runs away first (or the critic's loss)
+    assert re.search(r"(alpha \* entropy|critic_loss) = ", stderr), stderr
+    assert "lower learning_rate" in stderr and "Stopping" in stderr
     saved = load_plain(tmp_path / "r" / "checkpoint" / "state.pt")
     assert saved["counters"]["total_steps"] < summary["total_steps"]  # from before it diverged
     assert (tmp_path / "r" / "config.yaml").is_file()

@@ -712,9 +712,7 @@ def make_gym_env(env_id: str, registered_id: str, kwargs: dict) -> gymnasium.Env
 def _unknown_env_error(env_id: str, registered_id: str) -> EnvError:
     """`EnvError` for an id that gymnasium does not know, with close matches from its registry
     (the same id spelled in other letter cases first)."""
-    from xiaoyarl.envs.registry import torch_envs  # it makes this module's envs: imported late
-
-    known = [k for k in (*torch_envs(), *gymnasium.registry) if k != registered_id]
+    known = [k for k in gymnasium.registry if k != registered_id]
     same = [k for k in known if k.lower() == registered_id.lower()]
     matches = same[:1] or difflib.get_close_matches(registered_id, known, n=3, cutoff=0.6)
     hint = f" Did you mean {', '.join(repr(m) for m in matches)}?" if matches else ""

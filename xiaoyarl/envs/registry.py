@@ -98,8 +98,14 @@ def make_env(
         from xiaoyarl.envs.playground import PlaygroundVecEnv
 
         return PlaygroundVecEnv(env_id, num_envs, device=device, seed=seed, env_kwargs=env_kwargs)
+    import gymnasium
+
     from xiaoyarl.envs.gym import GymVecEnv
 
+    same = [k for k in torch_envs() if k.lower() == env_id.lower()]
+    if same and env_id not in gymnasium.registry:  # ids are case-sensitive, as gymnasium's
+        raise EnvError(f"unknown environment '{env_id}'. Did you mean '{same[0]}'? (Env ids are "
+                       f"case-sensitive.)")  # fmt: skip
     return GymVecEnv(env_id, num_envs, device=device, seed=seed, vector_mode=vector_mode,
                      env_kwargs=env_kwargs, evaluation=evaluation)  # fmt: skip
 

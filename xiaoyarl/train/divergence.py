@@ -6,7 +6,10 @@ A value estimate can be no larger than the largest return the rewards allow,
 limit). A soft (entropy-regularised) value carries a bonus on top of each reward,
 `alpha * entropy` per step (SAC and its kin, which log `alpha` and `entropy`): up to
 `alpha * log |A|` with discrete actions, of either sign with continuous ones. Where an update
-logs both, the largest `|alpha * entropy|` seen so far joins the largest reward in R.
+logs both, the largest `|alpha * entropy|` seen so far joins the largest reward in R. A bonus
+beyond `SLACK` times the larger of that reward and the first bonus seen (the starting
+temperature's) is itself flagged as "alpha * entropy": a temperature that runs away (as at a
+learning rate of 0.9) is divergence, and does not lift the bound with it.
 
 The guard flags a logged Q or value estimate (a key with "q_value" or "value" in its name)
 beyond `SLACK * R`, and a loss (a key with "loss") beyond `(SLACK * R)^2`, the squared
@@ -30,6 +33,7 @@ import math
 import torch
 
 SLACK = 10.0
+BONUS = "alpha * entropy"  # the name a soft value's per-step bonus is flagged under
 
 ADVICE = ("What usually helps: a lower learning_rate, reward normalisation (reward_norm, "
           "where the algorithm has it), gradient clipping (a lower clip_grad_norm), a lower "
@@ -45,13 +49,21 @@ class DivergenceGuard:
         self.check_every = 1 if device.type == "cpu" else 50  # a read back syncs an accelerator
         self.largest_reward = torch.ones((), device=device)  # at least 1: no bound below SLACK
         self.largest_bonus = torch.zeros((), device=device)  # |alpha * entropy|, soft values'
+        self.first_bonus: torch.Tensor | None = None  # ... at the starting temperature
         self.flagged: dict[str, torch.Tensor] = {}  # per scalar: was it ever beyond its bound
         self.values: dict[str, torch.Tensor] = {}  # ... and its value the first time it was
         self.calls = 0
 
+    def bonus_bound(self) -> torch.Tensor:
+        """The largest `|alpha * entropy|` allowed `()`: `SLACK` times the larger of the largest
+        reward and the first bonus."""
+        first = self.first_bonus if self.first_bonus is not None else self.largest_bonus
+        return SLACK * torch.maximum(self.largest_reward, first)
+
     def bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(the largest value allowed, the largest loss allowed) `()` each, from the rewards."""
-        value = SLACK * self.horizon * (self.largest_reward + self.largest_bonus)
+        bonus = torch.minimum(self.largest_bonus, self.bonus_bound())
+        value = SLACK * self.horizon * (self.largest_reward + bonus)
         return value, value.square()
 
     @staticmethod
@@ -68,15 +80,22 @@ class DivergenceGuard:
         """Take in one update's logs and its rollout's rewards; when the run has diverged (read
         back every `check_every` calls), a message naming the first quantity that did."""
         self.largest_reward = torch.maximum(self.largest_reward, rewards.detach().abs().max())
+        checked = dict(logs)
         if "alpha" in logs and "entropy" in logs:  # a soft value's per-step bonus
             bonus = (logs["alpha"].detach() * logs["entropy"].detach()).abs().float()
+            if self.first_bonus is None:
+                self.first_bonus = torch.nan_to_num(bonus, nan=0.0, posinf=0.0)
+            checked[BONUS] = bonus
             self.largest_bonus = torch.maximum(
                 self.largest_bonus, torch.nan_to_num(bonus, nan=0.0, posinf=0.0)
             )
         value, loss = self.bounds()
-        for name, x in logs.items():
+        for name, x in checked.items():
             x = x.detach().float()
-            bad = self.beyond(name, x, value, loss)
+            if name == BONUS:
+                bad = ~torch.isfinite(x) | (x > self.bonus_bound())
+            else:
+                bad = self.beyond(name, x, value, loss)
             before = self.flagged.get(name, torch.zeros_like(bad))
             self.values[name] = torch.where(before, self.values.get(name, x), x)
             self.flagged[name] = before | bad
@@ -89,6 +108,11 @@ class DivergenceGuard:
         first = float(self.values[name])
         if not math.isfinite(first):
             return f"{name} = {first} is not finite"
+        if name == BONUS:
+            return (f"{BONUS} = {first:.3g}, beyond {float(self.bonus_bound()):.3g}: the "
+                    f"entropy bonus of soft values should stay within {SLACK:g} times the larger "
+                    f"of the largest reward (|r| <= {float(self.largest_reward):.3g}) and its "
+                    f"first value; the temperature ran away")  # fmt: skip
         bound = float(loss if "loss" in name else value)
         what = "the squared error of a value" if "loss" in name else "a value"
         largest_bonus = float(self.largest_bonus)
