@@ -80,11 +80,14 @@ BAD_ENV_MODULE = textwrap.dedent(
         ),
     ],
 )
-def test_bad_input_gets_one_clear_error_and_nothing_to_resume(tmp_path, args, words, cli, tiny):
+def test_bad_input_gets_one_clear_error_and_nothing_to_resume(
+    tmp_path, args, words, cli, tiny, monkeypatch
+):
     args = [arg for word in args for arg in (tiny if word == "TINY" else [word])]  # TINY: `tiny`
     (tmp_path / "bad_env_mod.py").write_text(BAD_ENV_MODULE)
-    result = cli(*args, "--cwd", "run", cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)}) \
-        if args[0] == "train" else cli(*args, cwd=tmp_path)  # fmt: skip
+    monkeypatch.syspath_prepend(str(tmp_path))  # in this process: no new Python per case
+    folder = ["--cwd", "run"] if args[0] == "train" else []
+    result = cli(*args, *folder, cwd=tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     assert "xiaoyarl: error: " in result.stderr  # (gymnasium's own checker may warn before it)

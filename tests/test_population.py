@@ -266,8 +266,8 @@ def test_generations_measured_in_seconds(tmp_path):
     (["--resample-probability", "2"], "resample_probability=2.0; expected a probability"),
     (["--perturb-factors", "0.5", "-1"], "perturb_factors=.*expected positive factors"),
 ])  # fmt: skip
-def test_bad_explore_options_get_a_clear_error(tmp_path, option, words):
-    result = _cli("ppo", "CartPole-v1", "--cwd", str(tmp_path / "pop"), *option)
+def test_bad_explore_options_get_a_clear_error(tmp_path, option, words, cli):
+    result = cli("population", "ppo", "CartPole-v1", "--cwd", str(tmp_path / "pop"), *option)
     assert result.returncode != 0
     assert re.search(words, result.stderr), result.stderr[-2000:]
     assert not (tmp_path / "pop").exists()  # refused before anything was written

@@ -102,7 +102,7 @@ def make_env(
 
     from xiaoyarl.envs.gym import GymVecEnv
 
-    same = [k for k in torch_envs() if k.lower() == env_id.lower()]
+    same = [k for k in torch_envs() if k.lower() == env_id.lower() and k != env_id]
     if same and env_id not in gymnasium.registry:  # ids are case-sensitive, as gymnasium's
         raise EnvError(f"unknown environment '{env_id}'. Did you mean '{same[0]}'? (Env ids are "
                        f"case-sensitive.)")  # fmt: skip
