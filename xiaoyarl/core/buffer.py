@@ -82,6 +82,11 @@ def _ring_slices(start: int, count: int, size: int) -> list[tuple[int, int]]:
     return [(start, size), (0, end - size)]
 
 
+def _is_view(x: torch.Tensor) -> bool:
+    """Whether `x` uses only part of its storage (a slice of a larger tensor)."""
+    return x.untyped_storage().nbytes() > x.numel() * x.element_size()
+
+
 class ReplayBuffer:
     """Uniform experience replay over a preallocated `(rows, num_envs)` ring on one device.
 
@@ -601,6 +606,9 @@ class ReplayBuffer:
         filled = self.size  # rows 0 .. size - 1 until the ring is full, then all of them
         state.update({name: getattr(self, name)[:filled] if name in self._ROW_TENSORS
                       else getattr(self, name) for name in self._tensor_names()})  # fmt: skip
+        # views copied: torch.save writes a view's whole storage, the empty rows too
+        state = {k: v.clone() if isinstance(v, torch.Tensor) and _is_view(v) else v
+                 for k, v in state.items()}  # fmt: skip
         state.update({name: getattr(self, name) for name in self._counter_names()})
         if self.frame_stack > 1:
             state["stack_states"] = self.stack_states  # its size depends on what it held

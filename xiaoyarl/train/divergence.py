@@ -7,9 +7,10 @@ limit). A soft (entropy-regularised) value carries a bonus on top of each reward
 `alpha * entropy` per step (SAC and its kin, which log `alpha` and `entropy`): up to
 `alpha * log |A|` with discrete actions, of either sign with continuous ones. Where an update
 logs both, the largest `|alpha * entropy|` seen so far joins the largest reward in R. A bonus
-beyond `SLACK` times the larger of that reward and the first bonus seen (the starting
+beyond `SLACK ** 2` times the larger of that reward and the first bonus seen (the starting
 temperature's) is itself flagged as "alpha * entropy": a temperature that runs away (as at a
-learning rate of 0.9) is divergence, and does not lift the bound with it.
+learning rate of 0.9, to 1e5) is divergence, and does not lift the bound with it. (A healthy
+discrete SAC on CartPole raises its bonus to ten times its reward of 1.)
 
 The guard flags a logged Q or value estimate (a key with "q_value" or "value" in its name)
 beyond `SLACK * R`, and a loss (a key with "loss") beyond `(SLACK * R)^2`, the squared
@@ -55,10 +56,10 @@ class DivergenceGuard:
         self.calls = 0
 
     def bonus_bound(self) -> torch.Tensor:
-        """The largest `|alpha * entropy|` allowed `()`: `SLACK` times the larger of the largest
-        reward and the first bonus."""
+        """The largest `|alpha * entropy|` allowed `()`: `SLACK ** 2` times the larger of the
+        largest reward and the first bonus."""
         first = self.first_bonus if self.first_bonus is not None else self.largest_bonus
-        return SLACK * torch.maximum(self.largest_reward, first)
+        return SLACK**2 * torch.maximum(self.largest_reward, first)
 
     def bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(the largest value allowed, the largest loss allowed) `()` each, from the rewards."""
@@ -110,7 +111,7 @@ class DivergenceGuard:
             return f"{name} = {first} is not finite"
         if name == BONUS:
             return (f"{BONUS} = {first:.3g}, beyond {float(self.bonus_bound()):.3g}: the "
-                    f"entropy bonus of soft values should stay within {SLACK:g} times the larger "
+                    f"entropy bonus of soft values should stay within {SLACK**2:g} times the larger "
                     f"of the largest reward (|r| <= {float(self.largest_reward):.3g}) and its "
                     f"first value; the temperature ran away")  # fmt: skip
         bound = float(loss if "loss" in name else value)
