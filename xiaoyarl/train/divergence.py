@@ -111,9 +111,9 @@ class DivergenceGuard:
             return f"{name} = {first} is not finite"
         if name == BONUS:
             return (f"{BONUS} = {first:.3g}, beyond {float(self.bonus_bound()):.3g}: the "
-                    f"entropy bonus of soft values should stay within {SLACK**2:g} times the larger "
-                    f"of the largest reward (|r| <= {float(self.largest_reward):.3g}) and its "
-                    f"first value; the temperature ran away")  # fmt: skip
+                    f"entropy bonus of soft values should stay within {SLACK**2:g} times the "
+                    f"larger of the largest reward (|r| <= {float(self.largest_reward):.3g}) "
+                    f"and its first value; the temperature ran away")  # fmt: skip
         bound = float(loss if "loss" in name else value)
         what = "the squared error of a value" if "loss" in name else "a value"
         largest_bonus = float(self.largest_bonus)
