@@ -33,7 +33,7 @@ import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import cast
+from typing import Protocol, cast
 
 import gymnasium
 import numpy as np
@@ -102,7 +102,7 @@ def record_video(
     return out
 
 
-class Player:
+class Player(Protocol):
     """The run's policy playing one env, deterministically: `reset(seed)` starts an episode,
     then `frame()` (the picture of the state reached) and `step()` (one action; True when the
     episode ended) take turns. `fps`: the env's own frames a second."""
@@ -110,20 +110,13 @@ class Player:
     policy: Policy
     fps: float
 
-    def reset(self, seed: int) -> None:
-        raise NotImplementedError
-
-    def frame(self) -> np.ndarray:
-        raise NotImplementedError
-
-    def step(self) -> bool:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        raise NotImplementedError
+    def reset(self, seed: int) -> None: ...
+    def frame(self) -> np.ndarray: ...
+    def step(self) -> bool: ...
+    def close(self) -> None: ...
 
 
-class GymPlayer(Player):
+class GymPlayer:
     """The policy on a gymnasium env rendering `rgb_array` frames: numpy observations as the
     policy takes them, its actions converted as `GymVecEnv` converts them."""
 
@@ -151,7 +144,7 @@ class GymPlayer(Player):
         self.env.close()
 
 
-class VecPlayer(Player):
+class VecPlayer:
     """The policy on the one sub-env of the run's own env (a `VecEnv` or `MultiAgentVecEnv`),
     acting as the evaluator acts: torch tensors, actions as agents see them (`[-1, 1]` where
     continuous), masks where the env gives them. Frames are the env's own: `render_frame(0)`,
