@@ -37,6 +37,7 @@ from pathlib import Path
 
 import torch
 from machine import machine
+from training_throughput import simulator_rate
 from vmap_population import one_member, vmapped
 
 from xiaoyarl import Config, train_agent
@@ -105,10 +106,12 @@ class Bench:
         return dry if self.dry else full
 
     def train(self, algo: str, env_id: str, seconds: float, max_steps: int,
-              target: float | None = None, **fields: object) -> dict:  # fmt: skip
+              target: float | None = None, simulator: bool = False,
+              **fields: object) -> dict:  # fmt: skip
         """One run as `xiaoyarl train ALGO ENV --device DEV` with `fields` set, stopped at
         `max_steps`, at `target` (when given) or after `seconds` of updates; its summary and
-        steady-state rates."""
+        steady-state rates (with `simulator`, also the bare env's random-action rate at the same
+        sub-envs: what the learner leaves of it says which of the two limits the row)."""
         preset = preset_path(algo, env_id)
         config = load_config(preset) if preset else Config()
         config.algo, config.env_id, config.device, config.backend = (
@@ -128,7 +131,10 @@ class Bench:
         clock = Clock(seconds, self.device)
         start = time.perf_counter()
         summary = train_agent(config, log=None, callbacks=[clock])
-        return {"wall_seconds": time.perf_counter() - start, "total_steps": summary["total_steps"],
+        seconds = self.size(1, 0.1)
+        sim = simulator_rate(env_id, config.num_envs, self.device, seconds) if simulator else None
+        return {"simulator_sps": sim, "wall_seconds": time.perf_counter() - start,
+                "total_steps": summary["total_steps"],
                 "updates": summary["updates"], "end_to_end_sps": summary["steps_per_second"],
                 "seconds_to_target": summary["seconds_to_target"],
                 "steps_to_target": summary["steps_to_target"],
@@ -163,7 +169,7 @@ def cartpole(b: Bench) -> None:
 
             def run(n: int = n, graphs: bool = graphs) -> tuple[dict, bool | None]:
                 out = b.train("ppo", "CartPole-v1", b.size(8, 1), 10**12, num_envs=n,
-                              cuda_graph=graphs)  # fmt: skip
+                              cuda_graph=graphs, simulator=graphs)  # fmt: skip
                 return out, (out["steady_sps"] or 0) >= GOAL_CARTPOLE if not b.dry else None
 
             b.measure("cartpole", f"ppo {n:,} sub-envs, graphs {'on' if graphs else 'off'}",
@@ -179,7 +185,7 @@ def minatar(b: Bench) -> None:
         env_id = f"MinAtar/{game}-v1"
 
         def run(env_id: str = env_id) -> tuple[dict, bool | None]:
-            out = b.train("ppo", env_id, b.size(8, 1), 10**12, num_envs=n)
+            out = b.train("ppo", env_id, b.size(8, 1), 10**12, num_envs=n, simulator=True)
             met = (out["steady_sps"] or 0) >= GOAL_MINATAR if "Breakout" in env_id else None
             return out, None if b.dry else met
 
@@ -329,8 +335,8 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
-SHOWN = ["steady_sps", "steady_ups", "end_to_end_sps", "seconds_to_target", "final_eval",
-         "seconds", "ratio", "median_eval"]  # fmt: skip
+SHOWN = ["steady_sps", "steady_ups", "end_to_end_sps", "simulator_sps", "seconds_to_target",
+         "final_eval", "seconds", "ratio", "median_eval"]  # fmt: skip
 
 
 def _numbers(row: Row) -> str:

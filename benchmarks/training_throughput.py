@@ -26,7 +26,7 @@ from machine import machine
 from xiaoyarl import Config, train_agent
 from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.config_io import apply_overrides
-from xiaoyarl.envs.classic import TORCH_ENVS
+from xiaoyarl.envs.registry import make_env
 
 DEFAULT_ROWS = [
     "ppo:CartPole-v1:4096",
@@ -66,8 +66,9 @@ def train(
 
 
 def simulator_rate(env_id: str, num_envs: int, device: str, seconds: float = 1.0) -> float:
-    """Random-action steps per second of the bare torch-native env (auto-reset included)."""
-    env = TORCH_ENVS[env_id](num_envs, device=device, seed=0)
+    """Random-action steps per second of the bare torch-native env `env_id` (a classic-control
+    or MinAtar id; auto-reset included)."""
+    env = make_env(env_id, num_envs, device=device, backend="torch", seed=0)
     env.reset()
     if env.spec.if_discrete:
         actions = torch.randint(0, env.spec.action_dim, (16, num_envs), device=device)

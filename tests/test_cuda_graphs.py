@@ -37,6 +37,7 @@ def random_batches(spec, count: int, size: int, device: str) -> list[Batch]:
             rewards=torch.randn(size, generator=g), terminals=torch.rand(size, generator=g) < 0.1,
             next_states=torch.randn(size, spec.state_dim, generator=g),
             indices=torch.arange(size), weights=torch.rand(size, generator=g) + 0.5,
+            discounts=torch.full((size,), 0.99) ** torch.randint(1, 4, (size,), generator=g),
         )  # fmt: skip
         batches.append(Batch(*(t.to(device) for t in batch)))
     return batches
@@ -62,22 +63,32 @@ def test_update_cycle_is_when_the_steps_choices_repeat(algo, overrides, period):
     assert not agent.graphed  # only on CUDA
 
 
+GRAPHED = [
+    ("dqn", {}),
+    ("double_dqn", {"target_update_every": 2, "soft_update_tau": 1.0}),
+    ("d3qn", {}),
+    ("ddpg", {}),
+    ("td3", {}),
+    ("sac", {}),
+    ("sac_discrete", {}),
+    ("redq", {}),
+    ("redq", {"repeat_times": 20.0}),  # 20 graphs
+    ("ddpg", {"per": True}),
+]
+
+
+@pytest.mark.parametrize(("algo", "overrides"), GRAPHED)
+def test_the_graph_tests_batches_feed_an_eager_step_on_the_cpu(algo, overrides):
+    """The scaffolding of the `cuda` test below runs on every machine: it cannot rot unseen
+    between GPU loans (it once did: the batches lacked a field that Batch had gained)."""
+    agent = make_agent(algo, "cpu", **overrides)
+    for batch in random_batches(agent.spec, 2, agent.config.batch_size, "cpu"):
+        logs = agent.gradient_step(batch)
+        assert logs and all(torch.isfinite(v).all() for v in logs.values()), logs
+
+
 @pytest.mark.cuda
-@pytest.mark.parametrize(
-    ("algo", "overrides"),
-    [
-        ("dqn", {}),
-        ("double_dqn", {"target_update_every": 2, "soft_update_tau": 1.0}),
-        ("d3qn", {}),
-        ("ddpg", {}),
-        ("td3", {}),
-        ("sac", {}),
-        ("sac_discrete", {}),
-        ("redq", {}),
-        ("redq", {"repeat_times": 20.0}),  # 20 graphs
-        ("ddpg", {"per": True}),
-    ],
-)
+@pytest.mark.parametrize(("algo", "overrides"), GRAPHED)
 def test_graphed_steps_equal_eager_steps(algo, overrides):
     graphed = make_agent(algo, "cuda", **overrides)
     eager = make_agent(algo, "cuda", cuda_graph=False, **overrides)
