@@ -91,6 +91,7 @@ def test_set_parses_and_converts_types():
         ("state_norm=maybe", ["state_norm", "boolean"]),
         ("net_dims=[a,b]", ["net_dims", "list of integers"]),
         ("gamma=null", ["gamma cannot be empty"]),
+        ("critic_atoms=null", ["critic_atoms cannot be empty; it needs an integer"]),
     ],
 )
 def test_malformed_set_is_rejected_clearly(pair, words):

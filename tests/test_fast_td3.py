@@ -377,3 +377,93 @@ def test_crossq_critic_loss_is_one_pass_over_both_batches_with_no_target_network
 def test_crossq_refuses_distributional_critics():
     with pytest.raises(ConfigError, match="crossq must be false with critic_atoms"):
         resolve_config(Config(algo="sac", env_id="Pendulum-v1", crossq=True, **C51), batched=True)
+
+
+def fast_agent(algo: str, preset: bool = True, **fields):
+    """A FastTD3 / FastSAC agent on Pendulum with its recipe preset (the repository's settings)
+    unless `preset` is False, small sizes, and `fields`."""
+    from xiaoyarl.config_io import load_config
+
+    config = load_config(CONFIG_DIR / f"parallel/{algo}.yaml") if preset else Config()
+    config.algo, config.env_id = algo, "Pendulum-v1"
+    for name, value in {"num_envs": 4, "batch_size": 32, "net_dims": [32, 32], **fields}.items():
+        setattr(config, name, value)
+    config = resolve_config(config, batched=True)
+    env = make_env("Pendulum-v1", 4, seed=0)
+    return agent_class(algo, env.spec)(env.spec, config, torch.device("cpu"))
+
+
+def random_batch(agent, size: int = 32, seed: int = 0) -> Batch:
+    g = torch.Generator().manual_seed(seed)
+    return Batch(
+        states=torch.randn(size, 3, generator=g), actions=torch.rand(size, 1, generator=g) * 2 - 1,
+        rewards=-torch.rand(size, generator=g) * 16, terminals=torch.zeros(size, dtype=torch.bool),
+        next_states=torch.randn(size, 3, generator=g), indices=torch.arange(size),
+        weights=torch.ones(size), discounts=torch.full((size,), 0.99),
+    )  # fmt: skip
+
+
+def test_fast_td3_follows_its_reference_update():
+    """As the FastTD3 repository's train.py: no target actor (the online actor gives the target's
+    actions), the target critics soft-updated after every critic step (TD3 moves them with the
+    delayed actor step only), the actor ascending min(Q1, Q2), AdamW with weight decay 0.1, and
+    a C51 critic of 101 atoms, all from the recipe preset."""
+    agent = fast_agent("fast_td3")
+    assert agent.actor_target is None and "actor_target" not in agent.nets
+    assert agent.config.critic_atoms == 101
+    assert isinstance(agent.critic, DistributionalCriticEnsemble)
+    for name in ("actor", "critic"):
+        group = agent.optimizers[name].param_groups[0]
+        assert group["weight_decay"] == 0.1 and group["decoupled_weight_decay"], name
+    for step in range(2):  # an actor step on one of every policy_delay (2) critic steps
+        actor_before = [p.clone() for p in agent.actor.parameters()]
+        target_before = [p.clone() for p in agent.critic_target.parameters()]
+        agent.update_step(random_batch(agent, seed=step))
+        agent.updates += 1
+        moved = [
+            not torch.equal(a, b)
+            for a, b in zip(actor_before, agent.actor.parameters(), strict=True)
+        ]
+        assert any(moved) == (step == 0), step  # TD3's phase: the actor on the first of two
+        target = [
+            not torch.equal(a, b)
+            for a, b in zip(target_before, agent.critic_target.parameters(), strict=True)
+        ]
+        assert all(target), step  # every critic step moves the target critics
+    # the actor's loss is the smaller critic's value: against a reference on the same weights
+    states = torch.randn(64, 3)
+    q = agent.critic_q_for_actor(states, agent.actor(states))  # (2, B)
+    logs = agent.update_actor(states)
+    torch.testing.assert_close(logs["actor_loss"], -q.min(0).values.mean().detach())
+
+
+def test_fast_sac_follows_its_reference_update():
+    """As the repository's fast_sac/train.py: the temperature starts at 0.001 and steps, with
+    the actor, on every second critic step, with plain Adam (no weight decay); actor and
+    critics step with AdamW, weight decay 0.1."""
+    agent = fast_agent("fast_sac")
+    assert agent.temperature().item() == pytest.approx(0.001)
+    assert agent.optimizers["temperature"].param_groups[0]["weight_decay"] == 0
+    assert agent.optimizers["critic"].param_groups[0]["weight_decay"] == 0.1
+    alphas = []
+    for step in range(4):
+        actor_before = [p.clone() for p in agent.actor.parameters()]
+        logs, _ = agent.update_step(random_batch(agent, seed=step))
+        agent.updates += 1
+        moved = any(
+            not torch.equal(a, b)
+            for a, b in zip(actor_before, agent.actor.parameters(), strict=True)
+        )
+        assert moved == (step % 2 == 0), step
+        assert ("alpha" in logs) == moved
+        alphas.append(agent.temperature().item())
+    assert alphas[0] != pytest.approx(0.001) and alphas[1] == alphas[0]  # stepped, then held
+    assert agent.update_cycle() == 2
+
+
+def test_without_the_preset_fast_agents_are_their_base_algorithms_in_optimizer_and_critic():
+    """--no-preset keeps the library's TD3 and SAC values: Adam, no C51, alpha 1."""
+    td3 = fast_agent("fast_td3", preset=False)
+    assert td3.optimizers["actor"].param_groups[0]["weight_decay"] == 0
+    assert not td3.config.critic_atoms
+    assert fast_agent("fast_sac", preset=False).temperature().item() == pytest.approx(1.0)

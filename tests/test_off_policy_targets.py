@@ -245,10 +245,11 @@ def test_state_norm_clamp_is_an_option():
     assert torch.equal(RunningNorm(2, enabled=False)(big), big)
 
 
-def test_lean_adam_and_gradient_clipping_equal_torchs_own():
+@pytest.mark.parametrize("weight_decay", [0.0, 0.1])
+def test_lean_adam_and_gradient_clipping_equal_torchs_own(weight_decay):
     """`xiaoyarl.core.optim.Adam` and `clip_grad_norm` (the agents' optimizer path on a CPU) give
     bit for bit the parameters and optimizer state of `clip_grad_norm_` + fused `torch.optim.
-    Adam`, and their state dicts load into each other."""
+    Adam` (AdamW with a weight decay), and their state dicts load into each other."""
     import copy
 
     from torch import nn
@@ -258,8 +259,10 @@ def test_lean_adam_and_gradient_clipping_equal_torchs_own():
     torch.manual_seed(0)
     ours = nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 2))
     theirs = copy.deepcopy(ours)
-    opt_ours = Adam(ours.parameters(), lr=1e-3, eps=1e-5)
-    opt_theirs = torch.optim.Adam(theirs.parameters(), lr=1e-3, eps=1e-5, fused=True)
+    opt_ours = Adam(ours.parameters(), lr=1e-3, eps=1e-5, weight_decay=weight_decay)
+    torch_adam = torch.optim.AdamW if weight_decay else torch.optim.Adam
+    opt_theirs = torch_adam(theirs.parameters(), lr=1e-3, eps=1e-5, weight_decay=weight_decay,
+                            fused=True)  # fmt: skip
     for i in range(30):
         x = torch.randn(16, 4) * 5
         for net, opt in ((ours, opt_ours), (theirs, opt_theirs)):

@@ -113,18 +113,17 @@ class Config:
     wandb_project: str = option("xiaoyarl", "the W&B project runs are logged to")
 
     # --- networks and optimisation ---
-    net_dims: list[int] | None = option(None, "hidden widths; None: [64, 64] on-policy and DQN "
-        "family, [256, 256] other off-policy")  # fmt: skip
+    net_dims: list[int] | None = option(None, "hidden widths; None: automatic per algorithm")
     learning_rate: float | None = option(None, "Adam's step size; None: automatic per algorithm")
     learning_rate_schedule: str = option("constant", "decay to schedule_end x lr", SCHEDULES)
     schedule_end: float = option(0.0, "a scheduled value ends at this fraction of its start ...")
     schedule_steps: int | None = option(None, "... after this many env steps; None: max_steps")
     encoder: str = option("auto", "auto (by obs shape), mlp, nature, impala, minatar, module:Class")
     share_encoder: bool = option(True, "ppo, a2c: actor and critic share an image encoder")
-    recurrent: str | None = option(None, "ppo, a2c: a policy with memory, lstm or gru (None: "
-        "feed-forward)", ("lstm", "gru"))  # fmt: skip
+    recurrent: str | None = option(None, "ppo, a2c: an LSTM or GRU policy", ("lstm", "gru"))
     recurrent_dim: int = option(128, "ppo, a2c with recurrent: units of the LSTM or GRU")
     clip_grad_norm: float = option(0.5, "max global gradient norm per network")
+    weight_decay: float = option(0.0, "decoupled weight decay of every optimizer (AdamW); 0: Adam")
     gamma: float = option(0.99, "discount factor")
     state_norm: bool | None = option(None, "running mean/std of observations; None: on-policy only")
     state_norm_clip: float | None = option(10.0, "+-bound on normalised observations; null: none")
@@ -174,7 +173,7 @@ class Config:
         "Uhlenbeck; SAC: gsde, state-dependent", choices=("gaussian", "ou", "gsde"))  # fmt: skip
     policy_noise_std: float = option(0.2, "TD3: target policy smoothing noise ...")
     policy_noise_clip: float = option(0.5, "... clipped to +-this")
-    policy_delay: int = option(2, "TD3: critic updates per actor update")
+    policy_delay: int = option(2, "TD3, fast_sac: critic updates per actor update")
     alpha_init: float = option(1.0, "SAC: initial entropy temperature (learned)")
     alpha_auto: bool = option(True, "SAC: learn alpha for the target entropy; false: alpha_init")
     num_critics: int | None = option(None, "critics; None: 1 DDPG/MADDPG, 2 TD3/SAC/MATD3, 10 REDQ")

@@ -217,6 +217,8 @@ def validate_config(config: Config) -> Config:
             bad(name, "a finite number >= 0")
     if not (math.isfinite(config.clip_grad_norm) and config.clip_grad_norm > 0):
         bad("clip_grad_norm", "a finite number > 0")
+    if not (math.isfinite(config.weight_decay) and config.weight_decay >= 0):
+        bad("weight_decay", "a finite number >= 0 (0: Adam, no decay)")
     if not 0 <= config.schedule_end <= 1:
         bad("schedule_end", "in [0, 1] (the fraction of its start a scheduled value ends at)")
     if config.schedule_steps is not None and config.schedule_steps < 1:
@@ -306,7 +308,9 @@ def _convert(name: str, value: typing.Any, kind: object, source: str) -> object:
     if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
         if optional:
             return None
-        raise ConfigError(f"{source}: {name} cannot be empty; it needs a {_describe(base)}.")
+        kind = _describe(base)
+        article = "an" if kind[0] in "aeiou" else "a"
+        raise ConfigError(f"{source}: {name} cannot be empty; it needs {article} {kind}.")
     try:
         if base is bool:
             if isinstance(value, bool | np.bool_):

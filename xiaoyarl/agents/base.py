@@ -23,9 +23,11 @@ class TorchKit:
     with unless the layer that builds it supplies another kit; the trainer gives
     `core.optim.LeanKit` (the same arithmetic, less Python around it)."""
 
-    def adam(self, params: Iterable[nn.Parameter], lr: float) -> protocols.Optimizer:
-        """torch's Adam (fused), with the eps the agents use."""
-        return torch.optim.Adam(params, lr=lr, eps=1e-5, fused=True)
+    def adam(self, params: Iterable[nn.Parameter], lr: float, weight_decay: float = 0.0
+             ) -> protocols.Optimizer:  # fmt: skip
+        """torch's AdamW (fused), with the eps the agents use: Adam's arithmetic, bit for bit,
+        where `weight_decay` is 0."""
+        return torch.optim.AdamW(params, lr=lr, eps=1e-5, weight_decay=weight_decay, fused=True)
 
     def clip_grad_norm(self, params: list[nn.Parameter], max_norm: float) -> None:
         """Clip the gradients of `params` to a total norm of `max_norm`, in place."""
@@ -187,14 +189,14 @@ class AgentBase:
         """`update(inputs)`, run by `update_runner`."""
         return self.update_runner(update, inputs)
 
-    def make_optimizer(self, net: nn.Module) -> protocols.Optimizer | None:
-        """Adam over the net's parameters, as the agent's `kit` builds it; None for an
-        acting-only copy."""
+    def make_optimizer(self, net: nn.Module, decay: bool = True) -> protocols.Optimizer | None:
+        """Adam over the net's parameters, as the agent's `kit` builds it (AdamW with the
+        config's `weight_decay`, unless `decay` is False); None for an acting-only copy."""
         if not self.learner:
             return None
         lr = self.config.learning_rate
         assert lr is not None, "resolve_config sets learning_rate"
-        return self.kit.adam(net.parameters(), lr)
+        return self.kit.adam(net.parameters(), lr, self.config.weight_decay if decay else 0.0)
 
     def optimizer_step(self, optimizer: protocols.Optimizer | None, net: nn.Module,
                        loss: torch.Tensor) -> None:  # fmt: skip

@@ -2,23 +2,35 @@
 Reinforcement Learning for Humanoid Control", 2025; and FastSAC, the same recipe on SAC from
 the same authors' repository.
 
-The algorithms are TD3's and SAC's, unchanged; what the paper changes is how they are run, for
-a thousand or more parallel envs on one GPU:
+TD3 and SAC run for a thousand or more parallel envs on one GPU, as the paper and its repository
+(`fast_td3/train.py`, `fast_sac/train.py`, their `hyperparams.py`) run them:
 - many sub-envs stepped at once and a few very large gradient steps per parallel step (2 steps
   of 32,768 transitions), so the replay holds a broad, fresh mix of every sub-env's data;
 - each sub-env explores with its own noise std, drawn from [0.001, 0.4] and drawn anew when its
   episode ends (`explore_noise_std_max`), so some sub-envs act nearly greedily, others widely;
-- fast-moving targets (tau 0.1), almost no target-policy smoothing (0.001), and, task by task,
-  n-step returns (`n_step`) and a C51 distributional critic (`critic_atoms`, with the task's
-  return range as `critic_v_min` and `critic_v_max`).
+- fast-moving target critics (tau 0.1), soft-updated after every critic step; no target actor
+  (FastTD3's target actions are the online actor's, almost unsmoothed: noise 0.001); the actor
+  ascends the smaller of the two critics' values (clipped double Q) on every second step
+  (FastSAC's temperature too, which starts at 0.001 and has no weight decay);
+- AdamW with weight decay 0.1 for actor and critics, and for FastTD3 a C51 distributional
+  critic (101 atoms over the task's returns, `critic_v_min` and `critic_v_max`: the repository's
+  default [-250, 250] unless a task preset gives its own), and per task n-step returns.
 
 The sub-envs, batch, update ratio and network sizes, which `Config` leaves automatic, are the
 defaults below. The settings `Config` gives a value for every algorithm (tau, the noise, the
-warm-up) come from the recipe preset `xiaoyarl/configs/parallel/` that `xiaoyarl train` applies
-to these algorithms (printed at start; `--no-preset` keeps the library's TD3 and SAC values).
+warm-up, weight decay, C51, the temperature) come from the recipe preset
+`xiaoyarl/configs/parallel/` that `xiaoyarl train` applies to these algorithms (printed at
+start; `--no-preset` keeps the library's TD3 and SAC values). Not followed: the repository's
+mixed precision (bf16) and `torch.compile` (CUDA graphs replay the update instead); FastTD3's
+cosine learning-rate decay over the budget is `learning_rate_schedule: cosine`, off by default
+(a run that stops at its target has no fixed budget to decay over).
 """
 
 from __future__ import annotations
+
+import math
+
+import torch
 
 from xiaoyarl.agents.sac import AgentSAC
 from xiaoyarl.agents.td3 import AgentTD3
@@ -51,14 +63,38 @@ def parallel_defaults(config: Config, batched: bool, device_type: str) -> dict:
 class AgentFastTD3(AgentTD3):
     """TD3 run as FastTD3: see the module docstring."""
 
+    uses_target_actor = False  # differs: the target's actions come from the online actor
+
     @classmethod
     def defaults(cls, config: Config, batched: bool, device_type: str) -> dict:
         return parallel_defaults(config, batched, device_type)
+
+    def critic_target_due(self, actor_updated: bool) -> bool:
+        return True  # differs: the target critics move after every critic step
+
+    def update_actor(self, states: torch.Tensor) -> dict[str, torch.Tensor]:
+        # differs: ascend the smaller of the critics' values (clipped double Q), not the first's
+        aux_loss, aux_log = self.auxiliary_loss()
+        q = self.reduce_target_q(self.critic_q_for_actor(states, self.actor(states)))
+        actor_loss = -q.mean()
+        self.optimizer_step(self.optimizers["actor"], self.actor, actor_loss + aux_loss)
+        return {"actor_loss": actor_loss.detach(), **aux_log}
 
 
 class AgentFastSAC(AgentSAC):
     """SAC run as FastSAC: see the module docstring."""
 
+    config_fields = AgentSAC.config_fields | {"policy_delay"}
+
     @classmethod
     def defaults(cls, config: Config, batched: bool, device_type: str) -> dict:
         return parallel_defaults(config, batched, device_type)
+
+    def should_update_actor(self, critic_loss: torch.Tensor) -> bool:
+        # differs: the actor and the temperature step on one critic step of every policy_delay
+        return self.updates % self.config.policy_delay == 0
+
+    def update_cycle(self) -> int | None:
+        # differs: the actor's steps repeat every policy_delay critic steps
+        cycle = super().update_cycle()
+        return None if cycle is None else math.lcm(cycle, self.config.policy_delay)

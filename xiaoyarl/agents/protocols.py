@@ -116,7 +116,8 @@ class OptimizerKit(Protocol):
     """How an agent builds its optimizers and clips gradients (`AgentBase.kit`): torch's own
     (`agents/base.TorchKit`) or, from the trainer, xiaoyarl's lean ones (`core/optim.LeanKit`)."""
 
-    def adam(self, params: Iterable[torch.nn.Parameter], lr: float) -> Optimizer: ...
+    def adam(self, params: Iterable[torch.nn.Parameter], lr: float,
+             weight_decay: float = 0.0) -> Optimizer: ...  # fmt: skip
 
     def clip_grad_norm(self, params: list[torch.nn.Parameter], max_norm: float) -> None:
         """Scale the gradients of `params` so that their global 2-norm is at most `max_norm`."""

@@ -60,7 +60,7 @@ class AgentSAC(AgentDDPG):
         self.temperature = Temperature(config.alpha_init).to(device)
         self.target_entropy = self.default_target_entropy()
         self.nets["temperature"] = self.temperature
-        self.optimizers["temperature"] = self.make_optimizer(self.temperature)
+        self.optimizers["temperature"] = self.make_optimizer(self.temperature, decay=False)
 
     def default_target_entropy(self) -> float:
         return -float(self.spec.action_dim)

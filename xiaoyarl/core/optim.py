@@ -23,14 +23,15 @@ import torch
 from torch import nn
 
 # torch.optim.Adam's hyper-parameters that this Adam does not vary, as its param group shows
-_FIXED = {"weight_decay": 0, "amsgrad": False, "maximize": False, "foreach": None,
-          "capturable": False, "differentiable": False, "fused": True,
-          "decoupled_weight_decay": False}  # fmt: skip
+_FIXED = {"amsgrad": False, "maximize": False, "foreach": None, "capturable": False,
+          "differentiable": False, "fused": True}  # fmt: skip
 
 
 class Adam:
     """Adam (Kingma & Ba, 2015) over one group of parameters, as `torch.optim.Adam(params, lr,
-    betas, eps, fused=True)`: the same fused kernel, state and `state_dict` format."""
+    betas, eps, fused=True)`: the same fused kernel, state and `state_dict` format; with
+    `weight_decay`, AdamW's decoupled decay (Loshchilov & Hutter, 2019), as
+    `torch.optim.AdamW(..., weight_decay, fused=True)`."""
 
     def __init__(
         self,
@@ -38,9 +39,11 @@ class Adam:
         lr: float,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
+        weight_decay: float = 0.0,
     ) -> None:
         self.params = list(params)
-        group = {"lr": lr, "betas": betas, "eps": eps, **_FIXED}
+        group = {"lr": lr, "betas": betas, "eps": eps, **_FIXED, "weight_decay": weight_decay,
+                 "decoupled_weight_decay": weight_decay > 0}  # fmt: skip
         self.param_groups: list[dict[str, Any]] = [{"params": self.params, **group}]
         self.state: dict[torch.Tensor, dict[str, torch.Tensor]] = {}
 
@@ -71,7 +74,7 @@ class Adam:
         grads = [cast(torch.Tensor, p.grad) for p in params]  # each has one (above)
         adam_step(params, grads, [s["exp_avg"] for s in states],
                   [s["exp_avg_sq"] for s in states], steps, group["lr"], group["betas"],
-                  group["eps"])  # fmt: skip
+                  group["eps"], group["weight_decay"])  # fmt: skip
 
     def state_dict(self) -> dict:
         """`torch.optim.Adam.state_dict()`'s format: state by parameter index, and the group."""
@@ -109,14 +112,22 @@ class LeanKit:
     a CPU this module's `Adam`, elsewhere `torch.optim.Adam` (the CUDA-graph replay relies on
     its capturable mode); gradients clipped by `clip_grad_norm` on every device."""
 
-    def adam(self, params: Iterable[nn.Parameter], lr: float) -> Adam | torch.optim.Adam:
+    def adam(self, params: Iterable[nn.Parameter], lr: float,
+             weight_decay: float = 0.0) -> Adam | torch.optim.Adam:  # fmt: skip
         params = list(params)
         if params[0].device.type == "cpu":
-            return Adam(params, lr=lr, eps=1e-5)
-        return torch.optim.Adam(params, lr=lr, eps=1e-5, fused=True)
+            return Adam(params, lr=lr, eps=1e-5, weight_decay=weight_decay)
+        return torch_adam(params, lr, weight_decay)
 
     def clip_grad_norm(self, params: list[nn.Parameter], max_norm: float) -> None:
         clip_grad_norm(params, max_norm)
+
+
+def torch_adam(params: list[nn.Parameter], lr: float, weight_decay: float) -> torch.optim.Adam:
+    """torch's fused Adam with the agents' eps, AdamW where `weight_decay` is not 0."""
+    if weight_decay:
+        return torch.optim.AdamW(params, lr=lr, eps=1e-5, weight_decay=weight_decay, fused=True)
+    return torch.optim.Adam(params, lr=lr, eps=1e-5, fused=True)
 
 
 def adam_step(
@@ -128,14 +139,18 @@ def adam_step(
     lr: float,
     betas: tuple[float, float],
     eps: float,
+    weight_decay: float = 0.0,
 ) -> None:
     """One Adam step of `params` in place, and of their moments `exp_avgs` and `exp_avg_sqs`:
-    torch's fused kernel, as `torch.optim.Adam(fused=True)` runs it. `steps`: each parameter's
-    step count (float32, `()`), already counted up for this step."""
+    torch's fused kernel, as `torch.optim.Adam(fused=True)` runs it (AdamW's, with decoupled
+    `weight_decay`, where it is not 0). `steps`: each parameter's step count (float32, `()`),
+    already counted up for this step."""
     beta1, beta2 = betas
-    torch._fused_adam_(
+    step = torch._fused_adamw_ if weight_decay else torch._fused_adam_
+    step(
         params, grads, exp_avgs, exp_avg_sqs, [], steps, amsgrad=False, lr=lr, beta1=beta1,
-        beta2=beta2, weight_decay=0.0, eps=eps, maximize=False, grad_scale=None, found_inf=None,
+        beta2=beta2, weight_decay=weight_decay, eps=eps, maximize=False, grad_scale=None,
+        found_inf=None,
     )  # fmt: skip
 
 

@@ -315,7 +315,7 @@ class VmapAgents:
                 lr = agent.config.learning_rate
                 assert lr is not None, "resolve_config sets learning_rate"
                 adam_step(params, member_grads[i], exp_avgs, exp_avg_sqs, steps, lr, ADAM_BETAS,
-                          ADAM_EPS)  # fmt: skip
+                          ADAM_EPS, agent.config.weight_decay)  # fmt: skip
 
     # --- exploring and learning for a number of rollouts ---------------------------------------
     def train(
