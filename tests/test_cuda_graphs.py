@@ -74,6 +74,8 @@ GRAPHED = [
     ("redq", {}),
     ("redq", {"repeat_times": 20.0}),  # 20 graphs
     ("ddpg", {"per": True}),
+    ("fast_td3", {"weight_decay": 0.1}),  # AdamW, no target actor, targets every step
+    ("fast_sac", {"weight_decay": 0.1, "policy_delay": 2}),
 ]
 
 
