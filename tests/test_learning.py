@@ -72,10 +72,7 @@ CASES = {  # id: (algo, env, extra args, target, env-step budget)
 # in `make test-all` (README, "Development": their minutes do not fit CI's time).
 SEEDS = [0, pytest.param(1, marks=pytest.mark.seeds), pytest.param(2, marks=pytest.mark.seeds)]
 # (case, seed) -> the defect it shows, open in the tracker: expected to fail until it is fixed
-KNOWN_FAILURES = {
-    **{("sac_discrete-gym-cartpole", seed): "stopped by the divergence guard before its bound "
-       "counted the entropy bonus of soft values; not yet seen passing since" for seed in (0, 2)},
-}  # fmt: skip
+KNOWN_FAILURES: dict[tuple[str, int], str] = {}
 
 
 @pytest.mark.parametrize("case", list(CASES))

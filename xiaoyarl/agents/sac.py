@@ -170,8 +170,12 @@ class AgentModSAC(AgentSAC):
 
 class AgentSACDiscrete(AgentSAC):
     """SAC for discrete actions: the critics give Q(s, .) for every action, so expectations over
-    the categorical policy are exact sums instead of samples. Target entropy 0.89 log |A|, a
-    fraction of the uniform policy's entropy (the paper's 0.98 keeps the policy near uniform)."""
+    the categorical policy are exact sums instead of samples. Target entropy 0.5 log |A|, half
+    the uniform policy's entropy. Higher targets (the paper's 0.98, CleanRL's 0.89) ask every
+    state for a near-uniform policy; where the task needs decisive actions (two actions: 0.89
+    log 2 is a policy of 72% / 28% in every state) no policy reaches them, and the temperature
+    grows without end: alpha x entropy rose from 0.7 to 101 in 22k CartPole steps, where with
+    0.5 alpha settles near 0.2 (BENCHMARKS.md, "The divergence guard and discrete SAC")."""
 
     if_discrete = True
     actor_class = ActorDiscreteSAC
@@ -185,7 +189,7 @@ class AgentSACDiscrete(AgentSAC):
                          cfg.layer_norm)  # fmt: skip
 
     def default_target_entropy(self) -> float:
-        return 0.89 * math.log(self.spec.action_dim)
+        return 0.5 * math.log(self.spec.action_dim)
 
     def categorical_actor(self) -> ActorDiscreteSAC:
         """The actor, which `actor_class` built as an `ActorDiscreteSAC`."""
