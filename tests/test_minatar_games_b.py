@@ -377,6 +377,65 @@ def test_seaquest_directed_cases() -> None:
         assert counts["transitions"] == 1
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [7, 8, 9])
+def test_seaquest_longer_runs(seed: int) -> None:
+    """More seeds and longer runs of the three kinds of start (full tier): rare meetings of
+    bullets, enemies and divers."""
+    counts = run_lockstep("seaquest", "cpu", True, 16, 400, False, seed)
+    assert counts["transitions"] == 6400 and counts["episodes"] > 50
+
+    def dense(env: pkg_seaquest.Env, rng: np.random.RandomState) -> None:
+        dense_sea(env, rng)
+        # the next diver spawns in 31 steps: the one put in has left before the one after
+        # (with a sooner spawn, three divers could meet, a state the package never reaches)
+        env.d_spawn_timer = 30
+
+    counts = run_lockstep("seaquest", "cpu", True, 16, 120, True, seed, dense)
+    assert counts["episodes"] > 100
+
+    def crowded(env: pkg_seaquest.Env, rng: np.random.RandomState) -> None:
+        env.reset()
+        env.e_spawn_speed, env.move_speed, env.ramp_index = 1, 2, 19
+        env.sub_x, env.diver_count = rng.randint(10), rng.randint(0, 7)
+
+    def stay_up(env: pkg_seaquest.Env, rng: np.random.RandomState) -> int:
+        return int(rng.choice([0, 1, 3, 5]))  # never "down": the sea fills up
+
+    counts = run_lockstep("seaquest", "cpu", True, 4, 400, False, seed, crowded, stay_up)
+    assert counts["max_len"]["enemies"] >= 15
+    for name, cap in CAPS.items():
+        assert counts["max_len"][name] <= cap
+
+
+def test_seaquest_slots_in_use_match_all_slots() -> None:
+    """On a CPU a step works on the enemy and enemy-bullet slots in use only; on an accelerator
+    on all of them. Both give the same steps (the accelerator's way checked here on a CPU)."""
+
+    class AllSlots(SeaquestEnv):
+        def _in_use(self, alive: torch.Tensor) -> int:
+            return alive.shape[1]
+
+    envs = [cls(64, seed=3) for cls in (SeaquestEnv, AllSlots)]
+    crowded = envs[0].sim_state.clone()
+    crowded[:32, 1 + sq.SPAWN_SPEED], crowded[:32, 1 + sq.MOVE_SPEED] = 1, 2
+    for env in envs:
+        env.set_sim_state(crowded)
+    gen = torch.Generator().manual_seed(4)
+    most = 0
+    for _ in range(300):
+        action = torch.randint(6, (64,), generator=gen)
+        action[:32] = torch.where(action[:32] == 4, 0, action[:32])  # half stay up: full seas
+        ours, all_slots = (env.step(action) for env in envs)
+        for a, b in zip(ours[:4], all_slots[:4], strict=True):
+            assert torch.equal(a, b)
+        assert torch.equal(ours[4]["final_state"], all_slots[4]["final_state"])
+        assert torch.equal(envs[0].sim_state, envs[1].sim_state)
+        kinds = envs[0].sim_state[:, 1 + sq.E_START : 1 + sq.E_START + sq.E_CAP]
+        most = max(most, int((kinds > 0).sum(1).max()))
+    assert most >= 15  # crowded seas: most of the enemy slots in use
+
+
 # --- 2. random-policy returns ---
 @pytest.mark.parametrize("game", ["space_invaders", "seaquest"])
 def test_random_policy_returns_match_the_package(game: str) -> None:

@@ -32,7 +32,7 @@ class MinAtarEnv(TorchVecEnv):
     the rest is the game's own state (`game_dim` floats, laid out by the game). A game sets
     `name`, `channels`, `game_dim`, `minimal_actions` (letters of `ACTION_MAP`) and implements
     `_game_initial`, `_game_step` and `_game_observe`, with every random draw from
-    `self.generator`.
+    `self.generator` (and may implement `_game_step_into` too, to write its next states once).
     """
 
     if_discrete = True
@@ -45,6 +45,7 @@ class MinAtarEnv(TorchVecEnv):
     channels: ClassVar[int]
     game_dim: ClassVar[int]
     minimal_actions: ClassVar[tuple[str, ...]]
+    _done: torch.Tensor  # (num_envs,) bool: the sub-envs the last step reset
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -88,6 +89,15 @@ class MinAtarEnv(TorchVecEnv):
         int64 (indices of `ACTION_MAP`) -> `(next game states, reward (n,), terminated (n,))`."""
         raise NotImplementedError
 
+    def _game_step_into(
+        self, game: torch.Tensor, action: torch.Tensor, next_game: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`_game_step` writing the next game states into `next_game` `(n, game_dim)` float32
+        (the columns of the next simulator state) -> `(reward (n,), terminated (n,))`."""
+        new, reward, terminated = self._game_step(game, action)
+        next_game.copy_(new)
+        return reward, terminated
+
     def _game_observe(self, game: torch.Tensor) -> torch.Tensor:
         """The grid `(n, channels, 10, 10)` bool of game states `(n, game_dim)`."""
         raise NotImplementedError
@@ -105,11 +115,28 @@ class MinAtarEnv(TorchVecEnv):
             draw = torch.rand(action.shape[0], generator=self.generator, device=self.device)
             repeat = draw < self.sticky_action_prob
             full = torch.where(repeat, sim_state[:, 0].long(), full)
-        game, reward, terminated = self._game_step(sim_state[:, 1:], full)
-        return torch.cat([full.float().unsqueeze(1), game], 1), reward, terminated
+        next_state = torch.empty_like(sim_state)
+        reward, terminated = self._game_step_into(sim_state[:, 1:], full, next_state[:, 1:])
+        next_state[:, 0] = full
+        return next_state, reward, terminated
 
     def _observe(self, sim_state: torch.Tensor) -> torch.Tensor:
         return self._game_observe(sim_state[:, 1:])
+
+    def _auto_reset(self, sim_state: torch.Tensor, done: torch.Tensor) -> bool:
+        self._done = done  # differs: remembers which sub-envs reset, for `_next_outputs`
+        return super()._auto_reset(sim_state, done)
+
+    def _next_outputs(self, final: dict[str, torch.Tensor],
+                      reset_any: bool) -> tuple[torch.Tensor, dict]:  # fmt: skip
+        # differs: on a CPU only the sub-envs that reset are observed again (observing all
+        # costs about as much as stepping them)
+        if not reset_any or self.device.type != "cpu":
+            return super()._next_outputs(final, reset_any)
+        state = final["final_state"].clone()
+        rows = self._done.nonzero().squeeze(1)
+        state[rows] = self._observe(self.sim_state[rows])
+        return state, final
 
     # 16 pixels a cell, 10 frames a second; a colour per channel, drawn as the package's viewer
     # draws them: where channels overlap, the last one shows

@@ -16,7 +16,17 @@ picked up) and a submarine removed in a step still fires if its shot timer is up
 
 The package keeps its objects in Python lists; here each list is a fixed number of slots with
 an "alive" flag, sized so that it can never overflow under the package's rules (see the
-capacities below).
+capacities below), and a step works on all the slots of a list at once. Where the package's
+order of updates decides an outcome, masks of the slots keep it: a bullet meeting enemies kills
+the first fish of the list in its cell, else the first sub; of the enemies moving into a
+bullet's cell the newest takes it, subs before fish (the package walks its lists backwards,
+subs first); the divers board one at a time, newest first; new enemies and enemy bullets join
+the ends of their lists.
+
+On a CPU a step works only on the enemy and enemy-bullet slots that some sub-env uses (a few in
+most games; on an accelerator on all of them, as knowing which would sync with the host), and
+on int8 tensors of one shape where it can: comparing those costs a fraction of comparing int64
+or float32 tensors, or a tensor with a broadcast column.
 """
 
 from __future__ import annotations
@@ -71,25 +81,77 @@ E_START = D_START + D_FIELDS * D_CAP
 B_START = E_START + E_FIELDS * E_CAP
 GAME_DIM = B_START + B_FIELDS * B_CAP
 FISH, SUB = 1, 2
+BULLET_NONE = 126  # the cell of no player bullet (cells are 0..99; -1 & 127 is 127)
 
 # observation channels (the package's order)
 SUB_FRONT, SUB_BACK, FRIENDLY_BULLET, TRAIL, ENEMY_BULLET = range(5)
 ENEMY_FISH, ENEMY_SUB, OXYGEN_GAUGE, DIVER_GAUGE, DIVER = range(5, 10)
 
 
-def _first_free(alive: torch.Tensor) -> torch.Tensor:
-    """`(n, cap)` bool: the first free slot of each row of `alive` (none where full)."""
-    free = ~alive
-    return free & (free.long().cumsum(1) == 1)
+# --- rows of slots, `(n, width)` ---
+def _spread(x: torch.Tensor, width: int) -> torch.Tensor:
+    """`(n,)` small integers -> `(n, width)` int8, each row its value `width` times.
+
+    Comparing two tensors of one shape is several times faster on a CPU than comparing a
+    tensor with a broadcast column, so a per-sub-env value is spread once and compared often."""
+    return x.to(torch.int8).unsqueeze(1).expand(-1, width).contiguous()
 
 
-def _compact(alive: torch.Tensor, fields: torch.Tensor) -> torch.Tensor:
-    """Move the alive slots of `fields` `(n, F, cap)` to the front, keeping their order.
+def _any(mask: torch.Tensor) -> torch.Tensor:
+    """`(n, width)` bool -> `(n,)`: whether a row has a True slot (faster than `.any(1)`)."""
+    return mask.sum(1) > 0
 
-    Keeping the lists in the package's order (insertion order) matters: a bullet kills the first
-    fish of the list at its cell, and the newest enemy entering a bullet's cell takes it."""
-    order = torch.sort((~alive).to(torch.uint8), dim=1, stable=True).indices
-    return fields.gather(2, order.unsqueeze(1).expand_as(fields))
+
+def _inside(x: torch.Tensor) -> torch.Tensor:
+    """Whether each column `x` (int8) is on the grid, 0..9 (faster than two comparisons)."""
+    return x == x.clamp(0, 9)
+
+
+def _cells(x: torch.Tensor, y: torch.Tensor, alive: torch.Tensor) -> torch.Tensor:
+    """int8 cells `y * 10 + x` of the alive slots, -1 for the others (x, y on the grid)."""
+    return (y * 10 + x + 1) * alive - 1
+
+
+def _pick(
+    bullet: torch.Tensor, order: torch.Tensor, reduce: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """For each player bullet, the enemy slot that takes it: of the slots in its cell (`bullet`
+    `(n, width)` int8, see `SeaquestEnv._bullet_at`), the one of least (`reduce` "amin") or
+    greatest ("amax") `order` (int8, distinct within a row). Returns `(taken (n, width) bool,
+    hit (n, F_CAP) bool)`."""
+    none = 127 if reduce == "amin" else -1
+    table = torch.full((bullet.shape[0], 1 + F_CAP), none, dtype=torch.int8, device=order.device)
+    index = bullet.long()
+    table.scatter_reduce_(1, index, order, reduce)  # column 0 gathers the slots of no bullet
+    taken = (bullet > 0) & (order == table.gather(1, index))
+    return taken, table[:, 1:] != none
+
+
+# --- enemy bullets: one int8 code each ---
+# 0 for none, else (x + 1) + 16 * (y - 1) - 128 * lr: x + 1 (1..10) in the low 4 bits, y - 1
+# (0..7) in the next 3, the direction in the sign. A move adds +1 or -1 to the low 4 bits only
+# (x + 1 becomes 0 or 11 when the bullet leaves the grid), the low 7 bits are the cell, and a
+# list of codes is compacted with one scatter.
+def _bullet_codes(x: torch.Tensor, y: torch.Tensor, lr: torch.Tensor) -> torch.Tensor:
+    """The codes (int8) of bullets at `x`, `y` moving right where `lr` (int8 tensors)."""
+    return (x + 1) + 16 * (y - 1) + lr * -128
+
+
+def _bullet_fields(codes: torch.Tensor) -> torch.Tensor:
+    """Codes `(n, m)` -> the enemy-bullet fields alive, x, y, lr `(n, B_FIELDS, m)` int8 (all 0
+    for a free slot)."""
+    alive = codes.bool()
+    x = ((codes & 15) - 1) * alive
+    y = (((codes >> 4) & 7) + 1) * alive
+    return torch.stack([alive.to(torch.int8), x, y, (codes >> 7) & 1], 1)
+
+
+def _compact(fields: torch.Tensor, cap: int, alive: torch.Tensor) -> torch.Tensor:
+    """A list's slots `(fields, n, width)` with alive slots `alive` `(n, width)` -> `(fields,
+    n, cap)`: the alive ones at the front, in their order (at most `cap`), the others all 0."""
+    slot = torch.where(alive, alive.cumsum(1) - 1, cap).clamp(max=cap)  # cap: a spare slot
+    spare = fields.new_zeros((fields.shape[0], fields.shape[1], cap + 1))
+    return spare.scatter_(2, slot.expand_as(fields), fields)[:, :, :cap]
 
 
 class SeaquestEnv(MinAtarEnv):
@@ -119,17 +181,21 @@ class SeaquestEnv(MinAtarEnv):
     minimal_actions = ("n", "l", "u", "r", "d", "f")
 
     def _constants(self, device: torch.device) -> None:
-        self._cols = torch.arange(10, device=device)
-        self._e_rank = torch.arange(1, E_CAP + 1, device=device)  # 1-based slot numbers
+        self._slot = torch.arange(E_CAP + 1, dtype=torch.int8, device=device)  # slot numbers
+        self._bullet_ids = torch.arange(1, F_CAP + 1, dtype=torch.int8, device=device)
+        self._cols = torch.arange(10, dtype=torch.float32, device=device)
+        self._left9 = self._cols < 9  # the diver gauge's cells
+        self._oxygen_cell = (self._cols + 1) * (MAX_OXYGEN // 10)  # the oxygen lighting each cell
+        self._channel_cache: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
 
-    # --- layout ---
-    @staticmethod
-    def _lists(game: torch.Tensor) -> list[torch.Tensor]:
-        """The four object lists of game states `(n, game_dim)`, as `(n, fields, cap)` int64."""
-        n = game.shape[0]
-        blocks = [(F_START, F_FIELDS, F_CAP), (D_START, D_FIELDS, D_CAP)]
-        blocks += [(E_START, E_FIELDS, E_CAP), (B_START, B_FIELDS, B_CAP)]
-        return [game[:, s : s + f * c].long().view(n, f, c) for s, f, c in blocks]
+    def _in_use(self, alive: torch.Tensor) -> int:
+        """The slots of a list `(n, cap)` (alive flags or kinds, >= 0) up to the last one in use
+        in any sub-env: on a CPU a step works on these only (most slots are empty in most
+        games); on an accelerator on all, as knowing which would sync with the host."""
+        if self.device.type != "cpu":
+            return alive.shape[1]
+        used = alive.sum(0).tolist()  # (a column sum: faster than any reduction of flags)
+        return max((k + 1 for k, v in enumerate(used) if v), default=0)
 
     def _game_initial(self, n: int) -> torch.Tensor:
         game = torch.zeros((n, self.game_dim), device=self.device)
@@ -146,61 +212,86 @@ class SeaquestEnv(MinAtarEnv):
     def _game_step(
         self, game: torch.Tensor, action: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        # the step itself is `_game_step_into`, which writes the next states in place
+        next_game = torch.empty((game.shape[0], GAME_DIM), device=self.device)
+        reward, terminated = self._game_step_into(game, action, next_game)
+        return next_game, reward, terminated
+
+    def _game_step_into(
+        self, game: torch.Tensor, action: torch.Tensor, next_game: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         n = game.shape[0]
-        s = game[:, :N_SCALARS].long().unbind(1)
+        # the scalars, player bullets and divers as int16; the enemy and enemy-bullet lists read
+        # on the slots in use only
+        head = game[:, :E_START].to(torch.int16)
+        s = head[:, :N_SCALARS].unbind(1)
         oxygen, divers_aboard, facing = s[OXYGEN], s[DIVER_COUNT], s[SUB_OR]
         px, py = s[SUB_X], s[SUB_Y]
         spawn_speed, spawn_timer, diver_timer = s[SPAWN_SPEED], s[SPAWN_TIMER], s[DIVER_TIMER]
         move_speed, ramp, shot_timer, surface = s[MOVE_SPEED], s[RAMP], s[SHOT_TIMER], s[SURFACE]
-        f_list, d_list, e_list, b_list = self._lists(game)
-        f_alive, fx, fy, f_lr = f_list.unbind(1)
-        d_alive, dx, dy, d_lr, d_timer = d_list.unbind(1)
-        kind, ex, ey, e_lr, e_timer, e_shot = e_list.unbind(1)
+        f_alive, fx, fy, f_lr = head[:, F_START:D_START].view(n, F_FIELDS, F_CAP).unbind(1)
+        d_alive, dx, dy, d_lr, d_timer = head[:, D_START:].view(n, D_FIELDS, D_CAP).unbind(1)
+        f_alive, d_alive = f_alive > 0, d_alive > 0
+        # the enemies as int8 (field, n, slot) on the slots in use, one more for a spawn and a
+        # spare one (the spawn slot of the sub-envs with no spawn)
+        e_list = game[:, E_START:B_START].view(n, E_FIELDS, E_CAP)
+        in_use = self._in_use(e_list[:, 0])
+        width = in_use + 1
+        enemies = torch.zeros((E_FIELDS, n, width), dtype=torch.int8, device=self.device)
+        enemies[:, :, :in_use] = e_list[:, :, :in_use].transpose(0, 1)
+        kind, ex, ey, e_lr, e_timer, e_shot = enemies.unbind(0)  # views: updated in place
+        # the enemy bullets as codes, on the slots in use
+        b_list = game[:, B_START:].view(n, B_FIELDS, B_CAP)
+        b_list = b_list[:, :, : self._in_use(b_list[:, 0])].to(torch.int8)
         b_alive, bx, by, b_lr = b_list.unbind(1)
-        f_alive, d_alive, b_alive = f_alive > 0, d_alive > 0, b_alive > 0
-        px_, py_ = px.unsqueeze(1), py.unsqueeze(1)  # (n, 1), against (n, cap) lists
+        bullets = _bullet_codes(bx, by, b_lr) * b_alive
         # every random number of the step, drawn for all sub-envs (used where a spawn is due):
         # enemy direction, enemy is a sub, enemy row, diver direction, diver row
         u = torch.rand((n, 5), generator=self.generator, device=self.device)
-        e_right, e_is_sub, d_right = u[:, 0] < 0.5, u[:, 1] < 1 / 3, u[:, 3] < 0.5
-        e_row = (u[:, 2] * 8).long().clamp(max=7) + 1  # the package's randint(1, 9)
-        d_row = (u[:, 4] * 8).long().clamp(max=7) + 1
+        e_right, d_right = (u[:, ::3] < 0.5).unbind(1)
+        e_is_sub = u[:, 1] < 1 / 3
+        e_row, d_row = ((u[:, 2::2] * 8).long().clamp(max=7) + 1).unbind(1)  # randint(1, 9)
 
         # an enemy spawns when its timer is up, at an edge of a random row, unless that row
-        # holds an enemy heading the other way (the timer restarts either way)
-        spawn = spawn_timer == 0
-        row_taken = (kind > 0) & (ey == e_row.unsqueeze(1)) & (e_lr != e_right.long().unsqueeze(1))
-        slot = _first_free(kind > 0) & (spawn & ~row_taken.any(1)).unsqueeze(1)
-        kind = torch.where(slot, torch.where(e_is_sub, SUB, FISH).unsqueeze(1), kind)
-        ex = torch.where(slot, torch.where(e_right, 0, 9).unsqueeze(1), ex)
-        ey = torch.where(slot, e_row.unsqueeze(1), ey)
-        e_lr = torch.where(slot, e_right.long().unsqueeze(1), e_lr)
-        e_timer = torch.where(slot, move_speed.unsqueeze(1), e_timer)
-        e_shot = torch.where(slot, ENEMY_SHOT_INTERVAL, e_shot)
-        spawn_timer = torch.where(spawn, spawn_speed, spawn_timer)
+        # holds an enemy heading the other way (the timer restarts either way); it joins the
+        # end of the list (alive slots first)
+        alive = kind.bool()
+        lane = ey * 2 + e_lr  # row and direction
+        blocked = _any(alive & (lane == _spread(e_row * 2 + 1 - e_right.long(), width)))
+        count = alive.sum(1)
+        spawn = (spawn_timer == 0) & ~blocked & (count < E_CAP)  # (never full: see E_CAP)
+        new = [torch.where(e_is_sub, SUB, FISH), torch.where(e_right, 0, 9), e_row, e_right]
+        new += [move_speed, torch.full_like(move_speed, ENEMY_SHOT_INTERVAL)]
+        new_enemy = torch.stack(new).to(torch.int8) * spawn  # (field, n); all 0: no spawn
+        at = torch.where(spawn, count, width - 1).view(1, n, 1).expand(E_FIELDS, n, 1)
+        enemies.scatter_(2, at, new_enemy.unsqueeze(2))
+        spawn_timer = torch.where(spawn_timer == 0, spawn_speed, spawn_timer)
         # a diver spawns every 30 steps, at an edge of a random row
         spawn = diver_timer == 0
-        slot = _first_free(d_alive) & spawn.unsqueeze(1)
-        d_alive = d_alive | slot
-        dx = torch.where(slot, torch.where(d_right, 0, 9).unsqueeze(1), dx)
-        dy = torch.where(slot, d_row.unsqueeze(1), dy)
-        d_lr = torch.where(slot, d_right.long().unsqueeze(1), d_lr)
-        d_timer = torch.where(slot, DIVER_MOVE_INTERVAL, d_timer)
+        free = ~d_alive
+        first = free & (free.cumsum(1) == 1) & spawn.unsqueeze(1)  # the first free slot
+        d_alive = d_alive | first
+        dx = torch.where(first, torch.where(d_right, 0, 9).unsqueeze(1), dx)
+        dy = torch.where(first, d_row.unsqueeze(1), dy)
+        d_lr = torch.where(first, d_right.long().unsqueeze(1), d_lr)
+        d_timer = torch.where(first, DIVER_MOVE_INTERVAL, d_timer)
         diver_timer = torch.where(spawn, DIVER_SPAWN_SPEED, diver_timer)
 
         # the player: fire from the sub's cell (when cooled down), or move; a blocked "fire"
         # does nothing; moving sideways turns the sub
         fire = (action == 5) & (shot_timer == 0)
-        slot = _first_free(f_alive) & fire.unsqueeze(1)
-        f_alive = f_alive | slot
-        fx, fy = torch.where(slot, px_, fx), torch.where(slot, py_, fy)
-        f_lr = torch.where(slot, facing.unsqueeze(1), f_lr)
+        free = ~f_alive
+        first = free & (free.cumsum(1) == 1) & fire.unsqueeze(1)
+        f_alive = f_alive | first
+        fx = torch.where(first, px.unsqueeze(1), fx)
+        fy = torch.where(first, py.unsqueeze(1), fy)
+        f_lr = torch.where(first, facing.unsqueeze(1), f_lr)
         shot_timer = torch.where(fire, SHOT_COOL_DOWN, shot_timer)
         left, right = action == 1, action == 3
         px = (px - left.long() + right.long()).clamp(0, 9)
         py = (py - (action == 2).long() + (action == 4).long()).clamp(0, 8)
         facing = torch.where(left, 0, torch.where(right, 1, facing))
-        px_, py_ = px.unsqueeze(1), py.unsqueeze(1)
+        player = (py * 10 + px).unsqueeze(1)  # (n, 1) the sub's cell
 
         # player bullets move; one meeting enemies kills the first fish of the list there, else
         # the first sub. Bullets never share a cell (one heading left stays left of the sub, one
@@ -209,74 +300,80 @@ class SeaquestEnv(MinAtarEnv):
         # package's bullet-by-bullet loop is done for all bullets at once here.
         fx = fx + f_alive.long() * (2 * f_lr - 1)
         f_alive = f_alive & (fx >= 0) & (fx <= 9)
-        # cells as y * 10 + x (no object left outside the grid is compared)
-        meets = (fy * 10 + fx).unsqueeze(2) == (ey * 10 + ex).unsqueeze(1)  # (n, bullet, enemy)
-        reward = torch.zeros(n, dtype=torch.long, device=self.device)
-        for k in (FISH, SUB):
-            hits = meets & (kind == k).unsqueeze(1) & f_alive.unsqueeze(2)
-            first = hits & (hits.long().cumsum(2) == 1)  # the first of the kind in list order
-            kind = torch.where(first.any(1), 0, kind)
-            hit = hits.any(2)
-            f_alive = f_alive & ~hit
-            reward = reward + hit.sum(1)
+        targets = torch.where(f_alive, fy * 10 + fx, BULLET_NONE)  # (n, F_CAP) cells
+        is_sub = kind == torch.full_like(kind, SUB)
+        order = is_sub.to(torch.int8) * E_CAP + self._slot[:width]  # fish before subs, in order
+        bullet = self._bullet_at(_cells(ex, ey, kind.bool()), targets)
+        killed, hit = _pick(bullet, order, "amin")
+        kind.mul_(~killed)
+        f_alive = f_alive & ~hit
+        targets = torch.where(hit, BULLET_NONE, targets)
+        reward = hit.sum(1)
 
-        # divers, newest first (the package walks its list backwards): picked up where the sub
-        # is (before or after they move) while fewer than 6 are aboard. One at a time, since a
-        # pick-up can fill the sub for the next diver.
-        d_cols = [list(t.unbind(1)) for t in (d_alive, dx, dy, d_lr, d_timer)]
+        # divers, newest first (the package walks its list backwards): one at the sub's cell
+        # boards while fewer than 6 are aboard, else it moves (when its timer is up) and boards
+        # if that takes it onto the sub. Both divers move at once here: one that boards before
+        # moving is removed, and one that cannot board moves off the sub's cell, so only the
+        # boarding waits for the newer diver's.
+        at_sub = (dy * 10 + dx) == player
+        move = d_alive & (d_timer == 0)
+        d_timer = torch.where(move, DIVER_MOVE_INTERVAL, d_timer - d_alive.long())
+        dx = dx + move.long() * (2 * d_lr - 1)
+        gone = move & ((dx < 0) | (dx > 9))
+        reaches = d_alive & (at_sub | (move & ~gone & ((dy * 10 + dx) == player)))
+        boards = []
         for k in reversed(range(D_CAP)):
-            alive, x, y, lr, timer = (c[k] for c in d_cols)
-            pick = alive & (x == px) & (y == py) & (divers_aboard < MAX_DIVERS)
-            divers_aboard = divers_aboard + pick.long()
-            stays = alive & ~pick
-            move = stays & (timer == 0)
-            timer = torch.where(move, DIVER_MOVE_INTERVAL, timer - stays.long())
-            x = x + move.long() * (2 * lr - 1)
-            out = move & ((x < 0) | (x > 9))
-            pick = move & ~out & (x == px) & (y == py) & (divers_aboard < MAX_DIVERS)
-            divers_aboard = divers_aboard + pick.long()
-            for col, value in zip(d_cols, (stays & ~out & ~pick, x, y, lr, timer), strict=True):
-                col[k] = value
-        d_alive, dx, dy, d_lr, d_timer = (torch.stack(c, 1) for c in d_cols)
+            boards.append(reaches[:, k] & (divers_aboard < MAX_DIVERS))
+            divers_aboard = divers_aboard + boards[-1].long()
+        d_alive = d_alive & ~gone & ~torch.stack(boards[::-1], 1)
 
-        # enemy subs move (and may ram the player or run into a bullet), then fire
-        is_sub = kind == SUB
-        kind, ex, e_timer, f_alive, hits, terminated = self._move_enemies(
-            is_sub, kind, ex, ey, e_lr, e_timer, move_speed, f_alive, fx, fy, px_, py_
-        )
-        reward = reward + hits
-        # every sub of the list at the start of the loop fires when its timer is up, even one
+        # enemies move: the package's loop over its subs, then (after the enemy bullets, which
+        # meet no enemy) its loop over its fish. Each enemy hits the player where it stands;
+        # when its timer is up it moves a cell and leaves the grid, hits the player, or runs
+        # into a player bullet (which kills both, +1). Both loops walk their list backwards: of
+        # the subs entering a bullet's cell, the newest takes the bullet; the fish find the
+        # bullets the subs took gone, and of the fish entering a cell, the newest takes it.
+        alive = kind.bool()
+        is_sub = is_sub & alive
+        player = _spread(player.squeeze(1), width)
+        cells = _cells(ex, ey, alive)
+        touch = cells == player
+        move = alive & ~e_timer.bool()
+        e_timer.add_(move * _spread(move_speed + 1, width) - alive.to(torch.int8))
+        step = move * (2 * e_lr - 1)
+        ex.add_(step)
+        cells = cells + step
+        gone = move & ~_inside(ex)
+        moved = move & ~gone
+        rams = moved & (cells == player)
+        bullet = self._bullet_at(cells, targets) * (moved & ~rams)
+        killed, hit = _pick(bullet, order, "amax")  # subs before fish, newest first
+        f_alive = f_alive & ~hit
+        reward = reward + hit.sum(1)
+        terminated = _any(touch | rams)
+
+        # every sub of the list at the start of its loop fires when its timer is up, even one
         # that left the grid or was hit in this step (out of the grid, its bullet is gone at once)
-        shoots = is_sub & (e_shot == 0)
-        e_shot = torch.where(shoots, ENEMY_SHOT_INTERVAL, e_shot - is_sub.long())
-        shoots = shoots & (ex >= 0) & (ex <= 9)
-        # the k-th free bullet slot takes the k-th shooter (their order is never read)
-        shooters = shoots.long().cumsum(1)  # (n, enemy) shooters up to each slot
-        rank_free = (~b_alive).long().cumsum(1)  # (n, bullet) 1-based rank of each free slot
-        shooter = torch.searchsorted(shooters, rank_free).clamp(max=E_CAP - 1)  # (n, bullet)
-        new = ~b_alive & (rank_free <= shooters[:, -1:])
-        b_alive = b_alive | new
-        bx = torch.where(new, ex.gather(1, shooter), bx)
-        by = torch.where(new, ey.gather(1, shooter), by)
-        b_lr = torch.where(new, e_lr.gather(1, shooter), b_lr)
+        shoots = is_sub & ~e_shot.bool()
+        e_shot.add_(shoots * (ENEMY_SHOT_INTERVAL + 1) - is_sub.to(torch.int8))
+        shots = _bullet_codes(ex, ey, e_lr) * (shoots & _inside(ex))
+        kind.mul_(~(gone | killed))
 
-        # enemy bullets: hit the player before or after moving; leave at the edges
-        terminated |= (b_alive & (bx == px_) & (by == py_)).any(1)
-        bx = bx + b_alive.long() * (2 * b_lr - 1)
-        b_alive = b_alive & (bx >= 0) & (bx <= 9)
-        terminated |= (b_alive & (bx == px_) & (by == py_)).any(1)
-
-        # enemy fish move (after the subs, so a bullet a sub took is gone)
-        kind, ex, e_timer, f_alive, hits, rammed = self._move_enemies(
-            kind == FISH, kind, ex, ey, e_lr, e_timer, move_speed, f_alive, fx, fy, px_, py_
-        )
-        reward = reward + hits
-        terminated |= rammed
+        # enemy bullets (the old ones, then the new ones: their order is never read): hit the
+        # player before or after moving; leave at the edges
+        bullets = torch.cat([bullets, shots], 1)
+        player = _spread((px + 1) + 16 * (py - 1), bullets.shape[1])  # codes' low 7 bits
+        touch = (bullets & 127) == player  # (a sub at the surface, y = 0, meets no code)
+        bullets = bullets - (2 * (bullets >> 7) + 1) * bullets.bool()  # +1 right, -1 left
+        column = bullets & 15  # x + 1, 0 or 11 off the grid
+        bullets = bullets * (column == column.clamp(1, 10))
+        touch |= (bullets & 127) == player
+        terminated |= _any(touch)
 
         # timers, oxygen, surfacing
-        spawn_timer = spawn_timer - (spawn_timer > 0).long()
-        diver_timer = diver_timer - (diver_timer > 0).long()
-        shot_timer = shot_timer - (shot_timer > 0).long()
+        spawn_timer = (spawn_timer - 1).clamp(min=0)
+        diver_timer = (diver_timer - 1).clamp(min=0)
+        shot_timer = (shot_timer - 1).clamp(min=0)
         terminated |= oxygen <= 0
         under = py > 0
         oxygen = oxygen - under.long()
@@ -296,97 +393,86 @@ class SeaquestEnv(MinAtarEnv):
             spawn_speed = spawn_speed - (harder & (spawn_speed > 1)).long()
             ramp = ramp + harder.long()
 
-        # keep the order-sensitive lists in list order, alive slots first
-        d_list = _compact(d_alive, torch.stack([d_alive.long(), dx, dy, d_lr, d_timer], 1))
-        e_list = _compact(kind > 0, torch.stack([kind, ex, ey, e_lr, e_timer, e_shot], 1))
-        f_list = torch.stack([f_alive.long(), fx, fy, f_lr], 1)
-        b_list = torch.stack([b_alive.long(), bx, by, b_lr], 1)
-        scalars = torch.stack(
-            [oxygen, divers_aboard, px, py, facing, spawn_speed, spawn_timer, diver_timer]
-            + [move_speed, ramp, shot_timer, surface],
-            1,
-        )
-        parts = [scalars] + [t.flatten(1) for t in (f_list, d_list, e_list, b_list)]
-        return torch.cat(parts, 1).float(), reward.float(), terminated
+        # the next state, every list in list order with its alive slots first (the free enemy
+        # and enemy-bullet slots all 0)
+        out = next_game
+        scalars = [oxygen, divers_aboard, px, py, facing, spawn_speed, spawn_timer, diver_timer]
+        out[:, :N_SCALARS] = torch.stack(scalars + [move_speed, ramp, shot_timer, surface], 1)
+        out[:, F_START:D_START] = torch.stack([f_alive.long(), fx, fy, f_lr], 1).flatten(1)
+        d_list = torch.stack([d_alive.long(), dx, dy, d_lr, d_timer], 1)
+        swap = (~d_alive[:, :1]).long()  # the second diver first if the first slot is free
+        d_list = d_list.gather(2, torch.cat([swap, 1 - swap], 1).unsqueeze(1).expand_as(d_list))
+        out[:, D_START:E_START] = d_list.flatten(1)
+        out[:, E_START:].zero_()  # the enemy and enemy-bullet lists: then their slots in use
+        e_list = out[:, E_START:B_START].view(n, E_FIELDS, E_CAP)
+        e_width = min(width, E_CAP)
+        e_list[:, :, :e_width] = _compact(enemies, e_width, kind.bool()).transpose(0, 1)
+        b_list = out[:, B_START:].view(n, B_FIELDS, B_CAP)
+        b_width = min(bullets.shape[1], B_CAP)
+        b_list[:, :, :b_width] = _bullet_fields(_compact(bullets[None], b_width, bullets.bool())[0])
+        return reward.float(), terminated
 
-    def _move_enemies(
-        self,
-        movers: torch.Tensor,
-        kind: torch.Tensor,
-        ex: torch.Tensor,
-        ey: torch.Tensor,
-        e_lr: torch.Tensor,
-        e_timer: torch.Tensor,
-        move_speed: torch.Tensor,
-        f_alive: torch.Tensor,
-        fx: torch.Tensor,
-        fy: torch.Tensor,
-        px: torch.Tensor,
-        py: torch.Tensor,
-    ) -> tuple[torch.Tensor, ...]:
-        """One pass of the package's loop over its fish (or subs) list, for the enemy slots
-        `movers` `(n, cap)`: each hits the player where it stands; when its timer is up it moves
-        a cell and leaves the grid, hits the player, or runs into a player bullet (which kills
-        both, +1). Returns `(kind, ex, e_timer, f_alive, reward (n,), terminated (n,))`."""
-        terminated = (movers & (ex == px) & (ey == py)).any(1)
-        move = movers & (e_timer == 0)
-        e_timer = torch.where(move, move_speed.unsqueeze(1), e_timer - movers.long())
-        ex = ex + move.long() * (2 * e_lr - 1)
-        out = move & ((ex < 0) | (ex > 9))
-        rams = move & ~out & (ex == px) & (ey == py)
-        terminated = terminated | rams.any(1)
-        check = move & ~out & ~rams
-        meets = (fy * 10 + fx).unsqueeze(2) == (ey * 10 + ex).unsqueeze(1)  # (n, bullet, enemy)
-        meets = meets & check.unsqueeze(1) & f_alive.unsqueeze(2)
-        # the package walks the list backwards: of the enemies entering a bullet's cell in this
-        # step, the newest (last slot) takes the bullet and the others find it gone
-        taker = torch.where(meets, self._e_rank, 0).amax(2)  # (n, bullet) 1-based slot, 0: none
-        taken = taker > 0
-        killed = (meets & (self._e_rank == taker.unsqueeze(2))).any(1)
-        kind = torch.where(out | killed, 0, kind)
-        return kind, ex, e_timer, f_alive & ~taken, taken.sum(1), terminated
+    def _bullet_at(self, cells: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """int8 cells `(n, width)` (-1 for none) and the player bullets' cells `(n, F_CAP)`
+        (`BULLET_NONE` for none) -> `(n, width)` int8: 1 + the index of the bullet in each slot's
+        cell, 0 for none (bullets never share a cell)."""
+        table = torch.zeros((cells.shape[0], 128), dtype=torch.int8, device=self.device)
+        table.scatter_(1, targets.long(), self._bullet_ids.expand(cells.shape[0], -1))
+        return table.gather(1, (cells & 127).long())  # -1 reads column 127, never a bullet's
 
     # --- observation ---
+    def _object_channels(self, e_width: int, b_width: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per object `(1, m)` float, objects in the order player bullets, enemy bullets (the
+        first `b_width` slots), enemies (the first `e_width`), divers: the channel of its body *
+        100, and the channel's increase per unit of its kind field (100 for enemies, whose
+        kinds 1 and 2 are drawn on channels of their own; 0 for the others, whose first field
+        is an alive flag)."""
+        key = (e_width, b_width)
+        if key not in self._channel_cache:
+            # (width, channel, per kind) of each list
+            lists = [(F_CAP, FRIENDLY_BULLET, 0), (b_width, ENEMY_BULLET, 0)]
+            lists += [(e_width, ENEMY_FISH - FISH, 1), (D_CAP, DIVER, 0)]
+            base = [100.0 * channel for m, channel, _ in lists for _ in range(m)]
+            per_kind = [100.0 * k for m, _, k in lists for _ in range(m)]
+            self._channel_cache[key] = (
+                torch.tensor(base, device=self.device).unsqueeze(0),
+                torch.tensor(per_kind, device=self.device).unsqueeze(0),
+            )
+        return self._channel_cache[key]
+
     def _game_observe(self, game: torch.Tensor) -> torch.Tensor:
         n = game.shape[0]
-        s = game[:, :N_SCALARS].long()
-        px, py, facing = s[:, SUB_X : SUB_X + 1], s[:, SUB_Y : SUB_Y + 1], s[:, SUB_OR : SUB_OR + 1]
-        f_list, d_list, e_list, b_list = self._lists(game)
-        cells: list[torch.Tensor] = []  # (n, m) flat indices channel * 100 + y * 10 + x
-        shown: list[torch.Tensor] = []  # (n, m) whether each is drawn
-
-        def draw(channel: int, x: torch.Tensor, y: torch.Tensor, on: torch.Tensor) -> None:
-            cells.append(channel * 100 + y * 10 + x)
-            shown.append(on & (x >= 0) & (x <= 9))
-
-        every = torch.ones_like(px, dtype=torch.bool)
-        draw(SUB_FRONT, px, py, every)
+        # every object's kind (or alive flag), x, y and lr `(n, m)`, on the slots in use
+        f_list = game[:, F_START:D_START].view(n, F_FIELDS, F_CAP)
+        d_list = game[:, D_START:E_START].view(n, D_FIELDS, D_CAP)
+        e_list = game[:, E_START:B_START].view(n, E_FIELDS, E_CAP)
+        b_list = game[:, B_START:].view(n, B_FIELDS, B_CAP)
+        e_width, b_width = self._in_use(e_list[:, 0]), self._in_use(b_list[:, 0])
+        lists = (f_list, b_list[:, :, :b_width], e_list[:, :, :e_width], d_list)
+        kind, x, y, lr = (torch.cat([t[:, f] for t in lists], 1) for f in range(4))
+        base, per_kind = self._object_channels(e_width, b_width)
+        alive = kind.clamp(max=1)
+        # flat indices channel * 100 + y * 10 + x; hidden cells go to a spare column, cut off
+        # after the scatter
+        bodies = (base + kind * per_kind + y * 10 + x - 1000).mul_(alive).add_(1000)
+        # trails of the enemies and divers (the last objects): the cells they came from
+        movers = slice(F_CAP + b_width, None)
+        back = x[:, movers] + 1 - 2 * lr[:, movers]
+        shown = alive[:, movers] * (back == back.clamp(0, 9))
+        trails = (y[:, movers] * 10 + back + (TRAIL * 100 - 1000)).mul_(shown).add_(1000)
         # the sub's back cell never leaves the grid (the sub faces right at x=9, left at x=0);
         # the wrap-around matches numpy's index -1 all the same
-        draw(SUB_BACK, (px + 1 - 2 * facing) % 10, py, every)
-        row9 = torch.full_like(self._cols, 9).expand(n, 10)
-        cols = self._cols.expand(n, 10)
-        oxygen_cells = s[:, OXYGEN : OXYGEN + 1].clamp(min=0) * 10 // MAX_OXYGEN
-        draw(OXYGEN_GAUGE, cols, row9, cols < oxygen_cells)
-        # the package's slice [9 - count : 9] (empty for a count of -1 or less)
-        draw(
-            DIVER_GAUGE, cols, row9, (cols >= 9 - s[:, DIVER_COUNT : DIVER_COUNT + 1]) & (cols < 9)
-        )
-        alive, x, y = f_list[:, 0] > 0, f_list[:, 1], f_list[:, 2]
-        draw(FRIENDLY_BULLET, x, y, alive)
-        alive, x, y = b_list[:, 0] > 0, b_list[:, 1], b_list[:, 2]
-        draw(ENEMY_BULLET, x, y, alive)
-        kind, x, y, lr = e_list[:, 0], e_list[:, 1], e_list[:, 2], e_list[:, 3]
-        draw(ENEMY_FISH, x, y, kind == FISH)
-        draw(ENEMY_SUB, x, y, kind == SUB)
-        draw(TRAIL, x + 1 - 2 * lr, y, kind > 0)  # the cell each came from
-        alive, x, y, lr = d_list[:, 0] > 0, d_list[:, 1], d_list[:, 2], d_list[:, 3]
-        draw(DIVER, x, y, alive)
-        draw(TRAIL, x + 1 - 2 * lr, y, alive)
-
-        index = torch.cat(cells, 1)
-        # hidden cells go to a spare column, cut off after the scatter
-        index = torch.where(torch.cat(shown, 1), index, 1000)
-        grid = torch.zeros((n, 1001), dtype=torch.bool, device=self.device)
-        grid.scatter_(1, index, True)
+        px, py, facing = game[:, SUB_X : SUB_OR + 1].split(1, 1)  # (n, 1) each
+        front = py * 10 + px
+        rear = py * 10 + (px + 1 - 2 * facing) % 10 + SUB_BACK * 100
+        index = torch.cat([front, rear, bodies, trails], 1).long()
+        grid = torch.empty((n, 1001), dtype=torch.bool, device=self.device)
+        grid.view(torch.uint8).zero_()  # (faster than filling a bool tensor)
+        grid.scatter_(1, index, torch.ones_like(index, dtype=torch.bool))
+        # the gauges' bottom rows: the oxygen left (10 cells when full); the divers aboard, the
+        # package's slice [9 - count : 9] (empty for a count of -1 or less)
+        oxygen = game[:, OXYGEN : OXYGEN + 1]
+        grid[:, OXYGEN_GAUGE * 100 + 90 : OXYGEN_GAUGE * 100 + 100] = self._oxygen_cell <= oxygen
+        aboard = (self._cols >= 9 - game[:, DIVER_COUNT : DIVER_COUNT + 1]) & self._left9
+        grid[:, DIVER_GAUGE * 100 + 90 : DIVER_GAUGE * 100 + 100] = aboard
         return grid[:, :1000].view(n, 10, 10, 10)
