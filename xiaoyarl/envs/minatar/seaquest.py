@@ -186,7 +186,9 @@ class SeaquestEnv(MinAtarEnv):
         self._cols = torch.arange(10, dtype=torch.float32, device=device)
         self._left9 = self._cols < 9  # the diver gauge's cells
         self._oxygen_cell = (self._cols + 1) * (MAX_OXYGEN // 10)  # the oxygen lighting each cell
-        self._channel_cache: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
+        self._channel_cache: dict[
+            tuple[int, int], tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+        ] = {}
 
     def _in_use(self, alive: torch.Tensor) -> int:
         """The slots of a list `(n, cap)` (alive flags or kinds, >= 0) up to the last one in use
@@ -421,58 +423,69 @@ class SeaquestEnv(MinAtarEnv):
         return table.gather(1, (cells & 127).long())  # -1 reads column 127, never a bullet's
 
     # --- observation ---
-    def _object_channels(self, e_width: int, b_width: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per object `(1, m)` float, objects in the order player bullets, enemy bullets (the
-        first `b_width` slots), enemies (the first `e_width`), divers: the channel of its body *
-        100, and the channel's increase per unit of its kind field (100 for enemies, whose
-        kinds 1 and 2 are drawn on channels of their own; 0 for the others, whose first field
-        is an alive flag)."""
+    def _object_channels(
+        self, e_width: int, b_width: int
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Per object `(1, m)`, objects in the order player bullets, enemy bullets (the first
+        `b_width` slots), enemies (the first `e_width`), divers: the game-state columns of its
+        first field (alive flag or kind), x, y and lr `(1, 4 * m)` int64, field-major; the
+        channel of its body * 100 (float); and the channel's increase per unit of its first
+        field (float: 100 for enemies, whose kinds 1 and 2 are drawn on channels of their own;
+        0 for the others, whose first field is an alive flag)."""
         key = (e_width, b_width)
         if key not in self._channel_cache:
-            # (width, channel, per kind) of each list
-            lists = [(F_CAP, FRIENDLY_BULLET, 0), (b_width, ENEMY_BULLET, 0)]
-            lists += [(e_width, ENEMY_FISH - FISH, 1), (D_CAP, DIVER, 0)]
-            base = [100.0 * channel for m, channel, _ in lists for _ in range(m)]
-            per_kind = [100.0 * k for m, _, k in lists for _ in range(m)]
-            self._channel_cache[key] = (
-                torch.tensor(base, device=self.device).unsqueeze(0),
-                torch.tensor(per_kind, device=self.device).unsqueeze(0),
+            # (start, capacity, width, channel, per kind) of each list
+            lists = [(F_START, F_CAP, F_CAP, FRIENDLY_BULLET, 0)]
+            lists += [(B_START, B_CAP, b_width, ENEMY_BULLET, 0)]
+            lists += [
+                (E_START, E_CAP, e_width, ENEMY_FISH - FISH, 1),
+                (D_START, D_CAP, D_CAP, DIVER, 0),
+            ]
+            columns = [
+                start + f * cap + k
+                for f in range(4)
+                for start, cap, m, *_ in lists
+                for k in range(m)
+            ]
+            base = [100.0 * channel for _, _, m, channel, _ in lists for _ in range(m)]
+            per_kind = [100.0 * k for _, _, m, _, k in lists for _ in range(m)]
+            columns_t, base_t, per_kind_t = (
+                torch.tensor(v, device=self.device).unsqueeze(0) for v in (columns, base, per_kind)
             )
+            self._channel_cache[key] = (columns_t, base_t, per_kind_t)
         return self._channel_cache[key]
 
     def _game_observe(self, game: torch.Tensor) -> torch.Tensor:
         n = game.shape[0]
-        # every object's kind (or alive flag), x, y and lr `(n, m)`, on the slots in use
-        f_list = game[:, F_START:D_START].view(n, F_FIELDS, F_CAP)
-        d_list = game[:, D_START:E_START].view(n, D_FIELDS, D_CAP)
+        # every object's kind (or alive flag), x, y and lr `(n, m)`, on the slots in use, read
+        # with one gather
         e_list = game[:, E_START:B_START].view(n, E_FIELDS, E_CAP)
         b_list = game[:, B_START:].view(n, B_FIELDS, B_CAP)
         e_width, b_width = self._in_use(e_list[:, 0]), self._in_use(b_list[:, 0])
-        lists = (f_list, b_list[:, :, :b_width], e_list[:, :, :e_width], d_list)
-        kind, x, y, lr = (torch.cat([t[:, f] for t in lists], 1) for f in range(4))
-        base, per_kind = self._object_channels(e_width, b_width)
+        columns, base, per_kind = self._object_channels(e_width, b_width)
+        kind, x, y, lr = game.gather(1, columns.expand(n, -1)).view(n, 4, -1).unbind(1)
         alive = kind.clamp(max=1)
-        # flat indices channel * 100 + y * 10 + x; hidden cells go to a spare column, cut off
-        # after the scatter
-        bodies = (base + kind * per_kind + y * 10 + x - 1000).mul_(alive).add_(1000)
-        # trails of the enemies and divers (the last objects): the cells they came from
-        movers = slice(F_CAP + b_width, None)
-        back = x[:, movers] + 1 - 2 * lr[:, movers]
-        shown = alive[:, movers] * (back == back.clamp(0, 9))
-        trails = (y[:, movers] * 10 + back + (TRAIL * 100 - 1000)).mul_(shown).add_(1000)
         # the sub's back cell never leaves the grid (the sub faces right at x=9, left at x=0);
         # the wrap-around matches numpy's index -1 all the same
         px, py, facing = game[:, SUB_X : SUB_OR + 1].split(1, 1)  # (n, 1) each
         front = py * 10 + px
         rear = py * 10 + (px + 1 - 2 * facing) % 10 + SUB_BACK * 100
+        # flat indices channel * 100 + y * 10 + x; hidden objects go to the sub's front cell,
+        # lit anyway (so the grid needs no spare column)
+        bodies = (base + kind * per_kind + y * 10 + x - front).mul_(alive).add_(front)
+        # trails of the enemies and divers (the last objects): the cells they came from
+        movers = slice(F_CAP + b_width, None)
+        back = x[:, movers] + 1 - 2 * lr[:, movers]
+        shown = alive[:, movers] * (back == back.clamp(0, 9))
+        trails = (y[:, movers] * 10 + back + TRAIL * 100 - front).mul_(shown).add_(front)
         index = torch.cat([front, rear, bodies, trails], 1).long()
-        grid = torch.empty((n, 1001), dtype=torch.bool, device=self.device)
+        grid = torch.empty((n, 1000), dtype=torch.bool, device=self.device)
         grid.view(torch.uint8).zero_()  # (faster than filling a bool tensor)
-        grid.scatter_(1, index, torch.ones_like(index, dtype=torch.bool))
+        grid.scatter_(1, index, True)
         # the gauges' bottom rows: the oxygen left (10 cells when full); the divers aboard, the
         # package's slice [9 - count : 9] (empty for a count of -1 or less)
         oxygen = game[:, OXYGEN : OXYGEN + 1]
         grid[:, OXYGEN_GAUGE * 100 + 90 : OXYGEN_GAUGE * 100 + 100] = self._oxygen_cell <= oxygen
         aboard = (self._cols >= 9 - game[:, DIVER_COUNT : DIVER_COUNT + 1]) & self._left9
         grid[:, DIVER_GAUGE * 100 + 90 : DIVER_GAUGE * 100 + 100] = aboard
-        return grid[:, :1000].view(n, 10, 10, 10)
+        return grid.view(n, 10, 10, 10)
