@@ -41,7 +41,9 @@ BLOCK = re.compile(
 NOT_RUN = re.compile(r"<!-- not run: (?P<why>[^>]*?) -->\s*$")
 SETUP = ("make ", "pip ", "source ", "export ", "git ", "cd ")
 NOT_RUN_COMMANDS = {"python examples/": "tests/test_examples.py runs the examples",
-                    "python benchmarks/": "benchmarks never run inside the tests"}  # fmt: skip
+                    "python benchmarks/": "benchmarks never run inside the tests",
+                    "bash benchmarks/": "it runs on a GPU machine (the tests run gpu.py "
+                                        "--dry-run)"}  # fmt: skip
 
 # CLI flags -> the tiny value they get (flags of train, population, tune, eval)
 TINY_FLAGS = {"--max-steps": "1024", "--trials": "2", "--members": "2",

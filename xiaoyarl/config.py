@@ -173,7 +173,7 @@ class Config:
         "Uhlenbeck; SAC: gsde, state-dependent", choices=("gaussian", "ou", "gsde"))  # fmt: skip
     policy_noise_std: float = option(0.2, "TD3: target policy smoothing noise ...")
     policy_noise_clip: float = option(0.5, "... clipped to +-this")
-    policy_delay: int = option(2, "TD3, fast_sac: critic updates per actor update")
+    policy_delay: int = option(2, "TD3: critic updates per actor update")
     alpha_init: float = option(1.0, "SAC: initial entropy temperature (learned)")
     alpha_auto: bool = option(True, "SAC: learn alpha for the target entropy; false: alpha_init")
     num_critics: int | None = option(None, "critics; None: 1 DDPG/MADDPG, 2 TD3/SAC/MATD3, 10 REDQ")
