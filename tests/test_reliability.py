@@ -362,7 +362,8 @@ def test_version_and_field_descriptions(cli):
     gamma = next(line for line in fields.splitlines() if line.strip().startswith("gamma "))
     assert "discount factor" in gamma
     delay = next(line for line in fields.splitlines() if line.strip().startswith("policy_delay"))
-    assert "critic updates per actor update" in delay and "[td3, fast_td3, fast_sac, matd3]" in delay
+    assert "critic updates per actor update" in delay
+    assert "[td3, fast_td3, fast_sac, matd3]" in delay
     assert len(field_docs()) == len(Config.field_names())  # every field is described
 
 
