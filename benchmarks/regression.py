@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -77,7 +78,32 @@ RUNS: dict[str, list[str]] = {
     "ppo-cartpole-vmap-population": ["population", "ppo", "CartPole-v1", "--members", "2",
                                      "--population-backend", "vmap", "--max-steps", "8192",
                                      "--eval-every", "2048"],
+    # added before the composable-agents work (issue 49), with the baseline re-recorded then
+    "pqn-cartpole": ["train", "pqn", "CartPole-v1", "--max-steps", "8192", "--eval-every", "2048"],
+    "fast_td3-pendulum": ["train", "fast_td3", "Pendulum-v1", "--num-envs", "64", "--max-steps",
+                          "4096", "--eval-every", "2048", "--set", "learning_starts=512"],
+    "fast_td3-pendulum-c51": ["train", "fast_td3", "Pendulum-v1", "--num-envs", "64",
+                              "--max-steps", "4096", "--eval-every", "2048", "--config",
+                              "xiaoyarl/configs/parallel/fast_td3.yaml", "--set",
+                              "learning_starts=512"],
+    "fast_sac-pendulum": ["train", "fast_sac", "Pendulum-v1", "--num-envs", "64", "--max-steps",
+                          "4096", "--eval-every", "2048", "--set", "learning_starts=512"],
+    "ppo-cartpolenovelocity-lstm": ["train", "ppo", "CartPoleNoVelocity-v1", "--set",
+                                    "recurrent=lstm", "--max-steps", "8192", "--eval-every",
+                                    "4096"],
+    "ppo-minatar-breakout": ["train", "ppo", "MinAtar/Breakout-v1", "--max-steps", "8192",
+                             "--eval-every", "4096"],
+    "qmix-spread-td-lambda": ["train", "qmix", "SpreadDiscrete-v0", "--set", "agent_rnn=true",
+                              "--set", "td_lambda=0.6", "--max-steps", "6000", "--eval-every",
+                              "2000", "--no-preset", *OFF],
+    # the tests' own envs (tests/action_envs.py): action masks, MultiDiscrete actions
+    "ppo-masked": ["train", "ppo", "action_envs:PickAllowed-v0", "--max-steps", "4096",
+                   "--eval-every", "2048"],
+    "ppo-multidiscrete": ["train", "ppo", "action_envs:CopyDigits-v0", "--max-steps", "4096",
+                          "--eval-every", "2048"],
 }  # fmt: skip
+ROOT = Path(__file__).resolve().parent.parent
+ENV_MODULES = ROOT / "tests"  # where `action_envs:...` ids are found (on the runs' PYTHONPATH)
 
 
 def run_numbers(name: str, root: Path) -> dict:
@@ -86,7 +112,9 @@ def run_numbers(name: str, root: Path) -> dict:
     folder = root / name
     command = [sys.executable, "-m", "xiaoyarl", *RUNS[name], *COMMON, "--cwd", str(folder)]
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, timeout=1200)
+    path = os.pathsep.join(filter(None, [str(ENV_MODULES), os.environ.get("PYTHONPATH")]))
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1200, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": path})  # fmt: skip
     if done.returncode != 0:
         raise RuntimeError(f"{name}: {' '.join(command)} failed:\n{done.stderr[-3000:]}")
     tables = {}
