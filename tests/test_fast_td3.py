@@ -393,17 +393,7 @@ def fast_agent(algo: str, preset: bool = True, **fields):
     return agent_class(algo, env.spec)(env.spec, config, torch.device("cpu"))
 
 
-def random_batch(agent, size: int = 32, seed: int = 0) -> Batch:
-    g = torch.Generator().manual_seed(seed)
-    return Batch(
-        states=torch.randn(size, 3, generator=g), actions=torch.rand(size, 1, generator=g) * 2 - 1,
-        rewards=-torch.rand(size, generator=g) * 16, terminals=torch.zeros(size, dtype=torch.bool),
-        next_states=torch.randn(size, 3, generator=g), indices=torch.arange(size),
-        weights=torch.ones(size), discounts=torch.full((size,), 0.99),
-    )  # fmt: skip
-
-
-def test_fast_td3_follows_its_reference_update():
+def test_fast_td3_follows_its_reference_update(batch_for):
     """As the FastTD3 repository's train.py: no target actor (the online actor gives the target's
     actions), the target critics soft-updated after every critic step (TD3 moves them with the
     delayed actor step only), the actor ascending min(Q1, Q2), AdamW with weight decay 0.1, and
@@ -418,7 +408,7 @@ def test_fast_td3_follows_its_reference_update():
     for step in range(2):  # an actor step on one of every policy_delay (2) critic steps
         actor_before = [p.clone() for p in agent.actor.parameters()]
         target_before = [p.clone() for p in agent.critic_target.parameters()]
-        agent.update_step(random_batch(agent, seed=step))
+        agent.update_step(batch_for(agent, size=32))
         agent.updates += 1
         moved = [
             not torch.equal(a, b)
@@ -437,7 +427,7 @@ def test_fast_td3_follows_its_reference_update():
     torch.testing.assert_close(logs["actor_loss"], -q.min(0).values.mean().detach())
 
 
-def test_fast_sac_follows_its_reference_update():
+def test_fast_sac_follows_its_reference_update(batch_for):
     """As the repository's fast_sac/train.py: the temperature starts at 0.001 and steps, with
     the actor, on every second critic step, with plain Adam (no weight decay); actor and
     critics step with AdamW, weight decay 0.1."""
@@ -448,7 +438,7 @@ def test_fast_sac_follows_its_reference_update():
     alphas = []
     for step in range(4):
         actor_before = [p.clone() for p in agent.actor.parameters()]
-        logs, _ = agent.update_step(random_batch(agent, seed=step))
+        logs, _ = agent.update_step(batch_for(agent, size=32))
         agent.updates += 1
         moved = any(
             not torch.equal(a, b)

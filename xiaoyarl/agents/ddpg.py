@@ -285,10 +285,16 @@ class AgentDDPG(AgentOffPolicy):
         `target_update_every` schedule): every step in DDPG."""
         return True
 
+    def reduce_actor_q(self, q: torch.Tensor) -> torch.Tensor:
+        """Combine the critics `(num_critics, B)` for the actor's objective: the first critic's."""
+        return q[0]
+
     def update_actor(self, states: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Ascend Q(s, actor(s)) of the first critic (plus the auxiliary loss, if any)."""
+        """Ascend Q(s, actor(s)) of the critics combined by `reduce_actor_q` (plus the auxiliary
+        loss, if any)."""
         aux_loss, aux_log = self.auxiliary_loss()
-        actor_loss = -self.critic_q_for_actor(states, self.actor(states))[0].mean()
+        q = self.reduce_actor_q(self.critic_q_for_actor(states, self.actor(states)))
+        actor_loss = -q.mean()
         self.optimizer_step(self.optimizers["actor"], self.actor, actor_loss + aux_loss)
         return {"actor_loss": actor_loss.detach(), **aux_log}
 

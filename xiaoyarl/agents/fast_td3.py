@@ -72,13 +72,10 @@ class AgentFastTD3(AgentTD3):
     def critic_target_due(self, actor_updated: bool) -> bool:
         return True  # differs: the target critics move after every critic step
 
-    def update_actor(self, states: torch.Tensor) -> dict[str, torch.Tensor]:
-        # differs: ascend the smaller of the critics' values (clipped double Q), not the first's
-        aux_loss, aux_log = self.auxiliary_loss()
-        q = self.reduce_target_q(self.critic_q_for_actor(states, self.actor(states)))
-        actor_loss = -q.mean()
-        self.optimizer_step(self.optimizers["actor"], self.actor, actor_loss + aux_loss)
-        return {"actor_loss": actor_loss.detach(), **aux_log}
+    def reduce_actor_q(self, q: torch.Tensor) -> torch.Tensor:
+        # differs: the smaller of the critics' values (clipped double Q; their mean with
+        # `target_q_reduce: mean`, as the targets), not the first's
+        return self.reduce_target_q(q)
 
 
 class AgentFastSAC(AgentSAC):

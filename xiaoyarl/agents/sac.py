@@ -90,8 +90,7 @@ class AgentSAC(AgentDDPG):
         return action, self.temperature() * logprob
 
     def reduce_actor_q(self, q: torch.Tensor) -> torch.Tensor:
-        """Combine the critics `(num_critics, B)` for the actor's objective: the minimum."""
-        return q.min(0).values
+        return q.min(0).values  # differs: the smallest critic's value (clipped double Q)
 
     def update_actor(self, states: torch.Tensor) -> dict[str, torch.Tensor]:
         # differs: maximise Q - alpha * log pi, then tune alpha towards the target entropy
