@@ -34,6 +34,7 @@ from xiaoyarl.config_io import (
         ("backend", "jax", ["backend", "auto, torch, gymnasium"]),
         ("eval_episodes", 0, ["eval_episodes", "positive integer"]),
         ("lambda_gae_adv", -0.1, ["lambda_gae_adv", "[0, 1]"]),
+        ("weight_decay", -0.1, ["weight_decay", "-0.1", ">= 0", "0: Adam"]),
     ],
 )
 def test_validate_rejects_bad_values_naming_field_value_and_allowed(field, value, words):
