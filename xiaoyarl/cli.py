@@ -85,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("--seed", type=int, default=12_345,
                     help="sub-env i starts from seed + i (default 12345)")  # fmt: skip
+    _add_deterministic_flags(ev)
 
     plot = sub.add_parser(
         "plot",
@@ -105,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("--out", metavar="FILE", help="a .gif or .mp4 (default RUN_DIR/policy.gif)")
     rec.add_argument("--seed", type=int, default=0, help="episode i starts from seed + i")
     rec.add_argument("--fps", type=int, help="frames per second (default: the env's)")
+    _add_deterministic_flags(rec)
 
     exp = sub.add_parser("export", help="export a run's best policy as ONNX or TorchScript")
     exp.add_argument("run_dir", help="the run folder whose best policy (actor.pt) to export")
@@ -515,17 +517,37 @@ def _apply_run_args(config: Config, args: argparse.Namespace, skip: tuple[str, .
     apply_overrides(config, args.set)
 
 
+def _add_deterministic_flags(parser: argparse.ArgumentParser) -> None:
+    """`--deterministic` / `--stochastic`: the policy's best actions or samples (default: as the
+    run evaluated, its `eval_deterministic`)."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--deterministic",
+        action="store_true",
+        default=None,
+        help="the policy's best actions (default: as the run evaluated)",
+    )
+    group.add_argument(
+        "--stochastic",
+        action="store_false",
+        dest="deterministic",
+        default=None,
+        help="actions sampled as the agent explored (deterministic=False)",
+    )
+
+
 def _eval(args: argparse.Namespace) -> int:
     from xiaoyarl.policy import evaluate
 
     runs = args.run_dirs
-    result = evaluate(runs if len(runs) > 1 else runs[0], episodes=args.episodes, seed=args.seed)
+    result = evaluate(runs if len(runs) > 1 else runs[0], episodes=args.episodes, seed=args.seed,
+                      deterministic=args.deterministic)  # fmt: skip
     what = f" of the ensemble of {len(runs)} runs" if len(runs) > 1 else ""
     episodes = f"{args.episodes} episode{'s' if args.episodes != 1 else ''}"
     print(f"eval{what} over {episodes}: {result['mean']:.2f} ± {result['std']:.2f}")
     if len(runs) > 1:  # each member on the same episodes, for comparison
         for run_dir in runs:
-            alone = evaluate(run_dir, episodes=args.episodes, seed=args.seed)
+            alone = evaluate(run_dir, args.episodes, args.seed, args.deterministic)
             print(f"  {run_dir} alone: {alone['mean']:.2f} ± {alone['std']:.2f}")
     return 0
 
@@ -617,7 +639,7 @@ def _record(args: argparse.Namespace) -> int:
     from xiaoyarl.record import record_video
 
     path = record_video(args.run_dir, args.out, episodes=args.episodes, seed=args.seed,
-                        fps=args.fps)  # fmt: skip
+                        fps=args.fps, deterministic=args.deterministic)  # fmt: skip
     print(path)
     return 0
 

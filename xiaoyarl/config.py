@@ -102,6 +102,7 @@ class Config:
     eval_every: int | None = option(None, "env steps between evals; None: 2k off-policy, "
         "on-policy 20k (or 8 rollouts where larger); Atari at least 25k")  # fmt: skip
     eval_episodes: int = option(10, "episodes per evaluation, run as parallel sub-envs")
+    eval_deterministic: bool = option(True, "evaluate the best action; false: sample as explored")
     confirm_episodes: int = option(50, "an evaluation at the target counts only if this many "
         "fresh episodes confirm it (0: no confirmation)")  # fmt: skip
     checkpoint_every: int = option(200_000, "env steps between full training-state checkpoints")

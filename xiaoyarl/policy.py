@@ -4,7 +4,7 @@ runs' policies acting as one) and `evaluate(run_dir or run_dirs)`."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -144,41 +144,30 @@ class Policy:
         with self._remembering(state.shape[0]):
             return self._sample(state)
 
-    def _sample(self, state: torch.Tensor) -> torch.Tensor:
-        actor: Any = self.actor  # the actor classes differ in their methods: found by hasattr
-        if hasattr(actor, "get_action"):  # PPO / A2C: a sample, clipped as the env receives it
-            return actor.convert_action_for_env(actor.get_action(state)[0])
-        if hasattr(actor, "get_action_logprob"):  # SAC: a squashed Gaussian sample
-            return actor.get_action_logprob(state)[0]
-        if hasattr(actor, "sample"):  # discrete SAC
-            return actor.sample(state)
-        if isinstance(actor, QNet):  # epsilon-greedy
-            greedy = actor(state)
-            random = torch.randint_like(greedy, self.meta["action_dim"])
-            epsilon = self.meta.get("explore_rate", Config.explore_rate)
-            explore = torch.rand(greedy.shape, device=self.device) < epsilon
-            return torch.where(explore, random, greedy)
-        action = actor(state)  # DDPG / TD3: Gaussian noise
+    def _sample(self, state: torch.Tensor, avail: torch.Tensor | None = None) -> torch.Tensor:
+        """The actor's exploring action for rows it reads (`agents/acting.py`)."""
+        from xiaoyarl.agents.acting import sampled_action
+
+        explore_rate = self.meta.get("explore_rate", Config.explore_rate)
         noise_std = self.meta.get("explore_noise_std", Config.explore_noise_std)
-        noise = torch.randn_like(action) * noise_std
-        return (action + noise).clamp(-1.0, 1.0)
+        return sampled_action(self.actor, state, avail, explore_rate=explore_rate,
+                              noise_std=noise_std)  # fmt: skip
 
     @torch.no_grad()
     def masked_action(self, state: torch.Tensor, mask: torch.Tensor,
                       deterministic: bool) -> torch.Tensor:  # fmt: skip
         """An allowed action per row of `state`, `mask` `(batch, A)` bool: the best one, or
         (`deterministic=False`) as the agent explores."""
-        from xiaoyarl.agents.masked import masked_greedy, random_allowed
+        from xiaoyarl.agents.acting import masked_greedy
 
         actor: Any = self.actor
-        if not isinstance(actor, QNet):  # PPO, A2C: the masked categorical policy
-            return actor(state, mask) if deterministic else actor.get_action(state, mask)[0]
-        greedy = masked_greedy(actor.q_values(torch.cat([state, mask.float()], dim=-1)), mask)
-        if deterministic:
-            return greedy
-        epsilon = self.meta.get("explore_rate", Config.explore_rate)
-        explore = torch.rand(greedy.shape, device=self.device) < epsilon
-        return torch.where(explore, random_allowed(mask), greedy)
+        if isinstance(actor, QNet):  # the DQN family reads [observation, mask] rows
+            state = torch.cat([state, mask.float()], dim=-1)
+            if deterministic:
+                return masked_greedy(actor.q_values(state), mask)
+        elif deterministic:  # PPO, A2C: the masked categorical policy
+            return actor(state, mask)
+        return self._sample(state, mask)
 
     def predict(
         self,
@@ -236,6 +225,19 @@ class Policy:
         packed = np.concatenate(parts, axis=1)
         return packed[0] if single else packed
 
+    def vec_policy(self, deterministic: bool = True) -> Callable[..., torch.Tensor]:
+        """The policy as the evaluator steps its run's `VecEnv` with it: `(state[, mask]) ->
+        actions` as agents see them (continuous ones in [-1, 1]), the best or
+        (`deterministic=False`) as the agent explores; masks where the env gives them."""
+
+        @torch.no_grad()
+        def act(state: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+            if self.masked and mask is not None:
+                return self.masked_action(state, mask, deterministic)
+            return self.act_normalized(state) if deterministic else self.sample_normalized(state)
+
+        return act
+
     def __call__(self, obs: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
         """`predict(obs, deterministic=True)`."""
         return self.predict(obs, deterministic=True)
@@ -284,46 +286,34 @@ class MultiAgentPolicy(Policy):
         """Actions as agents see them `(E, A[, U])` for a torch batch `(E, A, O)` on the device."""
         from xiaoyarl.agents.multi.common import with_agent_ids
 
-        if self.recurrent:
-            if sample:
-                raise ValueError(
-                    "a recurrent policy acts greedily only (deterministic=True); its "
-                    "exploration belongs to training."
-                )
-            assert self._greedy is not None  # built with the recurrent actor
+        if self._greedy is not None:  # recurrent: greedy, or epsilon-greedy when sampling
+            self._greedy.explore_rate = self.meta.get("explore_rate", Config.explore_rate) * sample
             return self._greedy(obs, avail)
         x = with_agent_ids(obs).flatten(0, 1)
         masks = None if avail is None else avail.flatten(0, 1)
-        actor: Any = self.actor  # the actor classes differ in their methods: found by hasattr
-        if isinstance(actor, QNet):
-            q = actor.q_values(x)
-            if masks is not None:
-                q = q.masked_fill(~masks, -torch.inf)
-            action = q.argmax(-1)
-            if sample:  # epsilon-greedy among the available actions
-                weights = torch.ones_like(q) if masks is None else masks.float()
-                random = torch.multinomial(weights, 1).squeeze(1)
-                epsilon = self.meta.get("explore_rate", Config.explore_rate)
-                action = torch.where(torch.rand(action.shape, device=self.device) < epsilon,
-                                     random, action)  # fmt: skip
-        elif hasattr(actor, "logits"):  # Gumbel-softmax actor (MADDPG / MATD3, discrete)
-            logits = actor.logits(x)
-            if masks is not None:
-                logits = logits.masked_fill(~masks, -torch.inf)
-            if sample:
-                action = torch.multinomial(logits.softmax(-1), 1).squeeze(1)
-            else:
-                action = logits.argmax(-1)
-        elif isinstance(actor, ActorDiscretePPO):
-            action = actor.get_action(x, masks)[0] if sample else actor(x, masks)
+        if sample:
+            action = self._sample(x, masks)
+        elif isinstance(self.actor, QNet | ActorGumbel):  # the best available action
+            scores = (
+                self.actor.q_values(x) if isinstance(self.actor, QNet) else self.actor.logits(x)
+            )
+            action = (scores if masks is None else scores.masked_fill(~masks, -torch.inf)).argmax(
+                -1
+            )
+        elif isinstance(self.actor, ActorDiscretePPO):
+            action = self.actor(x, masks)
         else:
-            action = self.sample_normalized(x) if sample else actor(x)
+            action = self.actor(x)
         return action.view(*obs.shape[:2], *action.shape[1:])
 
     @torch.no_grad()
     def act_normalized(self, obs: torch.Tensor, avail: torch.Tensor | None = None):
         """Every agent's greedy action, in the networks' units (`[-1, 1]` when continuous)."""
         return self._joint(obs, avail, sample=False)
+
+    def vec_policy(self, deterministic: bool = True) -> Callable[..., torch.Tensor]:
+        """`(obs (E, A, O)[, avail]) -> joint actions` as agents see them (see `Policy`)."""
+        return torch.no_grad()(lambda obs, avail=None: self._joint(obs, avail, not deterministic))
 
     def predict(
         self,
@@ -431,10 +421,15 @@ def load_ensemble(
 
 
 def evaluate(
-    run_dir: str | Path | Sequence[str | Path], episodes: int = 10, seed: int = 12_345
+    run_dir: str | Path | Sequence[str | Path],
+    episodes: int = 10,
+    seed: int = 12_345,
+    deterministic: bool | None = None,
 ) -> dict:
     """Score a run's best policy on `episodes` fresh episodes of its env (same backend), or,
-    given several run folders, their ensemble (`load_ensemble`) on the first run's env.
+    given several run folders, their ensemble (`load_ensemble`) on the first run's env; with
+    the best actions, or (`deterministic=False`) sampled as the agent explores; None: as the
+    (first) run evaluated (its `eval_deterministic`).
 
     Returns {"mean", "std", "returns"}; episodes run as parallel sub-envs."""
     from xiaoyarl.run import build_env
@@ -461,7 +456,9 @@ def evaluate(
     with build_env(config, episodes, torch.device("cpu"), config.backend, seed,
                    evaluation=True) as env:  # fmt: skip
         policy.reset()
-        returns = run_episodes(env, policy.act_normalized, seed=seed)
+        if deterministic is None:
+            deterministic = config.eval_deterministic
+        returns = run_episodes(env, policy.vec_policy(deterministic), seed=seed)
     return {
         "mean": returns.mean().item(),
         "std": returns.std(unbiased=False).item(),

@@ -62,10 +62,13 @@ def record_video(
     episodes: int = 1,
     seed: int = 0,
     fps: int | None = None,
+    deterministic: bool | None = None,
 ) -> Path:
     """Play the best policy of the run in `run_dir` for `episodes` episodes and save the video.
 
-    Episode `i` starts from `env.reset(seed=seed + i)`; the policy is deterministic. `out`
+    Episode `i` starts from `env.reset(seed=seed + i)`; the policy takes its best actions, or
+    (`deterministic=False`) samples them as the agent explores; None: as the run evaluated
+    (its `eval_deterministic`). `out`
     defaults to `run_dir/policy.gif`; a `.mp4` suffix writes an MP4 instead. `fps` defaults to
     the env's own frame rate (gymnasium's `metadata["render_fps"]`, a torch-native env's or an
     adapter's `render_fps`), else 30; for an Atari run, the console's 60 frames a second divided
@@ -90,6 +93,7 @@ def record_video(
         raise CheckpointError(f"{run_dir} has no config.yaml: it is not a xiaoyarl run folder.")
     config = load_config(config_path)
     player = _make_player(config, policy, run_dir)
+    player.deterministic = config.eval_deterministic if deterministic is None else deterministic
     try:
         frames = _play(player, config.env_id, episodes, seed)
         with atomic_output(out) as partial:
@@ -103,12 +107,14 @@ def record_video(
 
 
 class Player(Protocol):
-    """The run's policy playing one env, deterministically: `reset(seed)` starts an episode,
-    then `frame()` (the picture of the state reached) and `step()` (one action; True when the
-    episode ended) take turns. `fps`: the env's own frames a second."""
+    """The run's policy playing one env: `reset(seed)` starts an episode, then `frame()` (the
+    picture of the state reached) and `step()` (one action, the best or, where `deterministic`
+    is False, a sample; True when the episode ended) take turns. `fps`: the env's own frames a
+    second."""
 
     policy: Policy
     fps: float
+    deterministic: bool
 
     def reset(self, seed: int) -> None: ...
     def frame(self) -> np.ndarray: ...
@@ -122,6 +128,7 @@ class GymPlayer:
 
     def __init__(self, env: gymnasium.Env, policy: Policy, fps: float) -> None:
         self.env, self.policy, self.fps = env, policy, fps
+        self.deterministic = True
         self.obs: np.ndarray
         self.info: dict = {}
 
@@ -135,7 +142,7 @@ class GymPlayer:
         # numpy in, numpy out; an observation as the policy takes it (images stay uint8)
         state = np.asarray(self.obs).reshape(self.policy.obs_shape)
         mask = self.info.get("action_mask") if self.policy.masked else None
-        action = cast(np.ndarray, self.policy.predict(state, action_mask=mask))
+        action = cast(np.ndarray, self.policy.predict(state, self.deterministic, mask))
         env_action = _to_env_action(action, self.env.action_space)
         self.obs, _, terminated, truncated, self.info = self.env.step(env_action)
         return bool(terminated or truncated)
@@ -153,6 +160,7 @@ class VecPlayer:
 
     def __init__(self, env: VecEnv | MultiAgentVecEnv, policy: Policy, fps: float) -> None:
         self.env, self.policy, self.fps = env, policy, fps
+        self.deterministic = True
         self.multi = isinstance(env.spec, MultiAgentEnvSpec)
         self.state: torch.Tensor  # (1, *obs_shape), or (1, num_agents, obs_dim)
         self.info: dict = {}
@@ -171,13 +179,8 @@ class VecPlayer:
 
     @torch.no_grad()
     def step(self) -> bool:
-        policy, info = self.policy, self.info
-        if isinstance(policy, MultiAgentPolicy):
-            action = policy.act_normalized(self.state, info.get("avail_actions"))
-        elif policy.masked and "action_mask" in info:
-            action = policy.masked_action(self.state, info["action_mask"], deterministic=True)
-        else:
-            action = policy.act_normalized(self.state)
+        act = self.policy.vec_policy(self.deterministic)  # as the evaluator acts
+        action = act(self.state, self.info.get("avail_actions" if self.multi else "action_mask"))
         self.state, _, terminated, truncated, self.info = self.env.step(action)
         self.shown = self.info["final_state"][0]  # as the step left it, before any auto-reset
         return bool(terminated[0] | truncated[0])

@@ -37,8 +37,8 @@ from xiaoyarl.train.schedules import scheduled
 # Fields that may change when a run is resumed; every other field must match the checkpoint's.
 RESUMABLE_CHANGES = {
     "max_steps", "target_return", "stop_at_target", "eval_every", "eval_episodes",
-    "confirm_episodes", "checkpoint_every", "cwd", "device", "threads", "tensorboard", "wandb",
-    "wandb_project", "vector_mode", "restart_workers", "worker_timeout",
+    "eval_deterministic", "confirm_episodes", "checkpoint_every", "cwd", "device", "threads",
+    "tensorboard", "wandb", "wandb_project", "vector_mode", "restart_workers", "worker_timeout",
 }  # fmt: skip
 # env steps between an Atari run's evaluations where eval_every is automatic (RL Zoo's)
 ATARI_EVAL_EVERY = 25_000

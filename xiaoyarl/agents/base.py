@@ -43,7 +43,6 @@ class Eager:
 
     def reset(self) -> None:
         """Nothing to forget: an eager update keeps no state."""
-        pass
 
 
 class AgentBase:
@@ -225,9 +224,14 @@ class AgentBase:
         return self.actor(state)
 
     def evaluation_policy(self) -> Callable[..., torch.Tensor]:
-        """The deterministic policy the evaluator runs: `act`, or (recurrent agents) an object
-        that keeps hidden states between steps and has a `reset()` for each new episode batch."""
-        return self.act
+        """The policy the evaluator runs: `act`, or where `eval_deterministic` is false the
+        actor's exploring action; a recurrent agent's keeps hidden states between steps and has
+        a `reset()` for each new episode batch."""
+        if self.config.eval_deterministic:
+            return self.act
+        from xiaoyarl.agents.acting import sampling_policy  # loaded only where it samples
+
+        return sampling_policy(self.actor, self.config)
 
     # --- checkpoint state ---
     def state_dict(self) -> dict:

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from xiaoyarl.agents.a2c import AgentDiscreteA2C
+from xiaoyarl.agents.acting import masked_greedy, random_allowed, sampling_policy
 from xiaoyarl.agents.dqn import AgentD3QN, AgentDoubleDQN, AgentDQN
 from xiaoyarl.agents.ppo import AgentDiscretePPO
 from xiaoyarl.core.buffer import Transitions
@@ -29,22 +30,6 @@ from xiaoyarl.errors import ConfigError
 
 if TYPE_CHECKING:
     from xiaoyarl.core.nets import RunningNorm
-
-
-def allowed_or_all(mask: torch.Tensor) -> torch.Tensor:
-    """`mask` `(B, A)`, with every action allowed in rows that allow none (a terminal state's
-    mask, which no target reads, or a padding row): a max over no action is undefined."""
-    return mask | ~mask.any(-1, keepdim=True)
-
-
-def masked_greedy(q: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """The best allowed action `(B,)` of Q-values `(B, A)`."""
-    return q.masked_fill(~allowed_or_all(mask), -torch.inf).argmax(-1)
-
-
-def random_allowed(mask: torch.Tensor) -> torch.Tensor:
-    """A uniformly random allowed action `(B,)` per row of `mask` `(B, A)`."""
-    return torch.multinomial(allowed_or_all(mask).float(), 1).squeeze(1)
 
 
 class MaskedRollout(NamedTuple):
@@ -184,7 +169,10 @@ class MaskedDQN:
         return masked_greedy(self.qnet.q_values(self.pack(state, mask)), mask)
 
     def evaluation_policy(self) -> Any:
-        return self.act
+        if self.config.eval_deterministic:
+            return self.act
+        sample = sampling_policy(self.qnet, self.config)  # the Q-network reads packed rows
+        return lambda state, mask: sample(self.pack(state, mask), mask)
 
 
 class MaskedDQNTarget(MaskedDQN):

@@ -26,9 +26,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import torch
-from torch import nn
 
 from xiaoyarl.agents.a2c import AgentA2C, AgentDiscreteA2C
+from xiaoyarl.agents.acting import sampling_policy
 from xiaoyarl.agents.ppo import AgentDiscretePPO, AgentPPO, PPOBatch, Rollout
 from xiaoyarl.core.recurrent import RecurrentEncoder
 from xiaoyarl.core.reduce import MiniBatches
@@ -160,7 +160,9 @@ class Recurrent:
                            "its hidden states")  # fmt: skip
 
     def evaluation_policy(self) -> RecurrentActing:
-        return RecurrentActing(self.actor, self.memory)
+        config = self.config
+        act = self.actor if config.eval_deterministic else sampling_policy(self.actor, config)
+        return RecurrentActing(act, self.memory)
 
     def explore_logprob(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError("the H-term is not available with recurrent policies")
@@ -188,12 +190,13 @@ class Recurrent:
 
 
 class RecurrentActing:
-    """A recurrent actor's deterministic policy over one batch of episodes: `(state (B, ...)) ->
-    action`, carrying a hidden state per sub-env from call to call; `reset()` (the evaluator
-    calls it when its env resets) starts new episodes."""
+    """A recurrent actor's policy over one batch of episodes: `(state (B, ...)) -> action` of
+    `act` (the greedy action, or a sample), carrying a hidden state per sub-env from call to
+    call; `reset()` (the evaluator calls it when its env resets) starts new episodes."""
 
-    def __init__(self, actor: nn.Module, memory: RecurrentEncoder) -> None:
-        self.actor, self.memory = actor, memory
+    def __init__(self, act: Callable[[torch.Tensor], torch.Tensor],
+                 memory: RecurrentEncoder) -> None:  # fmt: skip
+        self.act, self.memory = act, memory
         self.hidden: torch.Tensor | None = None
 
     def reset(self) -> None:
@@ -206,7 +209,7 @@ class RecurrentActing:
         if self.hidden is None or self.hidden.shape[0] != batch:
             self.hidden = self.memory.initial(batch)
         with self.memory.context(self.hidden, starts):
-            action = self.actor(state)
+            action = self.act(state)
         assert self.memory.hiddens is not None
         self.hidden = self.memory.hiddens[0]
         return action

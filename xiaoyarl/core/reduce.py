@@ -45,7 +45,7 @@ class Local:
         return contextlib.nullcontext()
 
     def average_gradients(self, groups: Sequence[Sequence[torch.nn.Parameter]]) -> None:
-        pass
+        """One process: its gradients are already the whole batch's."""
 
     def average(self, x: torch.Tensor) -> torch.Tensor:
         return x
@@ -59,7 +59,6 @@ class Local:
     def mean_std(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return x.mean(), x.std()
 
-    def minibatches(
-        self, size: int, num_envs: int, batch_size: int, repeat_times: float, device: torch.device
-    ) -> MiniBatches:
+    def minibatches(self, size: int, num_envs: int, batch_size: int, repeat_times: float,
+                    device: torch.device) -> MiniBatches:  # fmt: skip
         return MiniBatches(shuffled_minibatches(size, batch_size, repeat_times, device), torch.mean)

@@ -52,9 +52,8 @@ class CartPoleEnv(TorchVecEnv):
     def _sample_initial(self, n: int) -> torch.Tensor:
         return self.uniform_rows(n, -0.05, 0.05, 4).T  # all four uniform in [-0.05, 0.05)
 
-    def _dynamics(
-        self, sim_state: torch.Tensor, action: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _dynamics(self, sim_state: torch.Tensor, action: torch.Tensor
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
         x, x_dot, theta, theta_dot = sim_state.unbind(1)  # each (n,)
         costheta = torch.cos(theta)
         sintheta = torch.sin(theta)

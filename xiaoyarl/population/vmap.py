@@ -261,9 +261,9 @@ class VmapAgents:
 
     @torch.no_grad()
     def evaluate(self, env: VecEnv, seed: int | None = None) -> torch.Tensor:
-        """Returns `(M, K)` of each member's deterministic policy, one episode in each of its
-        block of `env`'s sub-envs (`env` has M * K sub-envs)."""
-        act = self.vmapped(lambda agent, s: agent.act(s))
+        """Returns `(M, K)` of each member's evaluation policy (`eval_deterministic`), one
+        episode in each of its block of `env`'s sub-envs (`env` has M * K sub-envs)."""
+        act = self.vmapped(lambda agent, s: agent.evaluation_policy()(s), "different")
 
         def policy(state: torch.Tensor) -> torch.Tensor:
             return act(self.state, state.view(self.m, -1, state.shape[-1])).flatten(0, 1)

@@ -205,7 +205,7 @@ def _evaluator_main(config_dict: dict, spec: EnvSpec, setup: dict, comm: dict) -
                 break
             agent.actor.load_state_dict(request["weights"])
             saved_policy = functools.partial(policy_state, agent)
-            result = evaluator.evaluate(agent.act, saved_policy, request["step"],
+            result = evaluator.evaluate(agent.evaluation_policy(), saved_policy, request["step"],
                                         request["elapsed"], request["logs"])  # fmt: skip
             results.put(("eval", tuple(result), evaluator.state_dict()))
         evaluator.close()

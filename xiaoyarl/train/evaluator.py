@@ -1,4 +1,5 @@
-"""Evaluation: score the deterministic policy, record it, keep the best policy, draw the curve.
+"""Evaluation: score the policy (its best actions, or sampled: `eval_deterministic`), record
+it, keep the best policy, draw the curve.
 
 A target is declared reached only when an evaluation reaches it *and* a confirming evaluation
 on `confirm_episodes` fresh episodes (50 by default) also does: the mean of 10 noisy episodes
@@ -103,7 +104,8 @@ def run_episodes(
 
 
 class Evaluator:
-    """Runs `eval_episodes` deterministic episodes every time it is asked, on its own env.
+    """Runs `eval_episodes` episodes of the agent's evaluation policy every time it is asked,
+    on its own env.
 
     Writes a row per evaluation to `recorder.csv`, saves the best policy to `actor.pt` and
     redraws `learning_curve.png` (at most every `plot_every` seconds, and at the end).

@@ -88,7 +88,7 @@ DEFAULT_SPACES = {
 RUN_FIELDS = {
     "algo", "env_id", "seed", "cwd", "max_steps", "stop_at_target", "target_return", "threads",
     "device", "eval_every", "eval_episodes", "confirm_episodes", "checkpoint_every",
-    "tensorboard", "wandb", "wandb_project", "on_divergence",
+    "tensorboard", "wandb", "wandb_project", "on_divergence", "eval_deterministic",
 }  # fmt: skip
 
 

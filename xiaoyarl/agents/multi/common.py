@@ -18,10 +18,13 @@ floats). The buffer's scalar reward is the team reward.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
+from xiaoyarl.agents.acting import sampling_policy
+from xiaoyarl.agents.base import AgentBase
 from xiaoyarl.agents.off_policy import AgentOffPolicy
 from xiaoyarl.core.buffer import Transitions
 from xiaoyarl.envs.base import EnvSpec
@@ -111,6 +114,21 @@ def masked_random_actions(avail: torch.Tensor | None, shape: tuple[int, ...], n:
         return torch.randint(n, shape, device=device)
     weights = avail.float()
     return torch.multinomial(weights.view(-1, n), 1).view(shape)
+
+
+def joint_evaluation_policy(agent: AgentBase) -> Callable[..., torch.Tensor]:
+    """A multi-agent agent's evaluation policy `(obs (E, A, O), avail) -> (E, A[, U])`: its
+    `act`, or where `eval_deterministic` is false each agent's exploring action."""
+    if agent.config.eval_deterministic:
+        return agent.act
+    sample = sampling_policy(agent.actor, agent.config)
+
+    def policy(obs: torch.Tensor, avail: torch.Tensor | None = None) -> torch.Tensor:
+        masks = None if avail is None else avail.flatten(0, 1)
+        action = sample(with_agent_ids(obs).flatten(0, 1), masks)
+        return action.view(*obs.shape[:2], *action.shape[1:])
+
+    return policy
 
 
 class MultiAgentOffPolicy(AgentOffPolicy):
@@ -203,3 +221,6 @@ class MultiAgentOffPolicy(AgentOffPolicy):
 
     def greedy_joint_action(self, obs: torch.Tensor, avail: torch.Tensor | None) -> torch.Tensor:
         raise NotImplementedError
+
+    def evaluation_policy(self) -> Callable[..., torch.Tensor]:
+        return joint_evaluation_policy(self)

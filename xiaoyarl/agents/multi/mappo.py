@@ -18,6 +18,7 @@ Shapes: T = horizon, E = sub-envs, A = agents, O = observation, S = global state
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 import torch
@@ -25,6 +26,7 @@ import torch
 from xiaoyarl.agents.multi.common import (
     JointLayout,
     agent_view,
+    joint_evaluation_policy,
     with_agent_ids,
 )
 from xiaoyarl.agents.ppo import AgentPPO, Rollout
@@ -106,6 +108,9 @@ class AgentMAPPO(AgentPPO):
     def act(self, obs: torch.Tensor, avail: torch.Tensor | None = None) -> torch.Tensor:
         """Deterministic joint action for observations `(E, A, O)` (and masks)."""
         return self.policy(obs, avail, sample=False)[0]
+
+    def evaluation_policy(self) -> Callable[..., torch.Tensor]:
+        return joint_evaluation_policy(self)
 
     # --- exploring ---
     # each agent explores into its own rollout class and learns from it (`update_net`)

@@ -16,6 +16,7 @@ Shapes: T = horizon, E = sub-envs, A = agents, O = observation, U = actions.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 import torch
@@ -23,6 +24,7 @@ import torch
 from xiaoyarl.agents.multi.common import (
     JointLayout,
     agent_view,
+    joint_evaluation_policy,
     masked_random_actions,
     with_agent_ids,
 )
@@ -93,6 +95,9 @@ class AgentPQNVDN(AgentPQN):
     def act(self, obs: torch.Tensor, avail: torch.Tensor | None = None) -> torch.Tensor:
         """Greedy joint action `(E, A)` for observations `(E, A, O)` (and masks `(E, A, U)`)."""
         return masked(self.qnet.q_values(with_agent_ids(obs)), avail).argmax(-1)
+
+    def evaluation_policy(self) -> Callable[..., torch.Tensor]:
+        return joint_evaluation_policy(self)
 
     # --- learning: PQN's update with the team's value ---
     def greedy_values(self, states: torch.Tensor) -> torch.Tensor:

@@ -23,7 +23,12 @@ from torch import nn
 from torch.nn import functional as F
 
 from xiaoyarl.agents.dqn import AgentDQN
-from xiaoyarl.agents.multi.common import Joint, MultiAgentOffPolicy, with_agent_ids
+from xiaoyarl.agents.multi.common import (
+    Joint,
+    MultiAgentOffPolicy,
+    masked_random_actions,
+    with_agent_ids,
+)
 from xiaoyarl.core.buffer import Batch, Episodes, Transitions
 from xiaoyarl.core.nets import RunningNorm, build_mlp
 from xiaoyarl.core.off_policy_nets import QNet, RecurrentQNet
@@ -82,10 +87,13 @@ def masked(q: torch.Tensor, avail: torch.Tensor | None) -> torch.Tensor:
 class RecurrentGreedy:
     """The greedy joint policy of recurrent agent networks over one batch of episodes:
     `(obs (E, A, O), avail) -> actions (E, A)`, carrying a hidden state per sub-env and agent
-    from call to call; `reset()` (the evaluator calls it when its env resets) starts new ones."""
+    from call to call; `reset()` (the evaluator calls it when its env resets) starts new ones.
+    With `explore_rate` > 0 each agent instead takes a random available action with that
+    probability (epsilon-greedy, as it explores)."""
 
-    def __init__(self, qnet: RecurrentQNet) -> None:
+    def __init__(self, qnet: RecurrentQNet, explore_rate: float = 0.0) -> None:
         self.qnet = qnet
+        self.explore_rate = explore_rate
         self.hidden: torch.Tensor | None = None  # (E * A, H)
 
     def reset(self) -> None:
@@ -97,7 +105,12 @@ class RecurrentGreedy:
         if self.hidden is None or self.hidden.shape[0] != x.shape[0]:
             self.hidden = self.qnet.initial_hidden(x.shape[0])
         q, self.hidden = self.qnet.step(x, self.hidden)
-        return masked(q.view(*obs.shape[:2], -1), avail).argmax(-1)
+        greedy = masked(q.view(*obs.shape[:2], -1), avail).argmax(-1)
+        if not self.explore_rate:
+            return greedy
+        random = masked_random_actions(avail, greedy.shape, q.shape[-1], greedy.device)
+        explore = torch.rand(greedy.shape, device=greedy.device) < self.explore_rate
+        return torch.where(explore, random, greedy)
 
 
 class AgentVDN(MultiAgentOffPolicy, AgentDQN):
@@ -162,7 +175,8 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
     def evaluation_policy(self) -> Callable[..., torch.Tensor]:
         # differs: recurrent agents evaluate with hidden states of their own
         if self.recurrent:
-            return RecurrentGreedy(self.drqn(self.qnet))
+            explore_rate = 0.0 if self.config.eval_deterministic else self.config.explore_rate
+            return RecurrentGreedy(self.drqn(self.qnet), explore_rate)
         return super().evaluation_policy()
 
     def observe(self, obs: torch.Tensor, info: dict) -> torch.Tensor:
