@@ -260,8 +260,9 @@ def test_load_policy_acts_on_numpy_and_torch_batches(tmp_path, cli, tiny):
 def _train_in_process(cwd, algo, env_id, max_steps, resume=False, **fields):
     from xiaoyarl import Config, train_agent
 
+    fields = {"eval_every": 256, "eval_episodes": 2, **fields}
     config = Config(algo=algo, env_id=env_id, cwd=str(cwd), max_steps=max_steps, threads=1,
-                    eval_every=256, eval_episodes=2, checkpoint_every=10**6, **fields)  # fmt: skip
+                    checkpoint_every=10**6, **fields)  # fmt: skip
     return train_agent(config, resume=resume, log=None)
 
 
@@ -361,6 +362,31 @@ def test_resume_on_the_gymnasium_backend_restores_the_agent_and_starts_new_episo
     with make_env("CartPole-v1", 4, backend="gymnasium") as env:  # new episodes, run's seed
         fresh, _ = env.reset(seed=0 + 512)
     assert torch.equal(again["agent"]["last_state"], fresh)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_an_atari_run_resumes_bit_exactly(tmp_path):
+    """Atari games save their whole state (emulator with its random generators, the sticky
+    actions' and no-op starts' included, lives, pooled frames, frame stacks): a DQN run on
+    Breakout resumed mid-game trains on exactly as the run that never stopped."""
+    pytest.importorskip("ale_py")
+    fields = {"backend": "gymnasium", "num_envs": 4, "learning_starts": 256, "batch_size": 32,
+              "buffer_size": 2_000, "repeat_times": 0.25, "eval_every": 10**6,
+              "eval_episodes": 1, "confirm_episodes": 0}  # fmt: skip
+    _train_in_process(tmp_path / "a", "dqn", "ALE/Breakout-v5", 1024, **fields)
+    _train_in_process(tmp_path / "b", "dqn", "ALE/Breakout-v5", 512, **fields)
+    half = load_plain(tmp_path / "b" / "checkpoint" / "state.pt")
+    assert len(half["env"]["atari"]) == 4  # the games' states, mid-game
+    _train_in_process(tmp_path / "b", "dqn", "ALE/Breakout-v5", 1024, resume=True, **fields)
+    a = load_plain(tmp_path / "a" / "checkpoint" / "state.pt")
+    b = load_plain(tmp_path / "b" / "checkpoint" / "state.pt")
+    assert a["counters"]["total_steps"] == b["counters"]["total_steps"] == 1024
+    assert a["agent"]["counters"]["updates"] > 0
+    assert_same(a["agent"], b["agent"], "agent")  # networks, optimizer, replay, last frames
+    assert_same(a["env"], b["env"], "env")
+    assert_same(a["episodes"], b["episodes"], "episodes")
+    assert_same(a["rng"], b["rng"], "rng")
 
 
 ASYMMETRIC = """

@@ -24,10 +24,12 @@ the Arcade Learning Environment", JAIR 2018); `NoFrameskip-v4` ids have none.
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 import gymnasium
 import numpy as np
+import torch
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation, TransformReward
 
 from xiaoyarl.errors import EnvError
@@ -173,3 +175,71 @@ def wrap_atari(env: gymnasium.Env, settings: dict[str, Any], evaluation: bool) -
     if settings["frame_stack"] > 1:
         env = FrameStackObservation(env, settings["frame_stack"])
     return env
+
+
+# --- a game's whole state as plain data, for bit-exact resumes ---------------------------------
+# Wrapper attributes that describe the env rather than hold its state (spaces, specs, kwargs).
+_NOT_STATE = {"env", "_saved_kwargs", "_cached_spec", "_metadata", "_action_space",
+              "_observation_space", "padding_value"}  # fmt: skip
+_PLAIN = (bool, int, float, str, type(None), np.ndarray)
+
+
+def atari_state(env: gymnasium.Env) -> dict:
+    """One preprocessed game's whole state as plain data (tensors, numbers, strings): the
+    emulator's with its random generators (ALE's `clone_state(include_rng=True)`, which holds
+    the sticky actions' draws), the numpy generator of the no-op starts, and each wrapper's
+    counters and frame buffers (lives, the max-pooled frames, the frame stack). A run resumed
+    from it plays on exactly as the run that saved it (`load_atari_state`); it reads with the
+    checkpoint's `weights_only=True`."""
+    wrappers = []
+    layer = env
+    while isinstance(layer, gymnasium.Wrapper):
+        wrappers.append({name: _plain(value) for name, value in vars(layer).items()
+                         if name not in _NOT_STATE and _is_state(value)})  # fmt: skip
+        layer = layer.env
+    game: Any = layer.unwrapped
+    emulator = bytearray(game.clone_state(include_rng=True).__getstate__())
+    return {"wrappers": wrappers, "emulator": torch.frombuffer(emulator, dtype=torch.uint8),
+            "np_random": game.np_random.bit_generator.state}  # fmt: skip
+
+
+def load_atari_state(env: gymnasium.Env, state: dict) -> None:
+    """Put `env` (built with the same settings) in the state `atari_state` saved."""
+    from ale_py import ALEState
+
+    layer = env
+    for saved in state["wrappers"]:
+        if not isinstance(layer, gymnasium.Wrapper):
+            raise EnvError("the saved Atari state has more wrappers than this env: it was "
+                           "saved with other preprocessing settings.")  # fmt: skip
+        for name, value in saved.items():
+            setattr(layer, name, _restored(getattr(layer, name), value))
+        layer = layer.env
+    game: Any = layer.unwrapped
+    game.restore_state(ALEState(state["emulator"].numpy().tobytes()))
+    game.np_random.bit_generator.state = state["np_random"]
+
+
+def _is_state(value: Any) -> bool:
+    if isinstance(value, _PLAIN):
+        return True
+    return isinstance(value, list | tuple | deque) and all(isinstance(v, np.ndarray) for v in value)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(value.copy())
+    if isinstance(value, list | tuple | deque):  # frame buffers
+        return {"frames": [torch.from_numpy(v.copy()) for v in value]}
+    return value
+
+
+def _restored(current: Any, saved: Any) -> Any:
+    if isinstance(saved, torch.Tensor):
+        return saved.numpy().copy()
+    if isinstance(saved, dict):
+        frames = [t.numpy().copy() for t in saved["frames"]]
+        if isinstance(current, deque):
+            return deque(frames, maxlen=current.maxlen)
+        return type(current)(frames)
+    return saved

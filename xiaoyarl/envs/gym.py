@@ -33,7 +33,14 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from xiaoyarl.envs.atari import MAX_FRAMES, atari_settings, gym_kwargs, wrap_atari
+from xiaoyarl.envs.atari import (
+    MAX_FRAMES,
+    atari_settings,
+    atari_state,
+    gym_kwargs,
+    load_atari_state,
+    wrap_atari,
+)
 from xiaoyarl.envs.base import EnvSpec, VecEnv
 from xiaoyarl.envs.targets import DEFAULT_TARGET_RETURNS
 from xiaoyarl.errors import EnvError
@@ -386,6 +393,29 @@ class GymVecEnv(VecEnv):
         reward, terminated, truncated = flags[:n], flags[n : 2 * n].bool(), flags[2 * n :].bool()
         info = {"final_state": final_state, **self._mask_info()}
         return state, reward, terminated, truncated, info
+
+    def state_dict(self) -> dict:
+        """Atari games stepped in this process (`vector_mode` sync): each game's whole state
+        (`atari_state`), so that a resumed run plays on bit for bit; {} for other envs, whose
+        simulators gymnasium cannot save (a resumed run starts new episodes)."""
+        if self._atari is None or self._venv is not None or self._needs_reset:
+            return {}
+        return {"atari": [atari_state(env) for env in self._envs]}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what `state_dict` returned (nothing where it returned {})."""
+        if "atari" not in state:
+            return
+        if self._atari is None or self._venv is not None or len(state["atari"]) != self.num_envs:
+            raise EnvError(
+                f"{self.spec.name}: the checkpoint holds {len(state['atari'])} Atari games "
+                f"stepped in this process; this env has {self.num_envs} sub-envs in "
+                f"vector_mode {self.vector_mode}. Resume with the run's own num_envs and "
+                "vector_mode."
+            )
+        for env, saved in zip(self._envs, state["atari"], strict=True):
+            load_atari_state(env, saved)
+        self._needs_reset = False
 
     def close(self) -> None:
         """Close every sub-env and stop the async workers; safe to call twice."""
