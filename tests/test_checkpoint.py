@@ -287,7 +287,12 @@ FAST_TD3_OPTIONS = {"explore_noise_std": 0.001, "explore_noise_std_max": 0.4, "c
         ("double_dqn", "CartPole-v1", TINY_OFF),
         ("d3qn", "CartPole-v1", {**TINY_OFF, "per": True}),
         ("a2c", "CartPole-v1", {"num_envs": 16, "horizon_len": 8}),
-        ("pqn", "CartPole-v1", {"num_envs": 16, "horizon_len": 8, "state_norm": True}),
+        # (an epsilon decay of its own: the automatic one follows each run's budget)
+        (
+            "pqn",
+            "CartPole-v1",
+            {"num_envs": 16, "horizon_len": 8, "state_norm": True, "explore_decay_steps": 300},
+        ),
         ("a2c", "Pendulum-v1", {"num_envs": 16, "horizon_len": 8}),
         # the hidden states and episode starts of recurrent policies
         ("ppo", "CartPoleNoVelocity-v1", {"num_envs": 4, "horizon_len": 32, "recurrent": "lstm"}),
@@ -362,6 +367,17 @@ def test_resume_on_the_gymnasium_backend_restores_the_agent_and_starts_new_episo
     with make_env("CartPole-v1", 4, backend="gymnasium") as env:  # new episodes, run's seed
         fresh, _ = env.reset(seed=0 + 512)
     assert torch.equal(again["agent"]["last_state"], fresh)
+
+
+def test_a_resumed_run_keeps_its_automatic_epsilon_decay(tmp_path):
+    """PQN's epsilon decays over a tenth of the budget where left automatic: resumed with a
+    larger budget, the run keeps the decay it started with (and resumes at all)."""
+    fields = {"num_envs": 16, "horizon_len": 8}
+    _train_in_process(tmp_path / "r", "pqn", "CartPole-v1", 256, **fields)
+    _train_in_process(tmp_path / "r", "pqn", "CartPole-v1", 512, resume=True, **fields)
+    saved = load_plain(tmp_path / "r" / "checkpoint" / "state.pt")
+    assert saved["counters"]["total_steps"] == 512
+    assert saved["config"]["explore_decay_steps"] == 25  # a tenth of the first budget
 
 
 @pytest.mark.slow

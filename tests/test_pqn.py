@@ -11,8 +11,13 @@ import torch
 from xiaoyarl.agents.pqn import AgentPQN
 from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.config import Config
+from xiaoyarl.config_io import config_from_preset
+from xiaoyarl.core.encoders import ChannelNorm
+from xiaoyarl.core.optim import LeanKit
 from xiaoyarl.core.returns import lambda_returns
 from xiaoyarl.envs import make_env
+from xiaoyarl.policy import Policy
+from xiaoyarl.train.checkpoint import policy_state
 
 
 @pytest.mark.parametrize("lam", [0.0, 0.65, 1.0])
@@ -104,3 +109,39 @@ def test_trains_through_each_runner(tmp_path, runner, cli):
     done = json.loads(summary.read_text())
     assert done["total_steps"] >= 4096
     assert (tmp_path / "run" / "actor.pt").is_file()
+
+
+def test_follows_its_papers_code_by_default():
+    """As the paper's code: epsilon decays over a tenth of the budget (DQN's fixed 10,000 env
+    steps were 0.6 of one rollout of 1,024 sub-envs); from the command line, RAdam, gradients
+    clipped at norm 10 and a learning rate decaying linearly to 0 (its algorithm preset, and
+    its MinAtar preset's, with the paper's one hidden layer of 128); LayerNorm after each
+    convolution and hidden layer of its CNN, which a saved policy rebuilds."""
+    for max_steps in (100_000, 5_000_000):
+        config = resolve_config(Config(algo="pqn", env_id="CartPole-v1", max_steps=max_steps),
+                                batched=True)  # fmt: skip
+        assert config.explore_decay_steps == max_steps // 10
+    dqn = resolve_config(Config(algo="dqn", env_id="CartPole-v1"), batched=True)
+    assert dqn.explore_decay_steps == 10_000
+    assert (dqn.optimizer, dqn.clip_grad_norm) == ("adam", 0.5)
+    for env_id in ("Acrobot-v1", "MinAtar/Breakout-v1"):
+        preset = config_from_preset("pqn", env_id)
+        assert (preset.optimizer, preset.clip_grad_norm) == ("radam", 10)
+        assert (preset.learning_rate_schedule, preset.schedule_end) == ("linear", 0.0)
+    minatar = resolve_config(config_from_preset("pqn", "MinAtar/Breakout-v1"), batched=True)
+    assert minatar.net_dims == [128] and minatar.explore_decay_steps == minatar.max_steps // 10
+    env = make_env("MinAtar/Breakout-v1", 4, seed=0)
+    torch.manual_seed(0)
+    agent = AgentPQN(env.spec, minatar, torch.device("cpu"), kit=LeanKit())
+    assert isinstance(agent.optimizers["qnet"], torch.optim.RAdam)
+    kinds = [
+        type(m).__name__
+        for m in agent.qnet.modules()
+        if isinstance(m, ChannelNorm | torch.nn.LayerNorm | torch.nn.Conv2d | torch.nn.Linear)
+    ]
+    # the convolution, LayerNorm over its channels; the hidden layer, its LayerNorm; the output
+    assert kinds == ["Conv2d", "ChannelNorm", "LayerNorm", "Linear", "LayerNorm", "Linear"]
+    state, _ = env.reset(seed=0)
+    policy = Policy(policy_state(agent))
+    torch.testing.assert_close(policy.actor.q_values(state), agent.qnet.q_values(state),
+                               rtol=0, atol=0)  # fmt: skip

@@ -184,26 +184,29 @@ def _pqn_members(lrs: tuple[float, ...], clips: tuple[float, ...], **settings):
     return env, agents
 
 
-@pytest.mark.parametrize("state_norm, dtype, lrs, tolerance", [
-    (False, torch.float32, (5e-4, 1e-3, 2e-3), 1e-5),
-    (True, torch.float32, (5e-4, 1e-3, 2e-3), 1e-5),
+@pytest.mark.parametrize("state_norm, dtype, lrs, tolerance, optimizer", [
+    (False, torch.float32, (5e-4, 1e-3, 2e-3), 1e-5, "adam"),
+    (True, torch.float32, (5e-4, 1e-3, 2e-3), 1e-5, "adam"),
     # large learning rates (float32 rounding grows there): the same arithmetic in float64
-    (True, torch.float64, (5e-4, 3e-3, 1e-2), 1e-9),
+    (True, torch.float64, (5e-4, 3e-3, 1e-2), 1e-9, "adam"),
+    (False, torch.float32, (5e-4, 1e-3, 2e-3), 1e-5, "radam"),  # PQN's paper's optimizer
 ])  # fmt: skip
-def test_vmapped_pqn_update_equals_each_members_own_update(state_norm, dtype, lrs, tolerance):
+def test_vmapped_pqn_update_equals_each_members_own_update(state_norm, dtype, lrs, tolerance,
+                                                           optimizer):  # fmt: skip
     """PQN members with their own learning rate, gradient clip and epsilon schedule: after two
-    rollouts, weights (and normaliser statistics), Adam moments and steps agree with each
-    member's own `pqn_update`; each explored with its own epsilon."""
+    rollouts, weights (and normaliser statistics), Adam's (or RAdam's) moments and steps agree
+    with each member's own `pqn_update`; each explored with its own epsilon."""
     default = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
-        _check_vmapped_pqn_update(state_norm, lrs, tolerance)
+        _check_vmapped_pqn_update(state_norm, lrs, tolerance, optimizer)
     finally:
         torch.set_default_dtype(default)
 
 
-def _check_vmapped_pqn_update(state_norm: bool, lrs: tuple, tolerance: float) -> None:
-    env, agents = _pqn_members(lrs, (10.0, 0.1, 1.0), state_norm=state_norm)
+def _check_vmapped_pqn_update(state_norm: bool, lrs: tuple, tolerance: float,
+                              optimizer: str) -> None:  # fmt: skip
+    env, agents = _pqn_members(lrs, (10.0, 0.1, 1.0), state_norm=state_norm, optimizer=optimizer)
     references = _update_both(env, agents, 2, VmapPQN, _pqn_update)
     assert _max_difference(agents, references) < tolerance
     size = HORIZON * SUB_ENVS

@@ -125,6 +125,7 @@ class Config:
     recurrent_dim: int = option(128, "ppo, a2c with recurrent: units of the LSTM or GRU")
     clip_grad_norm: float = option(0.5, "max global gradient norm per network")
     weight_decay: float = option(0.0, "decoupled weight decay of every optimizer (AdamW); 0: Adam")
+    optimizer: str = option("adam", "the networks' optimizer (radam: PQN's)", ("adam", "radam"))
     gamma: float = option(0.99, "discount factor")
     state_norm: bool | None = option(None, "running mean/std of observations; None: on-policy only")
     state_norm_clip: float | None = option(10.0, "+-bound on normalised observations; null: none")
@@ -165,7 +166,7 @@ class Config:
     per_beta: float = option(0.4, "initial importance-sampling exponent, annealed to 1 ...")
     per_beta_steps: int = option(100_000, "... linearly over these env steps (not max_steps's)")
     explore_rate: float = option(0.05, "DQN, PQN: final epsilon of epsilon-greedy (starts at 1)")
-    explore_decay_steps: int = option(10_000, "DQN, PQN: env steps of epsilon's linear decay")
+    explore_decay_steps: int | None = option(None, "env steps of epsilon's decay; None: automatic")
     q_lambda: float = option(0.65, "PQN: lambda of its Q(lambda) returns (0: one-step targets)")
     explore_noise_std: float = option(0.1, "DDPG / TD3: Gaussian exploration noise (actions: +-1)")
     explore_noise_std_max: float | None = option(None, "DDPG / TD3: each sub-env its own noise "

@@ -142,11 +142,12 @@ def validate_config(config: Config) -> Config:
         value = getattr(config, name)
         if value is not None and value < 1:
             bad(name, "a positive integer (or null for the automatic choice)")
-    if config.eval_every is not None and config.eval_every < 1:
-        bad("eval_every", "a positive integer (or null for the automatic choice)")
+    for name in ("eval_every", "explore_decay_steps"):
+        if getattr(config, name) is not None and getattr(config, name) < 1:
+            bad(name, "a positive integer (or null for the automatic choice)")
     for name in ("max_steps", "eval_episodes", "checkpoint_every",
                  "buffer_size", "target_update_every", "policy_delay", "redq_subset",
-                 "explore_decay_steps", "per_beta_steps", "h_term_k", "h_term_start",
+                 "per_beta_steps", "h_term_k", "h_term_start",
                  "h_term_capacity", "mixer_embed_dim", "hypernet_dim",
                  "recurrent_dim", "n_step"):  # fmt: skip
         if getattr(config, name) < 1:

@@ -79,7 +79,7 @@ class Policy:
         if image or meta.get("encoder", "auto") not in ("auto", "mlp"):
             from xiaoyarl.core.encoders import make_encoder  # images: not loaded for vectors
 
-            built = make_encoder(meta["encoder"], self, norm)
+            built = make_encoder(meta["encoder"], self, norm, meta.get("encoder_layer_norm", False))
             encoder, width = built, built.out_dim
         if meta.get("recurrent"):
             from xiaoyarl.core.recurrent import RecurrentEncoder

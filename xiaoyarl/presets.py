@@ -92,6 +92,7 @@ PRESETS: dict[tuple[str, str], str] = {
 ALGO_PRESETS: dict[str, str] = {
     "fast_td3": "parallel/fast_td3.yaml",
     "fast_sac": "parallel/fast_sac.yaml",
+    "pqn": "parallel/pqn.yaml",
 }
 
 

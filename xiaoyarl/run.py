@@ -40,6 +40,8 @@ RESUMABLE_CHANGES = {
     "eval_deterministic", "confirm_episodes", "checkpoint_every", "cwd", "device", "threads",
     "tensorboard", "wandb", "wandb_project", "vector_mode", "restart_workers", "worker_timeout",
 }  # fmt: skip
+# Fields whose automatic value follows max_steps (PQN's epsilon decay, a tenth of it)
+BUDGET_FOLLOWERS = ("explore_decay_steps",)
 # env steps between an Atari run's evaluations where eval_every is automatic (RL Zoo's)
 ATARI_EVAL_EVERY = 25_000
 
@@ -156,6 +158,9 @@ def train_agent(
         if device.type == "cuda":
             device = torch.device("cuda", ranks[2])  # one GPU per rank of this machine
     automatic_eval = config.eval_every is None
+    # automatic values that follow the budget: a resumed run keeps its own (a larger budget
+    # given on resume trains on, it does not stretch the schedule already under way)
+    follow_budget = [name for name in BUDGET_FOLLOWERS if getattr(config, name) is None]
     config = resolve_config(
         config, torch_native or is_batched(config.env_id, config.backend), device.type
     )
@@ -192,6 +197,8 @@ def train_agent(
                 f"Name the run folder to resume with --resume RUN_DIR (or --cwd RUN_DIR)."
             )
         checkpoint = load_plain(ckpt_path)
+        for name in follow_budget:
+            setattr(config, name, checkpoint["config"].get(name, getattr(config, name)))
         _check_resumable(checkpoint, config, run_dir)
     elif ckpt_path.exists():
         raise CheckpointError(

@@ -23,10 +23,13 @@ class TorchKit:
     with unless the layer that builds it supplies another kit; the trainer gives
     `core.optim.LeanKit` (the same arithmetic, less Python around it)."""
 
-    def adam(self, params: Iterable[nn.Parameter], lr: float, weight_decay: float = 0.0
-             ) -> protocols.Optimizer:  # fmt: skip
+    def optimizer(self, kind: str, params: Iterable[nn.Parameter], lr: float,
+                  weight_decay: float = 0.0) -> protocols.Optimizer:  # fmt: skip
         """torch's AdamW (fused), with the eps the agents use: Adam's arithmetic, bit for bit,
-        where `weight_decay` is 0."""
+        where `weight_decay` is 0; or (`kind` "radam") torch's RAdam, as `core/optim.py`'s."""
+        if kind == "radam":  # (its decay decoupled: none where weight_decay is 0)
+            return torch.optim.RAdam(params, lr, weight_decay=weight_decay,
+                                     decoupled_weight_decay=True)  # fmt: skip
         return torch.optim.AdamW(params, lr=lr, eps=1e-5, weight_decay=weight_decay, fused=True)
 
     def clip_grad_norm(self, params: list[nn.Parameter], max_norm: float) -> None:
@@ -93,16 +96,16 @@ class AgentBase:
         self.update_runner: protocols.UpdateRunner = Eager()
         self.auxiliary: protocols.AuxiliaryLoss | None = None
 
-    def make_encoder(self) -> Encoder | RunningNorm:
+    def make_encoder(self, layer_norm: bool = False) -> Encoder | RunningNorm:
         """The encoder a new network reads its observations through (`core/encoders.py`): for
-        vectors the shared `state_norm` itself; for images a new CNN on the agent's device.
-        Sets `feature_dim`, the width of what it returns."""
+        vectors the shared `state_norm` itself; for images a new CNN on the agent's device
+        (with LayerNorm where `layer_norm`). Sets `feature_dim`, the width of what it returns."""
         encoder: Encoder | RunningNorm = self.state_norm
         vector = len(self.spec.obs_shape) == 1 and not self.spec.obs_keys
         if not vector or self.config.encoder not in ("auto", "mlp"):
             from xiaoyarl.core.encoders import make_encoder  # not loaded where all are vectors
 
-            encoder = make_encoder(self.config.encoder, self.spec, self.state_norm)
+            encoder = make_encoder(self.config.encoder, self.spec, self.state_norm, layer_norm)
         self.feature_dim = encoder.out_dim
         return encoder.to(self.device)
 
@@ -189,13 +192,14 @@ class AgentBase:
         return self.update_runner(update, inputs)
 
     def make_optimizer(self, net: nn.Module, decay: bool = True) -> protocols.Optimizer | None:
-        """Adam over the net's parameters, as the agent's `kit` builds it (AdamW with the
-        config's `weight_decay`, unless `decay` is False); None for an acting-only copy."""
+        """The config's `optimizer` (Adam, or RAdam) over the net's parameters, as the agent's
+        `kit` builds it, with the config's `weight_decay` unless `decay` is False (AdamW's
+        decoupled decay); None for an acting-only copy."""
         if not self.learner:
             return None
-        lr = self.config.learning_rate
+        lr, decay_by = self.config.learning_rate, self.config.weight_decay if decay else 0.0
         assert lr is not None, "resolve_config sets learning_rate"
-        return self.kit.adam(net.parameters(), lr, self.config.weight_decay if decay else 0.0)
+        return self.kit.optimizer(self.config.optimizer, net.parameters(), lr, decay_by)
 
     def optimizer_step(self, optimizer: protocols.Optimizer | None, net: nn.Module,
                        loss: torch.Tensor) -> None:  # fmt: skip

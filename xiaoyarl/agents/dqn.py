@@ -41,7 +41,7 @@ class AgentDQN(EpsilonGreedy, AgentOffPolicy):
         at lr 1e-3; its cheap gradient steps leave acting a large share of the time, so
         gymnasium envs get 4 sub-envs (2 steps each per rollout) instead of 1 (measured in
         BENCHMARKS.md: 4 sub-envs cost SAC and TD3 more env steps on Pendulum, so they keep 1).
-        Evaluations every 2,000 env steps."""
+        Evaluations every 2,000 env steps; epsilon decays over the first 10,000."""
         return {
             "num_envs": config.num_envs or (16 if batched else 4),
             "horizon_len": 1 if batched else 2,
@@ -52,6 +52,7 @@ class AgentDQN(EpsilonGreedy, AgentOffPolicy):
             "state_norm": False,
             "reward_norm": False,
             "eval_every": 2_000,
+            "explore_decay_steps": 10_000,
         }
 
     def __init__(self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True,

@@ -21,6 +21,7 @@ class EpsilonGreedy:
 
     def epsilon(self) -> float:
         cfg = self.config
+        assert cfg.explore_decay_steps is not None, "resolve_config sets explore_decay_steps"
         progress = min(1.0, self.explored / cfg.explore_decay_steps)
         return 1.0 + progress * (cfg.explore_rate - 1.0)
 

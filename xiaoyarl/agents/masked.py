@@ -122,8 +122,9 @@ class MaskedDQN:
             )
         super().__init__(spec, config, device, learner, kit)  # type: ignore[call-arg]
 
-    def make_encoder(self) -> Any:
-        encoder = MaskSlice(super().make_encoder(), self.spec.state_dim)  # type: ignore[misc]
+    def make_encoder(self, layer_norm: bool = False) -> Any:
+        inner = super().make_encoder(layer_norm)  # type: ignore[misc]
+        encoder = MaskSlice(inner, self.spec.state_dim)
         return encoder.to(self.device)
 
     # the packed rows: the observation, then the mask as 0/1

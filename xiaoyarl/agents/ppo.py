@@ -272,10 +272,9 @@ class AgentPPO(AgentBase):
     def minibatches(self, horizon_len: int, num_envs: int) -> MiniBatches:
         """`repeat_times` epochs of `batch_size` transitions drawn from the whole batch
         (`reducer`)."""
-        cfg = self.config
-        assert cfg.batch_size and cfg.repeat_times, "resolve_config sets them"
-        return self.reducer.minibatches(horizon_len * num_envs, num_envs, cfg.batch_size,
-                                        cfg.repeat_times, self.device)  # fmt: skip
+        assert self.config.batch_size and self.config.repeat_times, "resolve_config sets them"
+        return self.reducer.minibatches(horizon_len * num_envs, num_envs, self.config.batch_size,
+                                        self.config.repeat_times, self.device)  # fmt: skip
 
     def minibatch_loss(self, data: PPOBatch, idx: torch.Tensor,
                        mean: Callable[[torch.Tensor], torch.Tensor],

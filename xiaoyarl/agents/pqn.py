@@ -54,7 +54,9 @@ class AgentPQN(EpsilonGreedy, AgentBase):
         for 4 epochs: one gradient step per 32 transitions, the ratio of the paper's
         classic-control settings (32 envs x 64 steps, 16 mini-batches, 4 epochs), at its
         MinAtar and Atari learning rate, 5e-4; a [128, 128] LayerNorm network on raw
-        observations (LayerNorm normalises inside)."""
+        observations (LayerNorm normalises inside); epsilon decays over the first tenth of the
+        budget (the paper's code: a tenth of its MinAtar and Atari budgets, a fifth of its
+        CartPole one), whatever the budget, not over a fixed number of env steps."""
         num_envs = on_policy_num_envs(config, batched, device_type)
         horizon_len = config.horizon_len or max(16, 1024 // num_envs)
         return {
@@ -67,13 +69,14 @@ class AgentPQN(EpsilonGreedy, AgentBase):
             "state_norm": False,
             "reward_norm": False,
             "eval_every": on_policy_eval_every(num_envs * horizon_len),
+            "explore_decay_steps": max(1, config.max_steps // 10),
         }
 
     def __init__(self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True,
                  kit: OptimizerKit | None = None) -> None:  # fmt: skip
         super().__init__(spec, config, device, learner, kit)
         assert config.net_dims is not None, "resolve_config sets net_dims"
-        encoder = self.make_encoder()
+        encoder = self.make_encoder(layer_norm=True)  # LayerNorm in its CNNs too, as the paper's
         self.qnet = QNetLayerNorm(encoder.out_dim, spec.action_dim, config.net_dims, encoder)
         self.qnet.to(device)
         self.actor = self.qnet  # the greedy policy

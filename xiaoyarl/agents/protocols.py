@@ -116,8 +116,11 @@ class OptimizerKit(Protocol):
     """How an agent builds its optimizers and clips gradients (`AgentBase.kit`): torch's own
     (`agents/base.TorchKit`) or, from the trainer, xiaoyarl's lean ones (`core/optim.LeanKit`)."""
 
-    def adam(self, params: Iterable[torch.nn.Parameter], lr: float,
-             weight_decay: float = 0.0) -> Optimizer: ...  # fmt: skip
+    def optimizer(self, kind: str, params: Iterable[torch.nn.Parameter], lr: float,
+                  weight_decay: float = 0.0) -> Optimizer:  # fmt: skip
+        """A new optimizer of `kind` (Config.optimizer: "adam", AdamW where `weight_decay` is
+        not 0, or "radam") over `params`."""
+        ...
 
     def clip_grad_norm(self, params: list[torch.nn.Parameter], max_norm: float) -> None:
         """Scale the gradients of `params` so that their global 2-norm is at most `max_norm`."""

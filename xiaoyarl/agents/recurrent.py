@@ -83,8 +83,8 @@ class Recurrent:
         self.starts = torch.ones(n, dtype=torch.bool, device=device)  # (N,) next step begins one
         self.sequences: tuple[torch.Tensor, torch.Tensor] | None = None  # of the batch updated
 
-    def make_encoder(self) -> Encoder | RunningNorm:
-        inner = super().make_encoder()  # type: ignore[misc]
+    def make_encoder(self, layer_norm: bool = False) -> Encoder | RunningNorm:
+        inner = super().make_encoder(layer_norm)  # type: ignore[misc]
         encoder = RecurrentEncoder(inner, inner.out_dim, self.config.recurrent_dim,
                                    self.config.recurrent)  # fmt: skip
         self.feature_dim = encoder.out_dim

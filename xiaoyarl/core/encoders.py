@@ -127,6 +127,24 @@ def _conv(c_in: int, c_out: int, kernel: int, stride: int) -> nn.Conv2d:
     return conv
 
 
+class ChannelNorm(nn.Module):
+    """LayerNorm over the channels at each position of `(batch, C, H, W)` feature maps, as a
+    LayerNorm on channels-last maps (PQN's CNNs put one after each convolution)."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x.movedim(1, -1)).movedim(-1, 1)
+
+
+def _conv_relu(c_in: int, c_out: int, kernel: int, stride: int, layer_norm: bool) -> list:
+    """A convolution, with `ChannelNorm` after it where `layer_norm`, then ReLU."""
+    return [_conv(c_in, c_out, kernel, stride), *([ChannelNorm(c_out)] if layer_norm else []),
+            nn.ReLU()]  # fmt: skip
+
+
 def _linear(d_in: int, d_out: int) -> nn.Linear:
     linear = nn.Linear(d_in, d_out)
     nn.init.orthogonal_(linear.weight, math.sqrt(2))
@@ -135,35 +153,43 @@ def _linear(d_in: int, d_out: int) -> nn.Linear:
 
 
 class CNNEncoder(Encoder):
-    """An image encoder: `ImageInput`, convolutions, flatten, then an optional hidden layer."""
+    """An image encoder: `ImageInput`, convolutions, flatten, then an optional hidden layer
+    (with LayerNorm before its ReLU where `layer_norm`)."""
 
     def __init__(self, obs_shape: tuple[int, ...], convs: nn.Module, hidden: int | None,
-                 channels_last: bool | None = None) -> None:  # fmt: skip
+                 channels_last: bool | None = None, layer_norm: bool = False) -> None:  # fmt: skip
         super().__init__()
         self.input = ImageInput(obs_shape, channels_last)
         self.convs = convs
+        self.layer_norm = layer_norm  # how it was built (a saved policy rebuilds it so)
         with torch.no_grad():
             flat = self.convs(torch.zeros(1, *self.input.chw)).flatten(1).shape[1]
-        self.hidden = nn.Sequential(_linear(flat, hidden), nn.ReLU()) if hidden else nn.Identity()
+        norm = [nn.LayerNorm(hidden)] if hidden and layer_norm else []
+        self.hidden = (
+            nn.Sequential(_linear(flat, hidden), *norm, nn.ReLU()) if hidden else nn.Identity()
+        )
         self.out_dim = hidden or flat
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.hidden(self.convs(self.input(obs)).flatten(1))
 
 
-def nature_cnn(obs_shape: tuple[int, ...], channels_last: bool | None = None) -> CNNEncoder:
+def nature_cnn(obs_shape: tuple[int, ...], channels_last: bool | None = None,
+               layer_norm: bool = False) -> CNNEncoder:  # fmt: skip
     """Mnih et al. 2015's convolutions and 512 hidden units."""
     c = _image_size(obs_shape, "nature", channels_last)
-    convs = nn.Sequential(_conv(c, 32, 8, 4), nn.ReLU(), _conv(32, 64, 4, 2), nn.ReLU(),
-                          _conv(64, 64, 3, 1), nn.ReLU())  # fmt: skip
-    return CNNEncoder(obs_shape, convs, 512, channels_last)
+    convs = nn.Sequential(*_conv_relu(c, 32, 8, 4, layer_norm),
+                          *_conv_relu(32, 64, 4, 2, layer_norm),
+                          *_conv_relu(64, 64, 3, 1, layer_norm))  # fmt: skip
+    return CNNEncoder(obs_shape, convs, 512, channels_last, layer_norm)
 
 
-def minatar_cnn(obs_shape: tuple[int, ...], channels_last: bool | None = None) -> CNNEncoder:
+def minatar_cnn(obs_shape: tuple[int, ...], channels_last: bool | None = None,
+                layer_norm: bool = False) -> CNNEncoder:  # fmt: skip
     """Young and Tian 2019's one 16-channel 3x3 convolution (no hidden layer of its own)."""
     c = _image_size(obs_shape, "minatar", channels_last)
-    convs = nn.Sequential(_conv(c, 16, 3, 1), nn.ReLU())
-    return CNNEncoder(obs_shape, convs, None, channels_last)
+    convs = nn.Sequential(*_conv_relu(c, 16, 3, 1, layer_norm))
+    return CNNEncoder(obs_shape, convs, None, channels_last, layer_norm)
 
 
 class ResidualBlock(nn.Module):
@@ -178,15 +204,17 @@ class ResidualBlock(nn.Module):
         return x + self.conv1(torch.relu(self.conv0(torch.relu(x))))
 
 
-def impala_cnn(obs_shape: tuple[int, ...], channels_last: bool | None = None) -> CNNEncoder:
+def impala_cnn(obs_shape: tuple[int, ...], channels_last: bool | None = None,
+               layer_norm: bool = False) -> CNNEncoder:  # fmt: skip
     """Espeholt et al. 2018's three stacks (16, 32, 32 channels) and 256 hidden units."""
     c = _image_size(obs_shape, "impala", channels_last)
     layers: list[nn.Module] = []
     for out in (16, 32, 32):
-        layers += [nn.Conv2d(c, out, 3, padding=1), nn.MaxPool2d(3, 2, padding=1),
+        norm = [ChannelNorm(out)] if layer_norm else []
+        layers += [nn.Conv2d(c, out, 3, padding=1), *norm, nn.MaxPool2d(3, 2, padding=1),
                    ResidualBlock(out), ResidualBlock(out)]  # fmt: skip
         c = out
-    return CNNEncoder(obs_shape, nn.Sequential(*layers, nn.ReLU()), 256, channels_last)
+    return CNNEncoder(obs_shape, nn.Sequential(*layers, nn.ReLU()), 256, channels_last, layer_norm)
 
 
 class FlatEncoder(Encoder):
@@ -289,11 +317,13 @@ class ObsSpec(Protocol):
     def channels_last(self) -> bool | None: ...
 
 
-def make_encoder(kind: str, spec: ObsSpec, norm: RunningNorm) -> Encoder | RunningNorm:
+def make_encoder(kind: str, spec: ObsSpec, norm: RunningNorm,
+                 layer_norm: bool = False) -> Encoder | RunningNorm:  # fmt: skip
     """A new encoder of `kind` for the observations `spec` describes. "mlp" (and "auto" for
     vectors) returns `norm`, the agent's running normaliser itself for vectors (shared by all
     its networks, as before encoders existed), or a `FlatEncoder` around it for other shapes;
-    "auto" for Dict observations, a `DictEncoder`."""
+    "auto" for Dict observations, a `DictEncoder`. `layer_norm`: the CNNs put LayerNorm after
+    each convolution (over its channels) and in their hidden layer (PQN's networks)."""
     obs_shape = spec.obs_shape
     if spec.obs_keys and kind == "auto":
         return DictEncoder(spec.obs_keys, norm)
@@ -301,7 +331,7 @@ def make_encoder(kind: str, spec: ObsSpec, norm: RunningNorm) -> Encoder | Runni
     if kind == "mlp":
         return norm if len(obs_shape) == 1 else FlatEncoder(norm)
     if kind in CNNS:
-        return CNNS[kind](obs_shape, spec.channels_last)
+        return CNNS[kind](obs_shape, spec.channels_last, layer_norm)
     body = _user_class(kind)(obs_shape)
     out_dim = body.__dict__.get("out_dim")  # a plain attribute, not a submodule or a tensor
     if not isinstance(out_dim, int):

@@ -1,4 +1,4 @@
-"""The optimizer step of every agent: gradient clipping and Adam, lean on a CPU.
+"""The optimizer step of every agent: gradient clipping and Adam, lean on a CPU; RAdam.
 
 Why: RL networks are small, so on a CPU the Python around an optimizer step costs as much as
 the arithmetic. `torch.optim.Adam.step` spends ~150 us of bookkeeping around a fused kernel
@@ -110,11 +110,14 @@ class Adam:
 class LeanKit:
     """The optimizers the trainer gives its agents (`AgentBase.kit`, `agents/registry.py`): on
     a CPU this module's `Adam`, elsewhere `torch.optim.Adam` (the CUDA-graph replay relies on
-    its capturable mode); gradients clipped by `clip_grad_norm` on every device."""
+    its capturable mode), and torch's RAdam where the config asks for it; gradients clipped by
+    `clip_grad_norm` on every device."""
 
-    def adam(self, params: Iterable[nn.Parameter], lr: float,
-             weight_decay: float = 0.0) -> Adam | torch.optim.Adam:  # fmt: skip
+    def optimizer(self, kind: str, params: Iterable[nn.Parameter], lr: float,
+                  weight_decay: float = 0.0) -> Adam | torch.optim.Optimizer:  # fmt: skip
         params = list(params)
+        if kind == "radam":
+            return torch_radam(params, lr, weight_decay)
         if params[0].device.type == "cpu":
             return Adam(params, lr=lr, eps=1e-5, weight_decay=weight_decay)
         return torch_adam(params, lr, weight_decay)
@@ -128,6 +131,27 @@ def torch_adam(params: list[nn.Parameter], lr: float, weight_decay: float) -> to
     if weight_decay:
         return torch.optim.AdamW(params, lr=lr, eps=1e-5, weight_decay=weight_decay, fused=True)
     return torch.optim.Adam(params, lr=lr, eps=1e-5, fused=True)
+
+
+def torch_radam(params: list[nn.Parameter], lr: float, weight_decay: float) -> torch.optim.RAdam:
+    """torch's RAdam (Liu et al., "On the Variance of the Adaptive Learning Rate and Beyond",
+    ICLR 2020), foreach, with its (and optax's) eps 1e-8; decoupled `weight_decay` where it is
+    not 0. No lean version: its arithmetic is several kernels, which `radam_step` runs."""
+    return torch.optim.RAdam(params, lr, weight_decay=weight_decay, foreach=True,
+                             decoupled_weight_decay=weight_decay > 0)  # fmt: skip
+
+
+def radam_step(params: list[torch.Tensor], grads: list[torch.Tensor],
+               exp_avgs: list[torch.Tensor], exp_avg_sqs: list[torch.Tensor],
+               steps: list[torch.Tensor], lr: float,
+               weight_decay: float = 0.0) -> None:  # fmt: skip
+    """One RAdam step of `params` in place, as `torch_radam`'s optimizer runs it (its function,
+    with its state: the same moments and step counts as Adam's); `steps` are counted up here."""
+    from torch.optim.radam import radam  # torch.optim's first import is slow: only for RAdam
+
+    radam(params, grads, exp_avgs, exp_avg_sqs, steps, foreach=True, beta1=0.9, beta2=0.999,
+          lr=lr, weight_decay=weight_decay, eps=1e-8,
+          decoupled_weight_decay=weight_decay > 0)  # fmt: skip
 
 
 def adam_step(

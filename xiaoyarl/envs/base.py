@@ -151,8 +151,7 @@ class TorchVecEnv(VecEnv):
         self.num_envs = int(num_envs)
         self.device = torch.device(device)
         self.spec = self._make_spec()
-        self.generator = torch.Generator(device=self.device)
-        self.generator.manual_seed(0 if seed is None else seed)
+        self.generator = torch.Generator(device=self.device).manual_seed(seed or 0)
         self.sim_state = self._sample_initial(self.num_envs)  # (num_envs, sim_dim)
         self.elapsed = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
 

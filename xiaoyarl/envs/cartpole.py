@@ -37,14 +37,11 @@ class CartPoleEnv(TorchVecEnv):
     theta_threshold = 12 * 2 * math.pi / 360
     x_threshold = 2.4
 
-    def __init__(
-        self, num_envs: int, device: str | torch.device = "cpu", seed: int | None = None
-    ) -> None:
+    def __init__(self, num_envs: int, device: str | torch.device = "cpu",
+                 seed: int | None = None) -> None:  # fmt: skip
         # constants as tensors, so each step is a few fused ops with no Python-scalar operands
-        total = self.total_mass
-        self._force_over_mass = (
-            torch.tensor([-self.force_mag, self.force_mag], device=device) / total
-        )
+        force = torch.tensor([-self.force_mag, self.force_mag], device=device)
+        self._force_over_mass = force / self.total_mass
         self._four_thirds_length = torch.tensor([self.length * 4.0 / 3.0], device=device)
         self._thresholds = torch.tensor([[self.x_threshold], [self.theta_threshold]], device=device)
         super().__init__(num_envs, device, seed)

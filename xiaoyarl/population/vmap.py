@@ -45,7 +45,7 @@ from xiaoyarl.agents.pqn import Rollout as PQNRollout
 from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.config import Config
 from xiaoyarl.config_io import save_config
-from xiaoyarl.core.optim import LeanKit, adam_step, clip_scale
+from xiaoyarl.core.optim import LeanKit, adam_step, clip_scale, radam_step
 from xiaoyarl.envs import is_torch_native
 from xiaoyarl.envs.base import VecEnv
 from xiaoyarl.errors import ConfigError
@@ -300,8 +300,9 @@ class VmapAgents:
     @torch.no_grad()
     def _optimizer_steps(self, grads: dict[str, torch.Tensor]) -> None:
         """Each member's steps of `AgentBase.optimizer_steps` after its backward pass: per
-        network, clip the gradients to the member's `clip_grad_norm`, then its Adam step with
-        its learning rate (`core/optim.py`'s `clip_scale` and `adam_step`)."""
+        network, clip the gradients to the member's `clip_grad_norm`, then its Adam (or RAdam)
+        step with its learning rate (`core/optim.py`'s `clip_scale`, `adam_step`,
+        `radam_step`)."""
         for name, keys in self.groups.items():
             member_grads = [[grads[k][i] for k in keys] for i in range(self.m)]
             norms = torch._foreach_norm([g for member in member_grads for g in member])
@@ -309,13 +310,19 @@ class VmapAgents:
                                self.hparams["clip_grad_norm"])  # fmt: skip
             for k in keys:
                 grads[k].mul_(_per_member(scale, grads[k]))
-            self.steps[name] += 1
+            radam = self.config.optimizer == "radam"  # it counts its steps itself
+            if not radam:
+                self.steps[name] += 1
             for i, agent in enumerate(self.agents):
                 params, exp_avgs, exp_avg_sqs, steps = self.member_slices[name][i]
                 lr = agent.config.learning_rate
                 assert lr is not None, "resolve_config sets learning_rate"
-                adam_step(params, member_grads[i], exp_avgs, exp_avg_sqs, steps, lr, ADAM_BETAS,
-                          ADAM_EPS, agent.config.weight_decay)  # fmt: skip
+                if radam:
+                    radam_step(params, member_grads[i], exp_avgs, exp_avg_sqs, steps, lr,
+                               agent.config.weight_decay)  # fmt: skip
+                else:
+                    adam_step(params, member_grads[i], exp_avgs, exp_avg_sqs, steps, lr,
+                              ADAM_BETAS, ADAM_EPS, agent.config.weight_decay)  # fmt: skip
 
     # --- exploring and learning for a number of rollouts ---------------------------------------
     def train(

@@ -29,6 +29,7 @@ def policy_state(agent: AgentBase) -> dict:
         "obs_dtype": str(spec.obs_dtype).removeprefix("torch."),
         "channels_last": getattr(spec, "channels_last", None),  # images: the env's layout
         "encoder": config.encoder,
+        "encoder_layer_norm": getattr(agent.actor.norm, "layer_norm", False),  # PQN's CNNs
         "recurrent": config.recurrent,  # and its width: `Policy` rebuilds the recurrent encoder
         "recurrent_dim": config.recurrent_dim,
         "action_nvec": None if spec.action_nvec is None else list(spec.action_nvec),
