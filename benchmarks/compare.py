@@ -6,9 +6,12 @@ The protocol, the same for both libraries:
   gymnasium's own env, with the CPU threads each library uses by default (xiaoyarl: 1; SB3:
   torch's default, one per core) unless `--threads N` pins both.
 - Both evaluate the deterministic policy on 10 episodes (10 sub-envs in lockstep) every
-  `eval_every` env steps. An evaluation at or above the target is confirmed on 50 fresh
-  episodes; the target counts as reached only when their mean is at or above it too, and the
-  run then stops. Otherwise it stops after the step budget.
+  `eval_every` env steps, the same fine cadence for both (CartPole every 2,500 env steps,
+  Pendulum every 1,000): a time to target includes the training on to the next evaluation, so a
+  coarse cadence (every 10,000) inflates the time of whichever library learns faster. An
+  evaluation at or above the target is confirmed on 50 fresh episodes; the target counts as
+  reached only when their mean is at or above it too, and the run then stops. Otherwise it
+  stops after the step budget.
 - The time to target is wall-clock from the start of the training process (interpreter,
   imports, env and model construction, evaluations and confirmations included): what a user
   waits for. The time from the start of training is reported beside it.
@@ -100,21 +103,27 @@ ZOO_DQN_CARTPOLE = dict(  # dqn.yml, CartPole
     target_update_interval=10, train_freq=256, gradient_steps=128, exploration_fraction=0.08,
     exploration_final_eps=0.04, net_arch=[256, 256],
 )  # fmt: skip
+# env steps between evaluations on CartPole (episodes of up to 500 steps), for both libraries
+CARTPOLE_EVAL_EVERY = 2_500
 TASKS: dict[str, Task] = {
-    "ppo-cartpole": Task("ppo", "CartPole-v1", 475, 100_000, 10_000, ZOO_PPO_CARTPOLE, n_envs=8),
-    "a2c-cartpole": Task("a2c", "CartPole-v1", 475, 200_000, 10_000, dict(ent_coef=0.0), n_envs=8),
-    "dqn-cartpole": Task("dqn", "CartPole-v1", 475, 100_000, 10_000, ZOO_DQN_CARTPOLE),
+    "ppo-cartpole": Task(
+        "ppo", "CartPole-v1", 475, 100_000, CARTPOLE_EVAL_EVERY, ZOO_PPO_CARTPOLE, n_envs=8
+    ),
+    "a2c-cartpole": Task(
+        "a2c", "CartPole-v1", 475, 200_000, CARTPOLE_EVAL_EVERY, dict(ent_coef=0.0), n_envs=8
+    ),
+    "dqn-cartpole": Task("dqn", "CartPole-v1", 475, 100_000, CARTPOLE_EVAL_EVERY, ZOO_DQN_CARTPOLE),
     # PQN has no Stable-Baselines3 implementation: compared with the zoo's tuned DQN, on
     # gymnasium's CartPole (8 sub-envs) and on the torch-native one (SB3 on gymnasium's)
     "pqn-cartpole": Task(
-        "pqn", "CartPole-v1", 475, 100_000, 10_000, ZOO_DQN_CARTPOLE, sb3_algo="dqn"
+        "pqn", "CartPole-v1", 475, 100_000, CARTPOLE_EVAL_EVERY, ZOO_DQN_CARTPOLE, sb3_algo="dqn"
     ),  # fmt: skip
     "pqn-cartpole-torch": Task(
         "pqn",
         "CartPole-v1",
         475,
         100_000,
-        10_000,
+        CARTPOLE_EVAL_EVERY,
         ZOO_DQN_CARTPOLE,
         sb3_algo="dqn",
         backend="torch",
@@ -170,14 +179,20 @@ TASKS: dict[str, Task] = {
     ),
     # xiaoyarl only: the torch-native envs
     "ppo-cartpole-torch": Task(
-        "ppo", "CartPole-v1", 475, 3_000_000, 10_000, backend="torch", xiaoyarl_only=True
+        "ppo",
+        "CartPole-v1",
+        475,
+        3_000_000,
+        CARTPOLE_EVAL_EVERY,
+        backend="torch",
+        xiaoyarl_only=True,
     ),
     "ppo-cartpole-torch-1024": Task(
         "ppo",
         "CartPole-v1",
         475,
         3_000_000,
-        10_000,
+        CARTPOLE_EVAL_EVERY,
         backend="torch",
         xiaoyarl_only=True,
         xiaoyarl_set=("num_envs=1024",),

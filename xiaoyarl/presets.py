@@ -81,6 +81,7 @@ PRESETS: dict[tuple[str, str], str] = {
     ("dqn", CARTPOLE): "classic/dqn_cartpole.yaml",
     ("double_dqn", CARTPOLE): "classic/dqn_cartpole.yaml",  # DQN's, measured: see the file
     ("d3qn", CARTPOLE): "classic/d3qn_cartpole.yaml",
+    ("pqn", CARTPOLE): "classic/pqn_cartpole.yaml",
     ("dqn", MOUNTAIN_CAR): "classic/dqn_mountaincar.yaml",
     ("ppo", LUNAR_LANDER): "box2d/ppo_lunarlander.yaml",
     ("sac", MOUNTAIN_CAR_CONTINUOUS): "classic/sac_mountaincarcontinuous.yaml",
