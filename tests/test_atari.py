@@ -208,3 +208,19 @@ def test_evaluation_presses_fire_after_a_lost_life_so_a_policy_that_never_fires_
                 break
     assert bool(terminated) and not bool(truncated), steps
     assert steps < 2000, steps
+
+
+def test_evaluation_launches_the_ball_even_when_a_sticky_action_eats_a_press():
+    """v5's sticky actions (the previous action repeated, frame by frame, with probability
+    0.25) now and then swallow one step's FIRE, and a NOOP policy's game then waits until its
+    time limit: 24 games of it, about a hundred lost lives, all end within 1,000 steps (with
+    one step of FIRE after a lost life, one of these games waited)."""
+    with make_env("ALE/Breakout-v5", 24, seed=0, evaluation=True) as env:
+        env.reset(seed=7)
+        ended = torch.zeros(24, dtype=torch.bool)
+        for _ in range(1000):
+            _, _, terminated, truncated, _ = env.step(torch.zeros(24, dtype=torch.int64))
+            ended |= terminated | truncated
+            if ended.all():
+                break
+    assert ended.all(), f"{int((~ended).sum())} games still waiting for FIRE"

@@ -43,6 +43,8 @@ ATARI_DEFAULTS: dict[str, Any] = {
     "episodic_life": True,
     "clip_rewards": True,
 }
+# steps of FIRE after a lost life in evaluation (`FireAfterLostLife`)
+FIRE_STEPS = 3
 MAX_FRAMES = 108_000  # ALE's own limit on a game's frames (30 minutes at 60 frames a second)
 
 
@@ -113,7 +115,8 @@ class FireReset(gymnasium.Wrapper):
 class FireAfterLostLife(gymnasium.Wrapper):
     """Evaluation plays whole games, so no reset follows a lost life: press FIRE there, as the
     training env's reset does, without ending the episode (a greedy policy that never picks FIRE
-    would otherwise wait until the game's time limit). The FIRE step's reward is added."""
+    would otherwise wait until the game's time limit), for `FIRE_STEPS` steps. The FIRE steps'
+    rewards are added."""
 
     def __init__(self, env: gymnasium.Env) -> None:
         super().__init__(env)
@@ -123,8 +126,14 @@ class FireAfterLostLife(gymnasium.Wrapper):
         obs, reward, terminated, truncated, info = self.env.step(action)
         lives = self.env.unwrapped.ale.lives()  # type: ignore[attr-defined]
         if 0 < lives < self.lives and not (terminated or truncated):
-            obs, fire_reward, terminated, truncated, info = self.env.step(1)
-            reward = float(reward) + float(fire_reward)
+            # FIRE for FIRE_STEPS steps: with v5's sticky actions one step's press is missed
+            # now and then (2 of 120 lost lives in Breakout), and the game then waits until
+            # its time limit; two steps' presses were never missed in 120
+            for _ in range(FIRE_STEPS):
+                obs, more, terminated, truncated, info = self.env.step(1)
+                reward = float(reward) + float(more)
+                if terminated or truncated:
+                    break
             lives = self.env.unwrapped.ale.lives()  # type: ignore[attr-defined]
         self.lives = lives
         return obs, reward, terminated, truncated, info
