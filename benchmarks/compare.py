@@ -105,6 +105,14 @@ ZOO_DQN_CARTPOLE = dict(  # dqn.yml, CartPole
 )  # fmt: skip
 # env steps between evaluations on CartPole (episodes of up to 500 steps), for both libraries
 CARTPOLE_EVAL_EVERY = 2_500
+
+
+def _torch_cartpole_ppo(*xiaoyarl_set: str) -> Task:
+    """PPO on the torch-native CartPole, xiaoyarl alone (with `xiaoyarl_set`'s fields)."""
+    return Task("ppo", "CartPole-v1", 475, 3_000_000, CARTPOLE_EVAL_EVERY, backend="torch",
+                xiaoyarl_only=True, xiaoyarl_set=xiaoyarl_set)  # fmt: skip
+
+
 TASKS: dict[str, Task] = {
     "ppo-cartpole": Task(
         "ppo", "CartPole-v1", 475, 100_000, CARTPOLE_EVAL_EVERY, ZOO_PPO_CARTPOLE, n_envs=8
@@ -178,25 +186,8 @@ TASKS: dict[str, Task] = {
         stop_at_target=False,
     ),
     # xiaoyarl only: the torch-native envs
-    "ppo-cartpole-torch": Task(
-        "ppo",
-        "CartPole-v1",
-        475,
-        3_000_000,
-        CARTPOLE_EVAL_EVERY,
-        backend="torch",
-        xiaoyarl_only=True,
-    ),
-    "ppo-cartpole-torch-1024": Task(
-        "ppo",
-        "CartPole-v1",
-        475,
-        3_000_000,
-        CARTPOLE_EVAL_EVERY,
-        backend="torch",
-        xiaoyarl_only=True,
-        xiaoyarl_set=("num_envs=1024",),
-    ),  # fmt: skip
+    "ppo-cartpole-torch": _torch_cartpole_ppo(),
+    "ppo-cartpole-torch-1024": _torch_cartpole_ppo("num_envs=1024"),
     "ppo-pendulum-torch-1024": Task(
         "ppo",
         "Pendulum-v1",
