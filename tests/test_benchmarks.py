@@ -160,3 +160,26 @@ def test_regression_harness_records_and_finds_a_run_identical(tmp_path):
     differ = subprocess.run([*script, "compare", "--runs", "ppo-cartpole", "--baseline", str(out)],
                             capture_output=True, text=True, timeout=300)  # fmt: skip
     assert differ.returncode == 1 and "row 1 eval_mean" in differ.stdout, differ.stdout
+
+
+def test_compare_evaluates_both_libraries_at_the_same_fine_cadence(tmp_path):
+    """compare.py's CartPole rows: both libraries evaluate every 2,500 env steps (SB3 at each
+    multiple, xiaoyarl at the end of the rollout that crosses it), so that neither time to
+    target includes training on to a coarse next evaluation (with the earlier 10,000, a
+    6,000-step budget was evaluated once, at its end)."""
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "compare.py"), "--tasks", "pqn-cartpole-torch", "--seeds",
+         "0", "--budget", "6000", "--threads", "1", "--throughput-seconds", "0.05", "--json",
+         str(tmp_path / "out.json")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = json.loads((tmp_path / "out.json").read_text())["results"]["pqn-cartpole-torch"]
+    xiaoyarl, sb3 = runs["xiaoyarl"][0], runs["sb3"][0]
+    rollout = 16 * 64  # the CartPole preset's sub-envs x steps
+    for run, late in ((sb3, 0), (xiaoyarl, rollout - 1)):
+        steps = [step for step, _ in run["curve"]]
+        before_end = [s for s in steps if s < run["total_steps"]]
+        assert before_end and before_end[0] <= 2_500 + late, steps
+        assert all(s % 2_500 <= late for s in before_end), steps
+        assert len(before_end) >= 2 or run["solved"], steps
