@@ -316,3 +316,21 @@ def test_vmap_backend_refuses_what_it_cannot_stack(algo, space, words):
     pop = PopulationConfig(backend="vmap", search_space=space)
     with pytest.raises(ConfigError, match=words):
         pop.validate(Config(algo=algo, env_id="Pendulum-v1"))
+
+
+def test_a_vmapped_population_leaves_out_a_presets_schedules_and_says_so(capsys):
+    """PQN's presets decay the learning rate; vmapped members keep their values constant, so
+    `population --population-backend vmap` starts from the preset with constant schedules and
+    says so (before, the preset's schedule made it refuse); a schedule asked for is kept."""
+    from xiaoyarl.cli import _population_settings, build_parser
+
+    parser = build_parser()
+    args = parser.parse_args(["population", "pqn", "CartPole-v1", "--population-backend", "vmap"])
+    config, pop, _ = _population_settings(args)
+    assert pop.backend == "vmap" and config.learning_rate_schedule == "constant"
+    assert config.optimizer == "radam"  # the rest of the preset holds
+    assert "learning_rate_schedule constant, not the preset's linear" in capsys.readouterr().out
+    asked = parser.parse_args(["population", "pqn", "CartPole-v1", "--population-backend", "vmap",
+                               "--set", "learning_rate_schedule=linear"])  # fmt: skip
+    config, _, _ = _population_settings(asked)
+    assert config.learning_rate_schedule == "linear"

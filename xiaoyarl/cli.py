@@ -10,7 +10,7 @@ import os
 import re
 import shlex
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -696,7 +696,23 @@ def _population_settings(args: argparse.Namespace) -> tuple[Config, PopulationCo
         pop.backend = args.population_backend
     if args.search:
         pop.search_space = SearchSpace.load(args.search).spec
+    if pop.backend == "vmap" and not args.config:
+        _constant_preset_schedules(config, args)
     return config, pop, folder
+
+
+def _constant_preset_schedules(config: Config, args: argparse.Namespace) -> None:
+    """A vmapped population keeps each member's values constant: the schedules a preset set
+    (PQN's decaying learning rate) give way, and the command says so; one asked for with --set
+    is kept, and refused with the reason."""
+    asked = {pair.split("=", 1)[0].strip() for pair in args.set or []}
+    for field in fields(config):
+        value = getattr(config, field.name)
+        if field.name.endswith("_schedule") and value != "constant" and field.name not in asked:
+            setattr(config, field.name, "constant")
+            if not args.quiet:
+                print(f"settings: {field.name} constant, not the preset's {value}: a vmapped "
+                      f"population keeps each member's values constant")  # fmt: skip
 
 
 def _population(args: argparse.Namespace) -> int:
