@@ -294,12 +294,11 @@ class MultiAgentPolicy(Policy):
         if sample:
             action = self._sample(x, masks)
         elif isinstance(self.actor, QNet | ActorGumbel):  # the best available action
-            scores = (
-                self.actor.q_values(x) if isinstance(self.actor, QNet) else self.actor.logits(x)
-            )
-            action = (scores if masks is None else scores.masked_fill(~masks, -torch.inf)).argmax(
-                -1
-            )
+            actor: Any = self.actor
+            scores = actor.q_values(x) if isinstance(actor, QNet) else actor.logits(x)
+            if masks is not None:
+                scores = scores.masked_fill(~masks, -torch.inf)
+            action = scores.argmax(-1)
         elif isinstance(self.actor, ActorDiscretePPO):
             action = self.actor(x, masks)
         else:
