@@ -5,15 +5,18 @@ import dataclasses
 import pytest
 
 from xiaoyarl import Config, ConfigError
-from xiaoyarl.agents.settings import check_config, resolve_config
+from xiaoyarl.agents.settings import (
+    check_config,
+    config_from_saved,
+    load_saved_config,
+    resolve_config,
+)
 from xiaoyarl.config import option
 from xiaoyarl.config_io import (
     apply_overrides,
-    config_from_saved,
     field_choices,
     field_docs,
     load_config,
-    load_saved_config,
     save_config,
     set_field,
     validate_config,

@@ -133,3 +133,38 @@ def test_no_test_file_imports_another():
             found += [f"{path.name}:{node.lineno} {name}" for name in names
                       if name.split(".")[0] in local]  # fmt: skip
     assert not found, found
+
+
+def test_no_algorithm_is_named_outside_the_agents():
+    """What an algorithm supports is declared by its agent class (`AgentBase.takes_h_term`,
+    `tune_space`, `member_fields`, `check`, ...), not listed by name in the layers that use it:
+    outside `agents/`, no registered algorithm's name is compared with, listed in a container
+    literal or used as a key; the preset files' index (`configs/presets.yaml`) names pairs. A
+    name as a plain value (Config's default algorithm, a docstring) is neither."""
+    from xiaoyarl.agents import ALGORITHMS
+
+    names = set(ALGORITHMS)
+
+    def named(node: ast.AST) -> list[str]:
+        return [
+            n.value
+            for n in ast.walk(node)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in names
+        ]
+
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if "agents" in path.relative_to(PACKAGE).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                hits = named(node)
+            elif isinstance(node, (ast.List, ast.Tuple, ast.Set, ast.Dict)):
+                hits = named(node)
+            elif isinstance(node, (ast.Subscript, ast.match_case)):
+                hits = named(node.slice if isinstance(node, ast.Subscript) else node.pattern)
+            else:
+                continue
+            line = getattr(node, "lineno", "?")
+            found += [f"{path.relative_to(PACKAGE)}:{line} {hit!r}" for hit in hits]
+    assert not found, "algorithm names outside agents/: " + ", ".join(sorted(set(found)))

@@ -18,7 +18,7 @@ from xiaoyarl.agents.settings import check_config
 from xiaoyarl.config import Config
 from xiaoyarl.config_io import load_config
 from xiaoyarl.population.search_space import SearchSpace
-from xiaoyarl.tune.study import DEFAULT_SPACES, check_space, default_space
+from xiaoyarl.tune.study import check_space, default_space, tuned_algorithms
 
 optuna = pytest.importorskip("optuna")
 
@@ -133,7 +133,7 @@ def test_the_population_engine_searches_the_same_space(tmp_path, cli):
     assert "(pbt)" in (folder / "best.yaml").read_text()
 
 
-@pytest.mark.parametrize("algo", sorted(DEFAULT_SPACES))
+@pytest.mark.parametrize("algo", tuned_algorithms())
 def test_every_default_space_fits_config(algo):
     space = SearchSpace(default_space(algo), source=algo)  # each value checked against Config
     check_space(space)

@@ -310,7 +310,7 @@ def test_vmapped_pqn_population_learns_cartpole(tmp_path):
 @pytest.mark.parametrize("algo, space, words", [
     ("sac", {}, "sac members need the process backend"),
     ("ppo", {"net_dims": {"choice": [[64, 64], [32]]}}, "not net_dims"),
-    ("pqn", {"ratio_clip": {"choice": [0.1, 0.2]}}, "learning_rate, clip_grad_norm of pqn"),
+    ("pqn", {"ratio_clip": {"choice": [0.1, 0.2]}}, "clip_grad_norm, learning_rate of pqn"),
 ])  # fmt: skip
 def test_vmap_backend_refuses_what_it_cannot_stack(algo, space, words):
     pop = PopulationConfig(backend="vmap", search_space=space)

@@ -20,7 +20,6 @@ from xiaoyarl.config_io import (
     field_choices,
     field_docs,
     load_config,
-    load_saved_config,
     set_field,
 )
 from xiaoyarl.errors import ConfigError, XiaoyaError
@@ -425,6 +424,7 @@ def _int_like(text: str) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from xiaoyarl.agents.settings import load_saved_config
     from xiaoyarl.run import default_run_dir, train_agent
     from xiaoyarl.scale import distributed
 

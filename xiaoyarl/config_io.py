@@ -4,8 +4,8 @@ Config files and `--set` values are YAML: `load_config` reads a file, `set_field
 `apply_overrides` set fields from strings, each value converted to its field's type or refused
 with a message naming the field, the value and the type. `validate_config` converts every field
 the same way, then checks each field on its own (what depends on the algorithm is
-`agents/settings.py`'s `check_config`). `config_from_saved` reads what a run saved, keeping the
-meaning of fields that changed since (`saved_run_values`).
+`agents/settings.py`'s `check_config`). `agents/settings.py`'s
+`config_from_saved` reads what a run saved, keeping the meaning of fields that changed since.
 """
 
 from __future__ import annotations
@@ -39,20 +39,6 @@ def config_from_dict(values: dict, source: str = "config") -> Config:
     return config
 
 
-def config_from_saved(values: dict, source: str = "config") -> Config:
-    """The config a run was trained with, from what it saved (its config.yaml or its
-    checkpoint's config): fields whose meaning changed since it was written take the values
-    that reproduce that run (`saved_run_values`), not today's defaults."""
-    if not isinstance(values, dict):
-        raise ConfigError(f"{source}: expected a mapping of field: value, got {values!r}.")
-    return config_from_dict({**values, **saved_run_values(values)}, source=source)
-
-
-def load_saved_config(path: str | Path) -> Config:
-    """`config_from_saved` of a run's config.yaml."""
-    return config_from_saved(_read_yaml(Path(path)), source=str(path))
-
-
 def config_from_preset(algo: str, env_id: str, env_kwargs: dict | None = None) -> Config:
     """A Config for `algo` on `env_id` (with `env_kwargs`) that starts from the preset of the
     pair's task (`xiaoyarl/presets.py`), or from the defaults when the pair has none."""
@@ -70,14 +56,14 @@ def preset_differences(config: Config) -> tuple[Path, list[str]] | None:
     path = preset_path(config.algo, config.env_id, config.env_kwargs)
     if path is None:
         return None
-    named = _read_yaml(path)
+    named = read_yaml(path)
     preset = config_from_dict(named, source=str(path))
     return path, [name for name in named if getattr(config, name) != getattr(preset, name)]
 
 
 def load_config(path: str | Path) -> Config:
     """A config file (a preset, a user's file): the fields it names, defaults for the rest."""
-    return config_from_dict(_read_yaml(Path(path)), source=str(path))
+    return config_from_dict(read_yaml(Path(path)), source=str(path))
 
 
 def save_config(config: Config, path: str | Path) -> None:
@@ -201,9 +187,8 @@ def validate_config(config: Config) -> Config:
     if config.net_dims is not None and any(d < 1 for d in config.net_dims):
         bad("net_dims", "a list of positive layer widths, e.g. [64, 64] ([]: output layers on "
             "the inputs or an image encoder's features)")  # fmt: skip
-    if config.net_dims == [] and (config.algo == "d3qn" or config.agent_rnn):
-        bad("net_dims", "a non-empty list for d3qn (its dueling heads branch off the last "
-            "hidden layer) and with agent_rnn (the last width is the GRU's)")  # fmt: skip
+    if config.net_dims == [] and config.agent_rnn:
+        bad("net_dims", "a non-empty list with agent_rnn (the last width is the GRU's)")
     lr = config.learning_rate
     if lr is not None and not (math.isfinite(lr) and 0 < lr < 1):
         bad("learning_rate", "a number in (0, 1), e.g. 3e-4")
@@ -235,26 +220,8 @@ def validate_config(config: Config) -> Config:
     return config
 
 
-def saved_run_values(saved: dict) -> dict:
-    """The values that reproduce what a run computed, for fields of its saved config that mean
-    something else today: fields added later with new behaviour as their default (MAPPO's
-    clipped Huber value loss came on 2026-11-25; earlier runs used the squared error), and
-    `value_clip` and `value_loss`, which until 2026-11-26 were MAPPO's own (on and huber by
-    default, read by no other algorithm) and since then are automatic per algorithm (with
-    `value_norm`). They replace the saved values."""
-    if "value_norm" in saved:  # written after that change
-        return {}
-    algo = saved.get("algo")
-    if algo == "mappo":
-        if "value_clip" not in saved:
-            return {"value_norm": True, "value_clip": False, "value_loss": "mse"}
-        return {"value_norm": True}
-    if algo in ("ppo", "a2c"):
-        return {"value_norm": False, "value_clip": False, "value_loss": "mse"}
-    return {"value_clip": None, "value_loss": None}
-
-
-def _read_yaml(path: Path) -> dict:
+def read_yaml(path: Path) -> dict:
+    """The mapping a YAML file holds ({} for an empty one), or a ConfigError saying why not."""
     try:
         text = path.read_text()
     except OSError as e:

@@ -3,8 +3,9 @@
 The library's defaults are general (`Config`); some tasks need other settings, e.g. the
 multi-agent navigation task, whose 25-step episodes want a shorter horizon (gamma) and the
 papers' batch sizes. Each preset is a plain config file in `xiaoyarl/configs/` (it explains its
-values in its comments, and `--config` takes it like any other file); this table says which
-(algorithm, task) pairs it was measured on, on at least one of the task's ids (BENCHMARKS.md).
+values in its comments, and `--config` takes it like any other file); the index
+`configs/presets.yaml` says which (algorithm, task) pairs it was measured on, on at least one of
+the task's ids (BENCHMARKS.md).
 
 A preset follows the task, not the id: `TASKS` names the task behind each env id, so the
 built-in navigation env and mpe2's original through the PettingZoo adapter get the same preset.
@@ -25,6 +26,8 @@ keeps the library's defaults. From Python, `config_from_preset(algo, env_id, env
 from __future__ import annotations
 
 from pathlib import Path
+
+import yaml
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
@@ -54,55 +57,21 @@ TASKS: dict[str, tuple[str, str]] = {
     "MountainCarContinuous-v0": (MOUNTAIN_CAR_CONTINUOUS, MOUNTAIN_CAR_CONTINUOUS),
 }
 
-_SPREAD_MAPPO = "multi_agent/spread_mappo.yaml"
-_SPREAD_VALUE_DECOMPOSITION = "multi_agent/spread_value_decomposition.yaml"
-_SPREAD_CENTRALIZED_CRITIC = "multi_agent/spread_centralized_critic.yaml"
-
-# (algorithm, task) -> config file under CONFIG_DIR; only pairs measured to learn with it, on
-# at least one of the task's ids (the file says which)
+# the preset files' index (`configs/presets.yaml`): which file each (algorithm, task) pair,
+# (algorithm, env id, task) triple and algorithm starts from
+_INDEX = yaml.safe_load((CONFIG_DIR / "presets.yaml").read_text())
+# (algorithm, task) -> config file under CONFIG_DIR
 PRESETS: dict[tuple[str, str], str] = {
-    ("mappo", SPREAD_DISCRETE): _SPREAD_MAPPO,
-    ("mappo", SPREAD_CONTINUOUS): _SPREAD_MAPPO,
-    ("vdn", SPREAD_DISCRETE): _SPREAD_VALUE_DECOMPOSITION,
-    ("qmix", SPREAD_DISCRETE): _SPREAD_VALUE_DECOMPOSITION,
-    ("pqn_vdn", SPREAD_DISCRETE): "multi_agent/spread_pqn_vdn.yaml",
-    ("maddpg", SPREAD_CONTINUOUS): _SPREAD_CENTRALIZED_CRITIC,
-    ("matd3", SPREAD_CONTINUOUS): _SPREAD_CENTRALIZED_CRITIC,
-    ("ppo", MINATAR_BREAKOUT): "minatar/ppo.yaml",
-    ("ppo", MINATAR_SPACE_INVADERS): "minatar/ppo.yaml",
-    ("d3qn", MINATAR_BREAKOUT): "minatar/d3qn.yaml",
-    ("pqn", MINATAR_BREAKOUT): "minatar/pqn.yaml",
-    ("fast_td3", PENDULUM): "parallel/fast_td3_pendulum.yaml",
-    ("fast_sac", PENDULUM): "parallel/fast_sac_pendulum.yaml",
-    ("ppo", PENDULUM): "classic/ppo_pendulum.yaml",
-    ("sac", PENDULUM): "classic/sac_pendulum.yaml",
-    ("td3", PENDULUM): "classic/td3_pendulum.yaml",
-    ("ddpg", PENDULUM): "classic/ddpg_pendulum.yaml",
-    ("dqn", CARTPOLE): "classic/dqn_cartpole.yaml",
-    ("double_dqn", CARTPOLE): "classic/dqn_cartpole.yaml",  # DQN's, measured: see the file
-    ("d3qn", CARTPOLE): "classic/d3qn_cartpole.yaml",
-    ("pqn", CARTPOLE): "classic/pqn_cartpole.yaml",
-    ("dqn", MOUNTAIN_CAR): "classic/dqn_mountaincar.yaml",
-    ("ppo", LUNAR_LANDER): "box2d/ppo_lunarlander.yaml",
-    ("sac", MOUNTAIN_CAR_CONTINUOUS): "classic/sac_mountaincarcontinuous.yaml",
+    (algo, task): name for algo, files in _INDEX["tasks"].items() for task, name in files.items()
 }
-
-# algorithm -> config file for every task without a preset of its own: the settings an
-# algorithm's paper gives all its tasks, where they differ from the values `Config` gives every
-# algorithm (FastTD3's fast targets and per-sub-env noise)
-ALGO_PRESETS: dict[str, str] = {
-    "fast_td3": "parallel/fast_td3.yaml",
-    "fast_sac": "parallel/fast_sac.yaml",
-    "pqn": "parallel/pqn.yaml",
-}
-
-
+# algorithm -> config file for every task without a preset of its own
+ALGO_PRESETS: dict[str, str] = dict(_INDEX["algorithms"])
 # (algorithm, env id, task) -> config file, where an id needs settings of its own for the task
-# (the file's provenance says why); looked up before PRESETS
-_SPREAD_QMIX_MPE2 = "multi_agent/spread_qmix_mpe2.yaml"
 ID_PRESETS: dict[tuple[str, str, str], str] = {
-    ("qmix", "mpe2:simple_spread_v3", SPREAD_DISCRETE): _SPREAD_QMIX_MPE2,
-    ("qmix", "mpe2.simple_spread_v3:parallel_env", SPREAD_DISCRETE): _SPREAD_QMIX_MPE2,
+    (algo, env_id, task): name
+    for algo, ids in _INDEX["ids"].items()
+    for env_id, files in ids.items()
+    for task, name in files.items()
 }
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import torch
 
 from xiaoyarl.agents import agent_class, make_agent
-from xiaoyarl.agents.settings import check_config, ignored_fields, resolve_config
+from xiaoyarl.agents.settings import check_config, ignored_fields, resolve_config, saved_run_values
 from xiaoyarl.config import Config
-from xiaoyarl.config_io import save_config, saved_run_values
+from xiaoyarl.config_io import save_config
 from xiaoyarl.core.graphs import capture_updates
 from xiaoyarl.envs import is_batched, is_torch_native, make_env
 from xiaoyarl.envs.base import EnvSpec, VecEnv

@@ -3,7 +3,7 @@ synchronous form: PPO's agent (`agents/ppo.py`) with the plain policy gradient."
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
@@ -24,6 +24,8 @@ class AgentA2C(AgentPPO):
     one gradient step on each short rollout (see `Config` defaults for `a2c`)."""
 
     config_fields = AgentPPO.config_fields - {"ratio_clip"}  # differs: no clipped ratio
+    tune_space: ClassVar[str | None] = "a2c.yaml"
+    member_fields: ClassVar[frozenset[str]] = frozenset()  # differs: no vmapped form
 
     @classmethod
     def defaults(cls, config: Config, batched: bool, device_type: str) -> dict:

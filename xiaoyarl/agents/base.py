@@ -67,6 +67,13 @@ class AgentBase:
     # The algorithm-specific Config fields this agent reads (others of that kind it ignores, and
     # setting them gets a warning); general fields (gamma, net_dims, ...) are not listed.
     config_fields: ClassVar[frozenset[str]] = frozenset()
+    # What the layers above read instead of algorithm names: whether the H-term add-on extends
+    # this agent's actor (`agents/hterm.py`), its default search space under `configs/tune/`,
+    # the settings each member of a vmapped population may have its own value of (none: no
+    # vmapped form).
+    takes_h_term: ClassVar[bool] = False
+    tune_space: ClassVar[str | None] = None
+    member_fields: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True,
                  kit: protocols.OptimizerKit | None = None) -> None:  # fmt: skip
@@ -156,6 +163,11 @@ class AgentBase:
         """log-density `(n,)` of stored actions under the exploring policy (agents that give
         it can take an auxiliary actor loss such as the H-term)."""
         raise NotImplementedError
+
+    @classmethod
+    def check(cls, config: Config) -> None:
+        """Refuse, with a `ConfigError` naming the field and what to do, what this algorithm
+        cannot train with `config` (`agents/settings.py` runs it after the checks of fields)."""
 
     @classmethod
     def defaults(cls, config: Config, batched: bool, device_type: str) -> dict:

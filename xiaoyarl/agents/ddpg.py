@@ -7,7 +7,7 @@ The root of the off-policy actor-critic line: TD3 (`td3.py`), SAC (`sac.py`) and
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, ClassVar, cast
 
 import torch
 from torch import nn
@@ -19,6 +19,7 @@ from xiaoyarl.core.distributional import DistributionalCriticEnsemble, c51_targe
 from xiaoyarl.core.nets import gaussian_logprob
 from xiaoyarl.core.off_policy_nets import Actor, CriticEnsemble
 from xiaoyarl.envs.base import EnvSpec
+from xiaoyarl.errors import ConfigError
 
 if TYPE_CHECKING:
     from xiaoyarl.agents.protocols import OptimizerKit
@@ -39,10 +40,44 @@ class AgentDDPG(AgentOffPolicy):
     config_fields = OFF_POLICY_FIELDS | NOISE_FIELDS | {"num_critics", "target_q_reduce",
                                                         "critic_atoms", "critic_v_min",
                                                         "critic_v_max", "crossq"}  # fmt: skip
+    takes_h_term = True
+    tune_space: ClassVar[str | None] = "td3.yaml"
     actor_class: type[nn.Module] = Actor
     uses_target_actor = True
     default_num_critics = 1  # critics unless `num_critics` says otherwise
     default_repeat_times = 1.0  # gradient steps per env step unless `repeat_times` says otherwise
+
+    @classmethod
+    def check(cls, config: Config) -> None:
+        """gSDE is a squashed Gaussian policy's; the H-term's density here is the exploration
+        noise's, N(actor(s), explore_noise_std^2), independent at each step and one std for
+        every sub-env."""
+        if config.explore_noise == "gsde":
+            raise ConfigError(
+                f"invalid config: explore_noise='gsde' does not apply to {config.algo}: gSDE "
+                f"perturbs a squashed Gaussian policy (SAC's); choose gaussian or ou."
+            )
+        if not config.h_term:
+            return
+        if config.explore_noise_std <= 0:
+            raise ConfigError(
+                f"invalid config: explore_noise_std={config.explore_noise_std!r} with "
+                f"h_term=True on {config.algo}: the H-term needs the exploration density "
+                f"N(actor(s), explore_noise_std^2), which has no log-probability without noise; "
+                f"set explore_noise_std > 0 or h_term off (the default noise is 0.1)."
+            )
+        if config.explore_noise_std_max:
+            raise ConfigError(
+                f"invalid config: explore_noise_std_max={config.explore_noise_std_max!r} with "
+                f"h_term=True on {config.algo}: the H-term reads the exploration density of one "
+                f"noise std for every sub-env; remove explore_noise_std_max or h_term."
+            )
+        if config.explore_noise == "ou":
+            raise ConfigError(
+                f"invalid config: explore_noise='ou' with h_term=True on {config.algo}: the "
+                f"H-term reads the density of independent Gaussian noise at each step; set "
+                f"explore_noise=gaussian or h_term off."
+            )
 
     @classmethod
     def defaults(cls, config: Config, batched: bool, device_type: str) -> dict:

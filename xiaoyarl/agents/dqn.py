@@ -7,7 +7,7 @@ Dueling: Wang et al., "Dueling Network Architectures for Deep Reinforcement Lear
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, ClassVar, cast
 
 import torch
 from torch.nn import functional as F
@@ -19,6 +19,7 @@ from xiaoyarl.core.buffer import Batch
 from xiaoyarl.core.distributional import DISTRIBUTIONAL_Q, DistributionalQNet, c51_target
 from xiaoyarl.core.off_policy_nets import QNet, QNetDuel
 from xiaoyarl.envs.base import EnvSpec
+from xiaoyarl.errors import ConfigError
 
 if TYPE_CHECKING:
     from xiaoyarl.agents.protocols import OptimizerKit
@@ -32,6 +33,7 @@ class AgentDQN(EpsilonGreedy, AgentOffPolicy):
     if_discrete = True
     config_fields = OFF_POLICY_FIELDS | {"explore_rate", "explore_decay_steps", "critic_atoms",
                                          "critic_v_min", "critic_v_max"}  # fmt: skip
+    tune_space: ClassVar[str | None] = "dqn.yaml"
     qnet_class: type[QNet] = QNet
 
     @classmethod
@@ -135,3 +137,12 @@ class AgentD3QN(AgentDoubleDQN):
     """D3QN: Double DQN with a dueling Q-network."""
 
     qnet_class = QNetDuel  # differs: Q = V + A - mean(A)
+
+    @classmethod
+    def check(cls, config: Config) -> None:
+        # differs: the dueling heads branch off the last hidden layer
+        if config.net_dims == []:
+            raise ConfigError(
+                f"invalid config: net_dims=[]; net_dims must be a non-empty list for "
+                f"{config.algo} (its dueling heads branch off the last hidden layer)."
+            )

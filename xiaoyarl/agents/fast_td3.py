@@ -64,6 +64,7 @@ class AgentFastTD3(AgentTD3):
     """TD3 run as FastTD3: see the module docstring."""
 
     uses_target_actor = False  # differs: the target's actions come from the online actor
+    takes_h_term = False
 
     @classmethod
     def defaults(cls, config: Config, batched: bool, device_type: str) -> dict:
@@ -82,6 +83,7 @@ class AgentFastSAC(AgentSAC):
     """SAC run as FastSAC: see the module docstring."""
 
     config_fields = AgentSAC.config_fields | {"policy_delay"}
+    takes_h_term = False
 
     @classmethod
     def defaults(cls, config: Config, batched: bool, device_type: str) -> dict:

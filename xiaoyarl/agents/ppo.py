@@ -21,6 +21,7 @@ from xiaoyarl.envs.base import EnvSpec
 
 if TYPE_CHECKING:
     from xiaoyarl.agents.protocols import OptimizerKit, Steps
+    from xiaoyarl.agents.value_loss import ValueLoss
 
 
 class Rollout(NamedTuple):
@@ -58,17 +59,6 @@ class PPOBatch(NamedTuple):
 LOSS_NAMES = ("actor_loss", "critic_loss", "entropy", "approx_kl", "clip_fraction")
 
 
-def squared_or_huber(error: torch.Tensor, kind: str | None, huber_delta: float) -> torch.Tensor:
-    """Per-sample loss of an error `(B,)`: its square ("mse"), or ("huber") its square within
-    +-huber_delta and linear beyond. Twice the usual Huber loss: PPO's update halves it."""
-    if kind == "mse":
-        return error.square()
-    if kind != "huber":
-        raise ValueError(f"value_loss={kind!r}: expected 'mse' or 'huber'")
-    size = error.abs()
-    return torch.where(size <= huber_delta, error.square(), huber_delta * (2 * size - huber_delta))
-
-
 def on_policy_num_envs(config: Config, batched: bool, device_type: str) -> int:
     """Sub-envs of an on-policy run: 1,024 batched on a GPU, 16 batched on a CPU, 8 gymnasium."""
     return config.num_envs or ((1024 if device_type == "cuda" else 16) if batched else 8)
@@ -94,6 +84,9 @@ class AgentPPO(AgentBase):
     config_fields = frozenset({"ratio_clip", "lambda_gae_adv", "lambda_entropy", "reward_norm",
                                "value_norm", "value_clip", "value_loss", "huber_delta",
                                "share_encoder", "recurrent", "recurrent_dim"})  # fmt: skip
+    takes_h_term = True
+    tune_space: ClassVar[str | None] = "ppo.yaml"
+    member_fields = frozenset({"learning_rate", "ratio_clip", "lambda_entropy", "clip_grad_norm"})
     actor_class: type[ActorPPO | ActorDiscretePPO] = ActorPPO
     actor: ActorPPO | ActorDiscretePPO
 
@@ -127,12 +120,16 @@ class AgentPPO(AgentBase):
         self.reward_scaler = RewardScaler(spec.num_envs, config.gamma, bool(config.reward_norm))
         self.reward_scaler.to(device)
         self.nets = {"actor": self.actor, "critic": self.critic, "reward": self.reward_scaler}
-        # value normalisation: the critic learns returns standardised by their running mean
-        # and variance
+        # the critic's loss beyond the squared error on raw returns (a component, chosen here)
+        self.value_head: ValueLoss | None = None
         self.value_norm: RunningNorm | None = None
-        if config.value_norm:
-            self.value_norm = RunningNorm(1, enabled=True, clip=None).to(device)
-            self.nets["value_norm"] = self.value_norm
+        if config.value_norm or config.value_clip or config.value_loss != "mse":
+            from xiaoyarl.agents.value_loss import ValueLoss  # loaded only where asked for
+
+            self.value_head = ValueLoss(config, device)
+            self.value_norm = self.value_head.norm
+            if self.value_norm is not None:
+                self.nets["value_norm"] = self.value_norm
         # a shared encoder is stepped once, by the actor's optimizer, with both losses' gradient
         critic = self.critic.net if self.critic.norm is self.actor.norm else self.critic
         self.optimizers = {"actor": self.make_optimizer(self.actor),
@@ -178,28 +175,18 @@ class AgentPPO(AgentBase):
     def value(self, outputs: torch.Tensor) -> torch.Tensor:
         """V in return units from the critic's outputs: as they are, or (value normalisation)
         scaled back by the returns' running mean and standard deviation."""
-        if self.value_norm is None:
-            return outputs
-        return outputs * (self.value_norm.var + 1e-8).sqrt() + self.value_norm.mean
+        return outputs if self.value_head is None else self.value_head.value(outputs)
 
     def value_loss(self, critic_states: torch.Tensor, returns: torch.Tensor,
                    old_outputs: torch.Tensor,
                    ratio_clip: float | torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
-        """The critic's loss per sample `(B,)`: the squared (or Huber, `value_loss`) error of its
-        output against the returns (standardised under value normalisation); with
-        `value_clip`, the larger of that and the loss of the output clipped to +-ratio_clip
-        (None: the config's) around `old_outputs` `(B,)`, the outputs before this update."""
-        cfg, norm = self.config, self.value_norm
-        eps = cfg.ratio_clip if ratio_clip is None else ratio_clip
-        target = returns if norm is None else (returns - norm.mean) / (norm.var + 1e-8).sqrt()
+        """The critic's loss per sample `(B,)`: the squared error of its output against the
+        returns, or the `value_head`'s (`agents/value_loss.py`: standardised returns, Huber,
+        clipped to +-ratio_clip, None: the config's, around `old_outputs` `(B,)`)."""
         outputs = self.critic(critic_states)
-        loss = squared_or_huber(target - outputs, cfg.value_loss, cfg.huber_delta)
-        if cfg.value_clip:
-            step = (outputs - old_outputs).clamp(-eps, eps)
-            clipped = squared_or_huber(target - (old_outputs + step), cfg.value_loss,
-                                       cfg.huber_delta)  # fmt: skip
-            loss = torch.max(loss, clipped)
-        return loss
+        if self.value_head is None:
+            return (returns - outputs).square()
+        return self.value_head(outputs, returns, old_outputs, ratio_clip)
 
     def ppo_loss(self, batch: PPOBatch, mean: Callable[[torch.Tensor], torch.Tensor],
                  ratio_clip: float | torch.Tensor | None = None,
@@ -255,8 +242,8 @@ class AgentPPO(AgentBase):
             advantages = advantages.flatten()
             mean, std = self.reducer.mean_std(advantages)
             advantages = (advantages - mean) / (std + 1e-8)
-        if self.value_norm is not None:
-            self.value_norm.update(returns.unsqueeze(1))
+        if self.value_head is not None:
+            self.value_head.observe(returns)
         masks = None if rollout.action_masks is None else rollout.action_masks.flatten(0, 1)
         flat = rollout.states.flatten(0, 1)  # one tensor where the critic sees the same states
         return PPOBatch(flat, flat if critic_now is rollout.states else critic_now.flatten(0, 1),

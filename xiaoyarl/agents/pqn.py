@@ -45,6 +45,7 @@ class AgentPQN(EpsilonGreedy, AgentBase):
     if_off_policy = False
     if_discrete = True
     config_fields = frozenset({"explore_rate", "explore_decay_steps", "q_lambda"})
+    member_fields = frozenset({"learning_rate", "clip_grad_norm"})
     rollout_class: ClassVar[Callable[..., Steps]] = Rollout
 
     @classmethod

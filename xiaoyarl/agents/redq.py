@@ -9,6 +9,8 @@ import torch
 
 from xiaoyarl.agents.ddpg import pick_least
 from xiaoyarl.agents.sac import AgentSAC
+from xiaoyarl.config import Config
+from xiaoyarl.errors import ConfigError
 
 
 class AgentREDQ(AgentSAC):
@@ -20,6 +22,15 @@ class AgentREDQ(AgentSAC):
     config_fields = (AgentSAC.config_fields - {"target_q_reduce"}) | {"redq_subset"}
     default_num_critics = 10  # differs: the ensemble, N = 10 as in the paper
     default_repeat_times = 4.0  # differs: G = 4 (the paper's 20 is slow on a CPU)
+
+    @classmethod
+    def check(cls, config: Config) -> None:
+        super().check(config)
+        if config.num_critics and config.redq_subset > config.num_critics:
+            raise ConfigError(
+                f"invalid config: redq_subset={config.redq_subset!r}; redq_subset must be at "
+                f"most num_critics ({config.num_critics})."
+            )
 
     def reduce_target_q(self, q: torch.Tensor) -> torch.Tensor:
         # differs: minimum over a random subset of M of the N target critics

@@ -9,7 +9,7 @@ Action Settings", 2019.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, ClassVar, cast
 
 import torch
 from torch import nn
@@ -19,6 +19,7 @@ from xiaoyarl.config import Config
 from xiaoyarl.core.buffer import Batch, Transitions
 from xiaoyarl.core.off_policy_nets import ActorDiscreteSAC, ActorGSDE, ActorSAC, QEnsemble
 from xiaoyarl.envs.base import EnvSpec
+from xiaoyarl.errors import ConfigError
 
 if TYPE_CHECKING:
     from xiaoyarl.agents.protocols import OptimizerKit, Steps
@@ -49,6 +50,16 @@ class AgentSAC(AgentDDPG):
         "alpha_auto",
         "explore_noise",
     }
+    tune_space: ClassVar[str | None] = "sac.yaml"
+
+    @classmethod
+    def check(cls, config: Config) -> None:
+        # differs: explores by sampling its policy (or gSDE's perturbation of it)
+        if config.explore_noise == "ou":
+            raise ConfigError(
+                f"invalid config: explore_noise='ou' does not apply to {config.algo}, which "
+                f"explores by sampling its policy: choose gaussian (that sample) or gsde."
+            )
 
     def __init__(self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True,
                  kit: OptimizerKit | None = None) -> None:  # fmt: skip
@@ -178,8 +189,19 @@ class AgentSACDiscrete(AgentSAC):
 
     if_discrete = True
     actor_class = ActorDiscreteSAC
+    takes_h_term = False  # differs: neither SAC's H-term nor its search space
+    tune_space: ClassVar[str | None] = None
     config_fields = AgentSAC.config_fields - {"critic_atoms", "critic_v_min", "critic_v_max",
                                               "crossq"}  # fmt: skip
+
+    @classmethod
+    def check(cls, config: Config) -> None:
+        # differs: a categorical policy, sampled; no noise to choose
+        if config.explore_noise != "gaussian":
+            raise ConfigError(
+                f"invalid config: explore_noise={config.explore_noise!r} does not apply to "
+                f"{config.algo}, which explores by sampling its categorical policy; remove it."
+            )
 
     def make_critic(self, encoder: nn.Module) -> nn.Module:
         spec, cfg = self.spec, self.config

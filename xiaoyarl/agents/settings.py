@@ -9,20 +9,14 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+from pathlib import Path
 
 from xiaoyarl.agents import ALGORITHMS
 from xiaoyarl.agents.base import AgentBase
 from xiaoyarl.agents.hterm import FIELDS as H_TERM_FIELDS
 from xiaoyarl.config import Config
-from xiaoyarl.config_io import validate_config
+from xiaoyarl.config_io import config_from_dict, read_yaml, validate_config
 from xiaoyarl.errors import ConfigError
-
-# the agents whose actor the H-term add-on (`h_term`) extends
-H_TERM_ALGOS = ("ppo", "a2c", "ddpg", "td3", "sac", "modsac", "redq")
-# those whose H-term density is their Gaussian exploration noise (`AgentDDPG.explore_logprob`)
-H_TERM_NOISE_ALGOS = ("ddpg", "td3")
-# the squashed-Gaussian actors that take state-dependent exploration (explore_noise: gsde)
-GSDE_ALGOS = ("sac", "modsac", "redq", "fast_sac")
 
 
 def agent_of(config: Config) -> type[AgentBase]:
@@ -37,64 +31,43 @@ def agent_of(config: Config) -> type[AgentBase]:
             f"unknown algorithm '{config.algo}'{hint}; choose one of: "
             f"{', '.join(sorted(ALGORITHMS))}."
         )
-    continuous, discrete = ALGORITHMS[config.algo]
+    return agent_of_name(config.algo)
+
+
+def agent_of_name(algo: str) -> type[AgentBase]:
+    """The agent class of the registered algorithm `algo` (its continuous-action one where it
+    has both: both read the same settings and declare the same)."""
+    continuous, discrete = ALGORITHMS[algo]
     agent = continuous or discrete
     assert agent is not None, "every algorithm has an agent for one kind of action at least"
     return agent
 
 
 def check_config(config: Config) -> Config:
-    """`validate_config(config)`, then what depends on the algorithm: a message naming the
-    field, the value and what is allowed. Returns `config`."""
+    """`validate_config(config)`, then what depends on the algorithm (what its agent class
+    declares, and its own `check`): a message naming the field, the value and what is allowed.
+    Returns `config`."""
     validate_config(config)
     agent = agent_of(config)
-    if config.h_term and config.algo not in H_TERM_ALGOS:
+    if config.h_term and not agent.takes_h_term:
+        takes = sorted(name for name in ALGORITHMS if agent_of_name(name).takes_h_term)
         raise ConfigError(
             f"invalid config: h_term=True does not apply to {config.algo}: the H-term adds to "
             f"the objective of a policy network's log-probabilities; it is available for "
-            f"{', '.join(H_TERM_ALGOS)}. Remove the setting."
+            f"{', '.join(takes)}. Remove the setting."
         )
-    if config.h_term and config.algo in H_TERM_NOISE_ALGOS and config.explore_noise_std <= 0:
+    if config.explore_noise != "gaussian" and "explore_noise" not in agent.config_fields:
         raise ConfigError(
-            f"invalid config: explore_noise_std={config.explore_noise_std!r} with h_term=True "
-            f"on {config.algo}: the H-term needs the exploration density N(actor(s), "
-            f"explore_noise_std^2), which has no log-probability without noise; set "
-            f"explore_noise_std > 0 or h_term off (the default noise is 0.1)."
+            f"invalid config: explore_noise={config.explore_noise!r} does not apply to "
+            f"{config.algo}, which has no exploration noise to choose; remove the setting."
         )
-    if config.h_term and config.algo in H_TERM_NOISE_ALGOS and config.explore_noise_std_max:
-        raise ConfigError(
-            f"invalid config: explore_noise_std_max={config.explore_noise_std_max!r} with "
-            f"h_term=True on {config.algo}: the H-term reads the exploration density of one "
-            f"noise std for every sub-env; remove explore_noise_std_max or h_term."
-        )
-    if config.h_term and config.algo in H_TERM_NOISE_ALGOS and config.explore_noise == "ou":
-        raise ConfigError(
-            f"invalid config: explore_noise='ou' with h_term=True on {config.algo}: the H-term "
-            f"reads the density of independent Gaussian noise at each step; set "
-            f"explore_noise=gaussian or h_term off."
-        )
-    if config.explore_noise == "gsde" and config.algo not in GSDE_ALGOS:
-        raise ConfigError(
-            f"invalid config: explore_noise='gsde' does not apply to {config.algo}: gSDE "
-            f"perturbs a squashed Gaussian policy ({', '.join(GSDE_ALGOS)}); for ddpg and td3 "
-            f"choose gaussian or ou."
-        )
-    if config.explore_noise == "ou" and config.algo in GSDE_ALGOS:
-        raise ConfigError(
-            f"invalid config: explore_noise='ou' does not apply to {config.algo}, which "
-            f"explores by sampling its policy: choose gaussian (that sample) or gsde."
-        )
+    agent.check(config)
     if config.recurrent and (config.h_term or config.runner != "single"):
         raise ConfigError(
             f"invalid config: recurrent={config.recurrent!r} trains in one process (runner "
             f"single) and without the H-term for now; remove runner=parallel or h_term."
         )
-    if config.algo == "redq" and config.num_critics and config.redq_subset > config.num_critics:
-        raise ConfigError(
-            f"invalid config: redq_subset={config.redq_subset!r}; redq_subset must be at most "
-            f"num_critics ({config.num_critics})."
-        )
-    if config.reward_norm and agent.if_off_policy and config.algo not in ("vdn", "qmix"):
+    if config.reward_norm and agent.if_off_policy and "reward_norm" not in agent.config_fields:
         raise ConfigError(
             f"invalid config: reward_norm=True does not apply to {config.algo}: reward "
             f"normalisation is part of the on-policy agents (ppo, a2c). Remove the setting."
@@ -159,4 +132,38 @@ def fields_read(algo: str) -> frozenset[str]:
     each that has one), and the H-term's where the H-term applies."""
     fields = frozenset().union(*(c.config_fields for c in ALGORITHMS[algo] if c is not None))
     fields |= {f"{name}_schedule" for name in fields if f"{name}_schedule" in Config.field_names()}
-    return fields | H_TERM_FIELDS if algo in H_TERM_ALGOS else fields
+    return fields | H_TERM_FIELDS if agent_of_name(algo).takes_h_term else fields
+
+
+def config_from_saved(values: dict, source: str = "config") -> Config:
+    """The config a run was trained with, from what it saved (its config.yaml or its
+    checkpoint's config): fields whose meaning changed since it was written take the values
+    that reproduce that run (`saved_run_values`), not today's defaults."""
+    if not isinstance(values, dict):
+        raise ConfigError(f"{source}: expected a mapping of field: value, got {values!r}.")
+    return config_from_dict({**values, **saved_run_values(values)}, source=source)
+
+
+def load_saved_config(path: str | Path) -> Config:
+    """`config_from_saved` of a run's config.yaml."""
+    return config_from_saved(read_yaml(Path(path)), source=str(path))
+
+
+def saved_run_values(saved: dict) -> dict:
+    """The values that reproduce what a run that saved the config `saved` computed, for fields
+    that mean something else today; they replace the saved values. Until 2026-11-26
+    (`value_norm` is written since) the value settings were MAPPO's own (normalised, and since
+    2026-11-25 clipped with the Huber loss, `value_clip` written), other agents that read them
+    today (PPO, A2C) trained with the squared error on raw returns, and agents that do not read
+    them have them automatic."""
+    algo = saved.get("algo")
+    if "value_norm" in saved or algo not in ALGORITHMS:
+        return {}
+    agent = agent_of_name(algo)
+    if "value_norm" not in agent.config_fields:
+        return {"value_clip": None, "value_loss": None}
+    if not agent.if_multi_agent:
+        return {"value_norm": False, "value_clip": False, "value_loss": "mse"}
+    if "value_clip" not in saved:
+        return {"value_norm": True, "value_clip": False, "value_loss": "mse"}
+    return {"value_norm": True}

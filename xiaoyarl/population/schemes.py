@@ -42,9 +42,10 @@ from pathlib import Path
 import torch
 import yaml
 
-from xiaoyarl.agents.settings import check_config
+from xiaoyarl.agents import ALGORITHMS
+from xiaoyarl.agents.settings import agent_of, agent_of_name, check_config, config_from_saved
 from xiaoyarl.config import Config
-from xiaoyarl.config_io import config_from_dict, config_from_saved, save_config
+from xiaoyarl.config_io import config_from_dict, save_config
 from xiaoyarl.errors import CheckpointError, ConfigError
 from xiaoyarl.population.leaderboard import Leaderboard, locked, read_json, write_json
 from xiaoyarl.population.search_space import SearchSpace
@@ -56,22 +57,20 @@ BACKENDS = ("process", "vmap")
 CSV_FIELDS = ["time", "event", "member", "generation", "step", "score", "parent", "hparams"]
 
 
-# A vmapped population (`vmap.py`): the algorithms it trains, and the settings members may vary.
-VMAP_ALGOS = ("ppo", "pqn")
-PER_MEMBER = {
-    "ppo": ("learning_rate", "ratio_clip", "lambda_entropy", "clip_grad_norm"),
-    "pqn": ("learning_rate", "clip_grad_norm"),
-}
+def vmap_algorithms() -> list[str]:
+    """The algorithms a vmapped population (`vmap.py`) trains: those whose agent declares the
+    settings its members may vary (`AgentBase.member_fields`)."""
+    return sorted(name for name in ALGORITHMS if agent_of_name(name).member_fields)
 
 
 def check_vmap_population(config: Config, search_space: dict) -> None:
     """Refuse, with what to do instead, what a vmapped population cannot train."""
-    if config.algo not in VMAP_ALGOS:
+    per_member = sorted(agent_of(config).member_fields)
+    if not per_member:
         raise ConfigError(
-            f"--population-backend vmap trains {', '.join(VMAP_ALGOS)} members; {config.algo} "
-            f"members need the process backend (the default)."
+            f"--population-backend vmap trains {', '.join(vmap_algorithms())} members; "
+            f"{config.algo} members need the process backend (the default)."
         )
-    per_member = PER_MEMBER[config.algo]
     varied = sorted(set(search_space) - set(per_member))
     if varied:
         raise ConfigError(

@@ -17,8 +17,9 @@ At the end of a segment every member's state is written back into its agent and 
 ordinary run checkpoint in its member folder, so the schemes (`population.py`) rank, copy and
 explore them exactly as they do the member processes' checkpoints.
 
-Per-member hyper-parameters (`PER_MEMBER`, searchable): learning_rate and clip_grad_norm, and
-for PPO ratio_clip and lambda_entropy. Every other setting is the same for all members.
+Per-member hyper-parameters (the agent's `member_fields`, searchable): learning_rate and
+clip_grad_norm, and for PPO ratio_clip and lambda_entropy. Every other setting is the same for
+all members.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from xiaoyarl.agents.base import AgentBase
 from xiaoyarl.agents.ppo import LOSS_NAMES, AgentPPO, PPOBatch, Rollout
 from xiaoyarl.agents.pqn import AgentPQN
 from xiaoyarl.agents.pqn import Rollout as PQNRollout
-from xiaoyarl.agents.settings import resolve_config
+from xiaoyarl.agents.settings import agent_of, resolve_config
 from xiaoyarl.config import Config
 from xiaoyarl.config_io import save_config
 from xiaoyarl.core.optim import LeanKit, adam_step, clip_scale, radam_step
@@ -50,7 +51,6 @@ from xiaoyarl.envs import is_torch_native
 from xiaoyarl.envs.base import VecEnv
 from xiaoyarl.errors import ConfigError
 from xiaoyarl.population.leaderboard import locked
-from xiaoyarl.population.schemes import PER_MEMBER, VMAP_ALGOS
 from xiaoyarl.population.slots import Slot
 from xiaoyarl.train.checkpoint import load_plain, policy_state, save_atomic
 from xiaoyarl.train.evaluator import RECORDER_FIELDS, run_episodes
@@ -63,14 +63,16 @@ BATCH_DIMS = tuple(None if field == "masks" else 0 for field in PPOBatch._fields
 
 
 def same_shape(configs: list[Config]) -> None:
-    """Members of one vmapped batch may differ only in `PER_MEMBER`, seed and run folder."""
-    skip = set(PER_MEMBER[configs[0].algo]) | {"seed", "cwd", "max_steps"}
+    """Members of one vmapped batch may differ only in their agent's `member_fields`, seed and
+    run folder."""
+    per_member = sorted(agent_of(configs[0]).member_fields)
+    skip = set(per_member) | {"seed", "cwd", "max_steps"}
     first = {k: v for k, v in configs[0].to_dict().items() if k not in skip}
     for config in configs[1:]:
         now = {k: v for k, v in config.to_dict().items() if k not in skip}
         diff = sorted(k for k in first if first[k] != now[k])
         if diff:
-            shared = ", ".join(PER_MEMBER[configs[0].algo])
+            shared = ", ".join(per_member)
             raise ConfigError(
                 f"vmapped members must share every setting but {shared}; these differ: "
                 f"{', '.join(diff)}."
@@ -433,8 +435,8 @@ def member_spec(env: VecEnv, members: int):  # noqa: ANN201 - an EnvSpec
     return dataclasses.replace(env.spec, num_envs=env.spec.num_envs // members)
 
 
-# algorithm -> its stacked form (`schemes.VMAP_ALGOS` names them)
-VMAPPED: dict[str, type[VmapAgents]] = {"ppo": VmapPPO, "pqn": VmapPQN}
+# agent class (`agent_of`) -> its stacked form: one for each agent that declares `member_fields`
+VMAPPED: dict[type[AgentBase], type[VmapAgents]] = {AgentPPO: VmapPPO, AgentPQN: VmapPQN}
 
 
 # --- a slot that trains its claimed members together -----------------------------------------
@@ -498,14 +500,13 @@ class VmapSlot(Slot):
         for config, checkpoint in zip(configs, checkpoints, strict=True):
             torch.manual_seed(config.seed)  # a new member's initial weights, as `train_agent`
             agent = agent_class(config.algo, spec)(spec, config, device, kit=LeanKit())
-            assert config.algo in VMAP_ALGOS, "the vmap backend refuses other algorithms"
             if checkpoint is not None:
                 agent.load_state_dict(checkpoint["agent"])
             agents.append(agent)
             counters.append(dict(checkpoint["counters"]) if checkpoint else
                             {"total_steps": 0, "updates": 0, "train_seconds": 0.0,
                              "eval_seconds": 0.0, "best_return": -math.inf})  # fmt: skip
-        model = VMAPPED[first.algo](agents)
+        model = VMAPPED[agent_of(first)](agents)
         state, _ = env.reset(seed=seed)
         model.last_state = state
         start = time.perf_counter()

@@ -28,7 +28,8 @@ from typing import Any, cast
 
 import torch
 
-from xiaoyarl.config_io import config_from_saved, save_config
+from xiaoyarl.agents.settings import config_from_saved
+from xiaoyarl.config_io import save_config
 from xiaoyarl.errors import CheckpointError, ConfigError
 from xiaoyarl.train.checkpoint import load_plain, policy_state, save_atomic
 

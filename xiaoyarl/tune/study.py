@@ -54,8 +54,10 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from xiaoyarl.agents import ALGORITHMS
+from xiaoyarl.agents.settings import agent_of, agent_of_name, config_from_saved
 from xiaoyarl.config import Config
-from xiaoyarl.config_io import config_from_dict, config_from_saved
+from xiaoyarl.config_io import config_from_dict
 from xiaoyarl.errors import CheckpointError, ConfigError, XiaoyaError
 from xiaoyarl.machine import machine
 from xiaoyarl.population.search_space import SearchSpace, field_is_int
@@ -77,13 +79,6 @@ OBJECTIVES = ("mean", "final", "time")
 # evaluation; a diverged seed counts minus infinity)
 MISSED_TARGET_FACTOR = 10
 STUDY_NAME = "xiaoyarl"
-# algorithm -> its family's default search space under configs/tune/ (after RL Zoo's samplers)
-DEFAULT_SPACES = {
-    "ppo": "ppo.yaml", "a2c": "a2c.yaml",
-    "dqn": "dqn.yaml", "double_dqn": "dqn.yaml", "d3qn": "dqn.yaml",
-    "sac": "sac.yaml", "modsac": "sac.yaml", "redq": "sac.yaml", "fast_sac": "sac.yaml",
-    "td3": "td3.yaml", "ddpg": "td3.yaml", "fast_td3": "td3.yaml",
-}  # fmt: skip
 # fields that describe how a trial runs, not how it learns: never searched, never in best.yaml
 RUN_FIELDS = {
     "algo", "env_id", "seed", "cwd", "max_steps", "stop_at_target", "target_return", "threads",
@@ -132,14 +127,20 @@ class TuneSettings:
         return self
 
 
+def tuned_algorithms() -> list[str]:
+    """The algorithms with a default search space: those whose agent names one under
+    `configs/tune/` (`AgentBase.tune_space`, after RL Zoo's samplers)."""
+    return sorted(name for name in ALGORITHMS if agent_of_name(name).tune_space is not None)
+
+
 def default_space(algo: str) -> dict:
     """The default search space of `algo`'s family (`configs/tune/`), or a ConfigError that says
     how to give one."""
-    name = DEFAULT_SPACES.get(algo)
+    name = agent_of(Config(algo=algo)).tune_space
     if name is None:
         raise ConfigError(
             f"tune: {algo} has no default search space (those of "
-            f"{', '.join(sorted(DEFAULT_SPACES))} are in {CONFIG_DIR / 'tune'}); write one as "
+            f"{', '.join(tuned_algorithms())} are in {CONFIG_DIR / 'tune'}); write one as "
             f"YAML (config field: {{log_uniform: [lo, hi]}} | {{uniform: [lo, hi]}} | {{choice: "
             f"[...]}} | value) and pass --space FILE.yaml."
         )

@@ -19,7 +19,7 @@ floats). The buffer's scalar reward is the team reward.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 import torch
 
@@ -138,6 +138,9 @@ class MultiAgentOffPolicy(AgentOffPolicy):
     algorithm it extends (`AgentVDN(MultiAgentOffPolicy, AgentDQN)`)."""
 
     if_multi_agent = True
+    # differs: the H-term and the search space of the single-agent algorithm are its own
+    takes_h_term = False
+    tune_space: ClassVar[str | None] = None
 
     def __init__(self, spec: MultiAgentEnvSpec, config, device, learner: bool = True,
                  kit: OptimizerKit | None = None) -> None:  # fmt: skip

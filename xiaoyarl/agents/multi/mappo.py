@@ -19,7 +19,7 @@ Shapes: T = horizon, E = sub-envs, A = agents, O = observation, S = global state
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 import torch
 
@@ -61,6 +61,10 @@ class AgentMAPPO(AgentPPO):
     """MAPPO with a Gaussian actor (continuous actions)."""
 
     if_multi_agent = True
+    # differs: PPO's H-term, search space and vmapped form are single-agent
+    takes_h_term = False
+    tune_space: ClassVar[str | None] = None
+    member_fields: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
     def defaults(cls, config: Config, batched: bool, device_type: str) -> dict:

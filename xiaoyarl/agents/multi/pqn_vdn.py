@@ -17,7 +17,7 @@ Shapes: T = horizon, E = sub-envs, A = agents, O = observation, U = actions.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 import torch
 
@@ -55,6 +55,7 @@ class AgentPQNVDN(AgentPQN):
     honouring action masks)."""
 
     if_multi_agent = True
+    member_fields: ClassVar[frozenset[str]] = frozenset()  # differs: no vmapped form
     rollout_class = JointRollout
 
     def __init__(self, spec: MultiAgentEnvSpec, config: Config, device: torch.device,
