@@ -173,7 +173,7 @@ def test_ornstein_uhlenbeck_noise_follows_its_recursion_and_restarts_with_the_ep
     """`explore_noise: ou`: each sub-env's noise is x <- (1 - theta dt) x + std sqrt(dt) N(0, 1)
     from 0, reset to 0 where an episode ends (terminal or truncated), correlated in time, and
     carried by a checkpoint; TD3 and DDPG take it."""
-    from xiaoyarl.agents.ddpg import OU_DT
+    from xiaoyarl.agents.noise import OU_DT
 
     for cls in (AgentTD3, AgentDDPG):
         agent, _ = make_agent(cls, explore_noise="ou", explore_noise_std=0.5)
@@ -187,20 +187,20 @@ def test_ornstein_uhlenbeck_noise_follows_its_recursion_and_restarts_with_the_ep
         for draw in draws:
             action = agent.explore_action(state)
             want = (1 - 0.15 * OU_DT) * want + 0.5 * OU_DT**0.5 * draw
-            torch.testing.assert_close(agent.ou_noise, want)
+            torch.testing.assert_close(agent.noise.ou_noise, want)
             torch.testing.assert_close(action, (greedy + want).clamp(-1, 1))
         ended = torch.tensor([False, True, False, False])
         agent.record((state, action), torch.zeros(4), torch.zeros(4, dtype=torch.bool), ended,
                      {"final_state": state})  # fmt: skip
-        assert agent.ou_noise[1].item() == 0.0
-        assert torch.equal(agent.ou_noise[[0, 2, 3]], want[[0, 2, 3]])
+        assert agent.noise.ou_noise[1].item() == 0.0
+        assert torch.equal(agent.noise.ou_noise[[0, 2, 3]], want[[0, 2, 3]])
         fresh, _ = make_agent(cls, explore_noise="ou", explore_noise_std=0.5)
         fresh.load_state_dict(agent.state_dict())
-        assert torch.equal(fresh.ou_noise, agent.ou_noise)
+        assert torch.equal(fresh.noise.ou_noise, agent.noise.ou_noise)
     # correlated in time: a lag-1 autocorrelation near 1, where independent noise has none
     agent, _ = make_agent(AgentTD3, num_envs=256, explore_noise="ou", explore_noise_std=0.5)
     torch.manual_seed(0)
-    series = [agent.explore_noise(torch.zeros(256, 1)).clone() for _ in range(200)]
+    series = [agent.noise(torch.zeros(256, 1)).clone() for _ in range(200)]
     x = torch.stack(series[100:])
     lag1 = torch.corrcoef(torch.stack([x[:-1].flatten(), x[1:].flatten()]))[0, 1].item()
     assert lag1 > 0.95
@@ -209,7 +209,7 @@ def test_ornstein_uhlenbeck_noise_follows_its_recursion_and_restarts_with_the_ep
     assert ignored_fields(Config(algo="ppo", env_id="Pendulum-v1", explore_noise="ou")) == [
         "explore_noise"
     ]
-    with pytest.raises(ConfigError, match="explores by sampling its policy"):
+    with pytest.raises(ConfigError, match="ou.* does not apply to sac, which explores with gaussian or gsde"):
         check_config(Config(algo="sac", env_id="Pendulum-v1", explore_noise="ou"))
     with pytest.raises(ConfigError, match="explore_noise"):
         check_config(Config(algo="td3", env_id="Pendulum-v1", explore_noise="pink"))
@@ -220,12 +220,12 @@ def test_each_sub_env_keeps_its_noise_std_until_its_episode_ends():
     state = torch.randn(4, 3)
     torch.manual_seed(7)
     action = agent.explore_action(state)
-    stds = agent.noise_stds.clone()
+    stds = agent.noise.stds.clone()
     assert stds.shape == (4, 1) and ((0.1 <= stds) & (stds <= 0.5)).all()
     assert len(set(stds.flatten().tolist())) == 4
     torch.manual_seed(7)
     noise = torch.randn(4, 1)  # the same draws, in the same order: the noise, then the stds
-    torch.testing.assert_close(agent.draw_noise_stds(4), stds)
+    torch.testing.assert_close(agent.noise.draw_stds(4), stds)
     with torch.no_grad():
         want = (agent.actor(state) + noise * stds).clamp(-1, 1)
     torch.testing.assert_close(action, want)
@@ -233,15 +233,15 @@ def test_each_sub_env_keeps_its_noise_std_until_its_episode_ends():
     ended = torch.tensor([False, True, False, False])
     agent.record(kept, torch.zeros(4), ended, torch.zeros(4, dtype=torch.bool),
                  {"final_state": state})  # fmt: skip
-    assert torch.equal(agent.noise_stds[[0, 2, 3]], stds[[0, 2, 3]])
-    assert agent.noise_stds[1] != stds[1] and 0.1 <= agent.noise_stds[1] <= 0.5
+    assert torch.equal(agent.noise.stds[[0, 2, 3]], stds[[0, 2, 3]])
+    assert agent.noise.stds[1] != stds[1] and 0.1 <= agent.noise.stds[1] <= 0.5
     agent.record(kept, torch.zeros(4), torch.zeros(4, dtype=torch.bool), ended,
                  {"final_state": state})  # a time limit ends an episode too  # fmt: skip
-    assert agent.noise_stds[1] != stds[1]
+    assert agent.noise.stds[1] != stds[1]
     saved = agent.sub_env_state()
     fresh, _ = make_agent(AgentTD3, explore_noise_std=0.1, explore_noise_std_max=0.5)
     fresh.load_sub_env_state(saved)
-    assert torch.equal(fresh.noise_stds, agent.noise_stds)
+    assert torch.equal(fresh.noise.stds, agent.noise.stds)
 
 
 @pytest.mark.parametrize(

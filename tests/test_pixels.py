@@ -13,7 +13,7 @@ import torch
 
 from xiaoyarl import load_policy, train_agent
 from xiaoyarl.agents.registry import make_agent
-from xiaoyarl.agents.settings import resolve_config
+from xiaoyarl.agents.settings import check_config, resolve_config
 from xiaoyarl.config import Config
 from xiaoyarl.config_io import validate_config
 from xiaoyarl.core.encoders import CNNEncoder, FlatEncoder, image_layout, make_encoder, to_float
@@ -225,7 +225,7 @@ def test_empty_net_dims_put_the_output_layers_on_the_cnns_features(algo):
     agent.update_net(agent.explore_env(env, 8))
     env.close()
     with pytest.raises(ConfigError, match="net_dims"):
-        validate_config(Config(algo="d3qn", env_id=ENV, net_dims=[]))
+        check_config(Config(algo="d3qn", env_id=ENV, net_dims=[]))
 
 
 @pytest.mark.parametrize("algo", ["dqn", "sac_discrete"])

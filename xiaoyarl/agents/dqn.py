@@ -7,16 +7,15 @@ Dueling: Wang et al., "Dueling Network Architectures for Deep Reinforcement Lear
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, cast
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
-from torch.nn import functional as F
 
+from xiaoyarl.agents.critics import q_kind
 from xiaoyarl.agents.epsilon_greedy import EpsilonGreedy
 from xiaoyarl.agents.off_policy import OFF_POLICY_FIELDS, AgentOffPolicy
 from xiaoyarl.config import Config
 from xiaoyarl.core.buffer import Batch
-from xiaoyarl.core.distributional import DISTRIBUTIONAL_Q, DistributionalQNet, c51_target
 from xiaoyarl.core.off_policy_nets import QNet, QNetDuel
 from xiaoyarl.envs.base import EnvSpec
 from xiaoyarl.errors import ConfigError
@@ -61,15 +60,8 @@ class AgentDQN(EpsilonGreedy, AgentOffPolicy):
                  kit: OptimizerKit | None = None) -> None:  # fmt: skip
         super().__init__(spec, config, device, learner, kit)
         assert config.net_dims is not None, "resolve_config sets net_dims"
-        encoder = self.make_encoder()
-        if config.critic_atoms:  # C51: a distribution over returns per action
-            assert config.critic_v_min is not None and config.critic_v_max is not None
-            self.qnet: QNet = DISTRIBUTIONAL_Q[self.qnet_class](
-                encoder.out_dim, spec.action_dim, config.net_dims, encoder, config.layer_norm,
-                config.critic_atoms, config.critic_v_min, config.critic_v_max)  # fmt: skip
-        else:
-            self.qnet = self.qnet_class(encoder.out_dim, spec.action_dim, config.net_dims,
-                                        encoder, layer_norm=config.layer_norm)  # fmt: skip
+        self.q_kind = q_kind(config)  # expected values, or C51's distributions
+        self.qnet: QNet = self.q_kind.build(self, self.make_encoder())
         self.qnet.to(device)
         self.qnet_target = self.make_target(self.qnet)
         self.actor = self.qnet  # the greedy policy
@@ -91,39 +83,12 @@ class AgentDQN(EpsilonGreedy, AgentOffPolicy):
         return target_q.argmax(-1)
 
     def update_step(self, batch: Batch) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-        if self.config.critic_atoms:
-            return self.distributional_update_step(batch)
-        with torch.no_grad():
-            not_terminal = (~batch.terminals).float()
-            next_q = self.next_q(batch.next_states)
-            target = batch.rewards + batch.discounts * not_terminal * next_q
-        q = self.qnet.q_values(batch.states).gather(1, batch.actions.unsqueeze(1)).squeeze(1)
-        td_errors = target - q
-        loss = (batch.weights * F.huber_loss(q, target, reduction="none")).mean()
+        """A step on the Q-network's loss (its kind's: `agents/critics.py`), then the target
+        network's soft update."""
+        loss, q, td_errors = self.q_kind.loss(self, batch)
         self.optimizer_step(self.optimizers["qnet"], self.qnet, loss)
         self.update_targets((self.qnet_target, self.qnet))
         return {"critic_loss": loss.detach(), "q_value": q.detach().mean()}, td_errors.detach()
-
-    def distributional_update_step(self, batch: Batch
-                                   ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:  # fmt: skip
-        """C51 (Bellemare et al. 2017): the target network's distribution of the next action
-        (`next_action`), each atom z moved to r + gamma^m * z (r alone past a terminal) and
-        projected onto the support; the cross-entropy of the taken action's distribution
-        against it, weighted for prioritized replay. TD errors between the means."""
-        qnet = cast(DistributionalQNet, self.qnet)
-        rows = torch.arange(batch.actions.shape[0], device=batch.actions.device)
-        with torch.no_grad():
-            logits = cast(DistributionalQNet, self.qnet_target).logits(batch.next_states)
-            probs = logits.softmax(-1)  # (B, A, K)
-            best = self.next_action(batch.next_states, (probs * qnet.support).sum(-1))
-            target = c51_target(probs[rows, best], batch, qnet.support)
-        taken = qnet.logits(batch.states)[rows, batch.actions].log_softmax(-1)
-        loss = (batch.weights * -(target * taken).sum(-1)).mean()
-        self.optimizer_step(self.optimizers["qnet"], self.qnet, loss)
-        self.update_targets((self.qnet_target, self.qnet))
-        q = (taken.detach().exp() * qnet.support).sum(-1)
-        td_errors = (target * qnet.support).sum(-1) - q
-        return {"critic_loss": loss.detach(), "q_value": q.mean()}, td_errors
 
 
 class AgentDoubleDQN(AgentDQN):

@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from xiaoyarl.agents.ddpg import pick_least
+from xiaoyarl.agents.critics import TargetReduce, pick_least
 from xiaoyarl.agents.sac import AgentSAC
 from xiaoyarl.config import Config
 from xiaoyarl.errors import ConfigError
@@ -32,15 +32,9 @@ class AgentREDQ(AgentSAC):
                 f"most num_critics ({config.num_critics})."
             )
 
-    def reduce_target_q(self, q: torch.Tensor) -> torch.Tensor:
-        # differs: minimum over a random subset of M of the N target critics
-        subset = torch.randperm(q.shape[0], device=q.device)[: self.config.redq_subset]
-        return q[subset].min(0).values
-
-    def reduce_target_distribution(self, probs: torch.Tensor) -> torch.Tensor:
-        # differs: the least of a random subset of M of the N target critics' distributions
-        subset = torch.randperm(probs.shape[0], device=probs.device)[: self.config.redq_subset]
-        return pick_least(probs[subset], self.distributional_critic().mean(probs[subset]))
+    def make_target_reduce(self) -> TargetReduce:
+        # differs: the minimum over a random subset of M of the N target critics
+        return RandomSubsetMin(self.config)
 
     def should_update_actor(self, critic_loss: torch.Tensor) -> bool:
         # differs: the policy takes one step per G critic steps (once per env step, as in the
@@ -55,3 +49,20 @@ class AgentREDQ(AgentSAC):
 
     def reduce_actor_q(self, q: torch.Tensor) -> torch.Tensor:
         return q.mean(0)  # differs: the actor ascends the ensemble mean
+
+
+class RandomSubsetMin(TargetReduce):
+    """REDQ's target: the least of a random subset of `redq_subset` (M) of the N target
+    critics, drawn anew at each gradient step."""
+
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
+        self.subset = config.redq_subset
+
+    def values(self, q: torch.Tensor) -> torch.Tensor:
+        subset = torch.randperm(q.shape[0], device=q.device)[: self.subset]
+        return q[subset].min(0).values
+
+    def distributions(self, probs: torch.Tensor, means: torch.Tensor) -> torch.Tensor:
+        subset = torch.randperm(probs.shape[0], device=probs.device)[: self.subset]
+        return pick_least(probs[subset], means[subset])

@@ -14,15 +14,16 @@ from typing import TYPE_CHECKING, ClassVar, cast
 import torch
 from torch import nn
 
-from xiaoyarl.agents.ddpg import NOISE_FIELDS, AgentDDPG
+from xiaoyarl.agents.actor_critic import AgentActorCritic
 from xiaoyarl.config import Config
 from xiaoyarl.core.buffer import Batch, Transitions
 from xiaoyarl.core.off_policy_nets import ActorDiscreteSAC, ActorGSDE, ActorSAC, QEnsemble
 from xiaoyarl.envs.base import EnvSpec
-from xiaoyarl.errors import ConfigError
 
 if TYPE_CHECKING:
     from xiaoyarl.agents.protocols import OptimizerKit, Steps
+    from xiaoyarl.core.encoders import Encoder
+    from xiaoyarl.core.nets import RunningNorm
     from xiaoyarl.envs.base import VecEnv
 
 
@@ -37,34 +38,21 @@ class Temperature(nn.Module):
         return self.log_alpha.exp()
 
 
-class AgentSAC(AgentDDPG):
-    """DDPG's actor-critic with twin critics (clipped double Q, as TD3), a squashed-Gaussian
-    actor, the soft (entropy-regularised) target and a temperature tuned so the policy's
-    entropy stays near -action_dim."""
+class AgentSAC(AgentActorCritic):
+    """A squashed-Gaussian actor that explores by sampling itself (or, with `explore_noise:
+    gsde`, by gSDE's state-dependent perturbation of it), twin critics (clipped double Q), the
+    soft (entropy-regularised) target from the current actor, and a temperature tuned so the
+    policy's entropy stays near -action_dim."""
 
-    actor_class: type[nn.Module] = ActorSAC  # differs: stochastic actor
-    uses_target_actor = False  # differs: the target uses the current actor
-    default_num_critics = 2  # differs: clipped double Q
-    config_fields = (AgentDDPG.config_fields - NOISE_FIELDS) | {
-        "alpha_init",
-        "alpha_auto",
-        "explore_noise",
-    }
+    config_fields = AgentActorCritic.config_fields | {"alpha_init", "alpha_auto", "explore_noise"}
+    takes_h_term = True
     tune_space: ClassVar[str | None] = "sac.yaml"
-
-    @classmethod
-    def check(cls, config: Config) -> None:
-        # differs: explores by sampling its policy (or gSDE's perturbation of it)
-        if config.explore_noise == "ou":
-            raise ConfigError(
-                f"invalid config: explore_noise='ou' does not apply to {config.algo}, which "
-                f"explores by sampling its policy: choose gaussian (that sample) or gsde."
-            )
+    actor_class: type[nn.Module] = ActorSAC
+    default_num_critics = 2  # clipped double Q
+    explore_noises: ClassVar[tuple[str, ...]] = ("gaussian", "gsde")  # a policy sample, or gSDE
 
     def __init__(self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True,
                  kit: OptimizerKit | None = None) -> None:  # fmt: skip
-        if config.explore_noise == "gsde":  # state-dependent exploration: its own actor
-            self.actor_class = ActorGSDE
         super().__init__(spec, config, device, learner, kit)
         # gSDE: each sub-env's exploration matrix, drawn as each rollout starts
         self.sde_matrices: torch.Tensor | None = None
@@ -73,38 +61,56 @@ class AgentSAC(AgentDDPG):
         self.nets["temperature"] = self.temperature
         self.optimizers["temperature"] = self.make_optimizer(self.temperature, decay=False)
 
+    def make_actor(self, encoder: Encoder | RunningNorm) -> nn.Module:
+        # gSDE (`explore_noise: gsde`): the squashed Gaussian with its exploration matrices
+        if self.config.explore_noise == "gsde":
+            assert self.config.net_dims is not None, "resolve_config sets net_dims"
+            return ActorGSDE(encoder.out_dim, self.spec.action_dim, self.config.net_dims, encoder)
+        return super().make_actor(encoder)
+
     def default_target_entropy(self) -> float:
         return -float(self.spec.action_dim)
 
     def gaussian_actor(self) -> ActorSAC:
-        """The actor, which `actor_class` built as an `ActorSAC` (`nn.Module` to the base)."""
+        """The actor, which `make_actor` built as an `ActorSAC` (`nn.Module` to the base)."""
         return cast(ActorSAC, self.actor)
 
+    # --- exploring ---
     @torch.no_grad()
     def explore_env(self, env: VecEnv, horizon_len: int) -> Steps:
-        # differs: with gSDE each sub-env explores with one matrix for the whole rollout (the
-        # paper's and SB3's default: drawn anew as each rollout starts)
+        # with gSDE each sub-env explores with one matrix for the whole rollout (the paper's
+        # and SB3's default: drawn anew as each rollout starts)
         if isinstance(self.actor, ActorGSDE):
             self.sde_matrices = self.actor.draw_exploration(env.spec.num_envs)
         return super().explore_env(env, horizon_len)
 
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
-        # differs: sample the policy, no noise
+        """A sample of the policy (gSDE's perturbation of its mean with gSDE)."""
         if self.sde_matrices is not None:
             return cast(ActorGSDE, self.actor).explore(state, self.sde_matrices)
         return self.gaussian_actor().get_action_logprob(state)[0]
 
+    def explore_logprob(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        return self.gaussian_actor().logprob(states, actions)
+
+    # --- the update ---
     def next_action(self, next_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        # differs: the soft target r + gamma * (min Q'(s', a') - alpha * log pi(a'|s')),
-        # a' ~ pi(.|s') from the current actor
+        """The soft target r + gamma * (min Q'(s', a') - alpha * log pi(a'|s')): a' ~ pi(.|s')
+        from the current actor, and the entropy term alpha * log pi(a'|s')."""
         action, logprob = self.gaussian_actor().get_action_logprob(next_states)
         return action, self.temperature() * logprob
 
+    def should_update_actor(self, critic_loss: torch.Tensor) -> bool:
+        """Whether this gradient step also steps the actor and the temperature: every one."""
+        return True
+
     def reduce_actor_q(self, q: torch.Tensor) -> torch.Tensor:
-        return q.min(0).values  # differs: the smallest critic's value (clipped double Q)
+        """The critics `(num_critics, B)` for the actor's objective: the smallest's value."""
+        return q.min(0).values
 
     def update_actor(self, states: torch.Tensor) -> dict[str, torch.Tensor]:
-        # differs: maximise Q - alpha * log pi, then tune alpha towards the target entropy
+        """Minimise E[alpha * log pi(a|s) - Q(s, a)], a ~ pi(.|s) (plus the auxiliary loss, if
+        any), then tune alpha towards the target entropy."""
         action, logprob = self.gaussian_actor().get_action_logprob(states)
         alpha = self.temperature().detach()
         q = self.reduce_actor_q(self.critic_q_for_actor(states, action))
@@ -114,9 +120,6 @@ class AgentSAC(AgentDDPG):
         return {"actor_loss": actor_loss.detach(), **aux_log,
                 **self.update_temperature(logprob.detach())}  # fmt: skip
 
-    def explore_logprob(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        return self.gaussian_actor().logprob(states, actions)
-
     def update_temperature(self, logprob: torch.Tensor) -> dict[str, torch.Tensor]:
         """Gradient step on J(alpha) = E[-log(alpha) * (log pi + target_entropy)] (none with
         `alpha_auto` off: alpha stays `alpha_init`, as SB3's fixed `ent_coef`)."""
@@ -124,6 +127,17 @@ class AgentSAC(AgentDDPG):
             loss = -(self.temperature.log_alpha * (logprob + self.target_entropy)).mean()
             self.optimizer_step(self.optimizers["temperature"], self.temperature, loss)
         return {"alpha": self.temperature().detach(), "entropy": -logprob.mean()}
+
+    def update_step(self, batch: Batch) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """A critic step on the soft target; an actor and temperature step when due
+        (`should_update_actor`); the target critics' soft update."""
+        critic_loss, q, td_errors = self.critic_loss(batch)
+        self.optimizer_step(self.optimizers["critic"], self.critic, critic_loss)
+        logs = {"critic_loss": critic_loss.detach(), "q_value": q.detach().mean()}
+        if self.should_update_actor(critic_loss.detach()):
+            logs.update(self.update_actor(batch.states))
+        self.update_critic_targets()
+        return logs, td_errors.detach().abs().mean(0)  # critics of opposite error: no cancelling
 
 
 class AgentModSAC(AgentSAC):
@@ -191,17 +205,9 @@ class AgentSACDiscrete(AgentSAC):
     actor_class = ActorDiscreteSAC
     takes_h_term = False  # differs: neither SAC's H-term nor its search space
     tune_space: ClassVar[str | None] = None
+    explore_noises = ("gaussian",)  # differs: a sample of the categorical policy
     config_fields = AgentSAC.config_fields - {"critic_atoms", "critic_v_min", "critic_v_max",
                                               "crossq"}  # fmt: skip
-
-    @classmethod
-    def check(cls, config: Config) -> None:
-        # differs: a categorical policy, sampled; no noise to choose
-        if config.explore_noise != "gaussian":
-            raise ConfigError(
-                f"invalid config: explore_noise={config.explore_noise!r} does not apply to "
-                f"{config.algo}, which explores by sampling its categorical policy; remove it."
-            )
 
     def make_critic(self, encoder: nn.Module) -> nn.Module:
         spec, cfg = self.spec, self.config

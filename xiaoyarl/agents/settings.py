@@ -1,6 +1,6 @@
 """The settings a run trains with: each algorithm's checks and automatic defaults on top of the
 field-by-field checks of `validate_config`. The defaults themselves belong to the agents
-(`AgentPPO.defaults`, `AgentA2C.defaults`, `AgentDQN.defaults`, `AgentDDPG.defaults`); this
+(`AgentPPO.defaults`, `AgentA2C.defaults`, `AgentDQN.defaults`, `AgentActorCritic.defaults`); this
 module finds the agent of `config.algo` and applies them, so that the config knows no
 algorithm."""
 
@@ -12,6 +12,7 @@ import math
 from pathlib import Path
 
 from xiaoyarl.agents import ALGORITHMS
+from xiaoyarl.agents.actor_critic import AgentActorCritic
 from xiaoyarl.agents.base import AgentBase
 from xiaoyarl.agents.hterm import FIELDS as H_TERM_FIELDS
 from xiaoyarl.config import Config
@@ -56,10 +57,13 @@ def check_config(config: Config) -> Config:
             f"the objective of a policy network's log-probabilities; it is available for "
             f"{', '.join(takes)}. Remove the setting."
         )
-    if config.explore_noise != "gaussian" and "explore_noise" not in agent.config_fields:
+    noises = agent.explore_noises if issubclass(agent, AgentActorCritic) else ("gaussian",)
+    if config.explore_noise not in noises:
         raise ConfigError(
             f"invalid config: explore_noise={config.explore_noise!r} does not apply to "
-            f"{config.algo}, which has no exploration noise to choose; remove the setting."
+            f"{config.algo}, which explores with {' or '.join(noises)} (gsde: a squashed "
+            f"Gaussian policy's; ou: a deterministic actor's); choose one of those or remove "
+            f"the setting."
         )
     agent.check(config)
     if config.recurrent and (config.h_term or config.runner != "single"):

@@ -33,6 +33,7 @@ from xiaoyarl.errors import ConfigError
 
 if TYPE_CHECKING:
     from xiaoyarl.agents.protocols import OptimizerKit
+    from xiaoyarl.config import Config
 
 
 def with_agent_ids(obs: torch.Tensor) -> torch.Tensor:
@@ -142,8 +143,9 @@ class MultiAgentOffPolicy(AgentOffPolicy):
     takes_h_term = False
     tune_space: ClassVar[str | None] = None
 
-    def __init__(self, spec: MultiAgentEnvSpec, config, device, learner: bool = True,
-                 kit: OptimizerKit | None = None) -> None:  # fmt: skip
+    @classmethod
+    def check(cls, config: Config) -> None:
+        # differs: one-step targets, the single-agent algorithm's own critics and noise
         if config.n_step > 1:
             raise ConfigError(
                 f"n_step={config.n_step}: n-step returns are for the single-agent off-policy "
@@ -158,6 +160,10 @@ class MultiAgentOffPolicy(AgentOffPolicy):
                 "family, ddpg, td3, sac, redq); leave them at their defaults (0, false and null) "
                 "for the multi-agent ones."
             )
+        super().check(config)
+
+    def __init__(self, spec: MultiAgentEnvSpec, config, device, learner: bool = True,
+                 kit: OptimizerKit | None = None) -> None:  # fmt: skip
         self.multi_spec = spec
         self.layout = JointLayout(spec)
         super().__init__(agent_view(spec), config, device, learner, kit)
