@@ -131,13 +131,122 @@ def test_export_errors_are_clear(runs, tmp_path, monkeypatch):
     assert not (tmp_path / "x.onnx").exists()
 
 
-def test_a_recurrent_policy_is_refused_in_one_line(tiny_run):
-    """Its hidden state does not fit a single-step model file: one clear line, in both formats
-    (ONNX showed PyTorch's exporter boilerplate, TorchScript a 62-line traceback)."""
-    run = tiny_run("ppo-gru-CartPoleNoVelocity")
-    assert load_policy(run).recurrent and not load_policy(tiny_run("ppo-CartPole")).recurrent
-    for fmt in ("onnx", "torchscript"):
-        with pytest.raises(ConfigError, match="is recurrent: it keeps a hidden state") as e:
-            export_policy(run, fmt=fmt)
-        assert "\n" not in str(e.value)
-        assert not (run / FORMATS[fmt]).exists()
+# runs whose exported models take more than a vector: a recurrent policy's state (GRU, LSTM),
+# uint8 images, a Dict env's keys; short runs (only a saved policy is needed)
+SHORT = {"seed": 0, "threads": 1, "eval_episodes": 2, "max_steps": 512, "eval_every": 256}
+MODEL_RUNS = {
+    "a2c-lstm": {"algo": "a2c", "env_id": "CartPoleNoVelocity-v1", "recurrent": "lstm",
+                 "recurrent_dim": 8, "num_envs": 8},
+    "ppo-pixels": {"algo": "ppo", "env_id": "pixel_envs:BrightSide-v0", "num_envs": 4,
+                   "horizon_len": 32},
+    "ppo-dict": {"algo": "ppo", "env_id": "pixel_envs:BrightSideDict-v0", "num_envs": 4,
+                 "horizon_len": 32, "env_kwargs": {"obs_keys": ["image", "cue", "steps"]}},
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def model_runs(tmp_path_factory, tiny_run):
+    """Run folder by name: MODEL_RUNS trained here, and the tiny recurrent PPO run (GRU)."""
+    from xiaoyarl import train_agent
+    from xiaoyarl.config_io import config_from_dict
+
+    folder = tmp_path_factory.mktemp("model_runs")
+    out = {"ppo-gru": folder / "ppo-gru"}
+    shutil.copytree(tiny_run("ppo-gru-CartPoleNoVelocity"), out["ppo-gru"])
+    threads = torch.get_num_threads()
+    for name, fields in MODEL_RUNS.items():
+        out[name] = folder / name
+        train_agent(config_from_dict({**SHORT, **fields, "cwd": str(out[name])}), log=None)
+    torch.set_num_threads(threads)
+    # a short run's actions barely depend on the image: a random output layer makes them do so
+    for name in ("ppo-pixels", "ppo-dict"):
+        meta = load_plain(out[name] / "actor.pt", what="policy file")
+        generator = torch.Generator().manual_seed(0)
+        meta["actor"]["net.4.weight"] = torch.randn(2, 64, generator=generator)
+        torch.save(meta, out[name] / "actor.pt")
+    return out
+
+
+def exported(run, fmt: str):
+    """`model(**inputs) -> outputs` (numpy) of the run's policy exported as `fmt`, and the
+    model's input names."""
+    path = export_policy(run, fmt=fmt)
+    if fmt == "torchscript":
+        model = torch.jit.load(str(path))
+
+        def call(**inputs):
+            with torch.no_grad():
+                out = model(*(torch.from_numpy(np.asarray(v)) for v in inputs.values()))
+            return [o.numpy() for o in (out if isinstance(out, tuple) else (out,))]
+
+        return call, None
+    pytest.importorskip("onnxscript")
+    ort = pytest.importorskip("onnxruntime")
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    return (lambda **inputs: session.run(None, {k: np.asarray(v) for k, v in inputs.items()}),
+            names)  # fmt: skip
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("name", ["ppo-gru", "a2c-lstm"])
+def test_a_recurrent_policy_exports_with_its_state_in_and_out(model_runs, name, fmt):
+    """Over whole episodes of the env, the exported model, its state carried by the caller and
+    zeroed where an episode starts, acts as `load_policy`'s policy: its explicit-state `step`
+    (two episodes, the second started by `episode_start`) and its own memory (`predict`, the
+    first episode from `reset`)."""
+    from xiaoyarl.envs import make_env
+
+    run_model, names = exported(model_runs[name], fmt)
+    if names is not None:
+        assert names == ["obs", "state", "episode_start"]
+    policy, remembering = load_policy(model_runs[name]), load_policy(model_runs[name])
+    assert policy.recurrent
+    width = policy.memory.state_dim
+    assert width == (16 if name == "a2c-lstm" else 8)  # an LSTM's h and c side by side
+    env = make_env("CartPoleNoVelocity-v1", 1, seed=3)
+    obs = env.reset(seed=3)[0].numpy()
+    state, model_state = None, np.zeros((1, width), np.float32)
+    start, episodes, steps, first_episode = np.ones(1, bool), 0, 0, True
+    while episodes < 2:
+        action, state = policy.step(obs, state, start)
+        model_action, model_state = run_model(obs=obs, state=model_state, episode_start=start)
+        np.testing.assert_array_equal(model_action, action)
+        np.testing.assert_allclose(model_state, state, rtol=1e-5, atol=1e-6)
+        if first_episode:
+            np.testing.assert_array_equal(remembering.predict(obs), action)
+        obs, _, terminal, truncate, _ = env.step(torch.as_tensor(action))
+        obs, start = obs.numpy(), (terminal | truncate).numpy()
+        steps += 1
+        if start[0]:
+            episodes, first_episode = episodes + 1, False
+    assert steps > 2 * 2 and np.abs(model_state).max() > 0  # the state is not vacuous
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_an_image_policy_exports_taking_the_envs_uint8_images(model_runs, fmt):
+    run_model, names = exported(model_runs["ppo-pixels"], fmt)
+    if names is not None:  # ONNX: its input is the env's (batch, 8, 8, 3) uint8 images
+        ort = pytest.importorskip("onnxruntime")
+        (obs,) = ort.InferenceSession(str(model_runs["ppo-pixels"] / FORMATS[fmt])).get_inputs()
+        assert (obs.name, obs.type, obs.shape[1:]) == ("obs", "tensor(uint8)", [8, 8, 3])
+    policy = load_policy(model_runs["ppo-pixels"])
+    images = np.random.default_rng(0).integers(0, 256, (16, 8, 8, 3), dtype=np.uint8)
+    (action,) = run_model(obs=images)
+    np.testing.assert_array_equal(action, policy.predict(images))
+    assert len(np.unique(action)) == 2  # the comparison is not vacuous
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_dict_policy_exports_taking_the_envs_keys_as_named_inputs(model_runs, fmt):
+    run_model, names = exported(model_runs["ppo-dict"], fmt)
+    if names is not None:
+        assert names == ["cue", "image", "steps"]
+    policy = load_policy(model_runs["ppo-dict"])
+    rng = np.random.default_rng(0)
+    obs = {"cue": rng.random((32, 1), dtype=np.float32),
+           "image": rng.integers(0, 256, (32, 8, 8, 3), dtype=np.uint8),
+           "steps": rng.integers(0, 10, 32)}  # fmt: skip
+    (action,) = run_model(**obs)
+    np.testing.assert_array_equal(action, policy.predict(obs))
+    assert len(np.unique(action)) == 2

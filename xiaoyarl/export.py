@@ -2,10 +2,13 @@
 
 Why: a trained policy should be deployable without xiaoyarl, and for ONNX without Python or
 PyTorch at all (ONNX Runtime, TensorRT, browsers, microcontrollers). The exported model takes
-raw observations `(batch, state_dim)` float32, normalises them with the run's own statistics
-and returns actions in the env's own units, exactly as `Policy.__call__` does: int64 indices
+the env's own observations (`(batch, *obs_shape)` of the env's dtype: uint8 images as the env
+gives them; a Dict env's one input per key), normalises and encodes them as the run did and
+returns actions in the env's own units, exactly as `Policy.predict` does: int64 indices
 `(batch,)` for discrete envs, values `(batch, action_dim)` within the action bounds for
-continuous ones. The batch axis is dynamic.
+continuous ones. A recurrent policy's model also takes its hidden state and whether each
+episode starts at this step, and returns the next hidden state (SB3's `predict(obs, state,
+episode_start)`). The batch axis is dynamic.
 
 ONNX uses PyTorch's `torch.export`-based exporter (the default since PyTorch 2.9; the older
 TorchScript-based one is deprecated), which needs the `onnx` and `onnxscript` packages: the
@@ -33,8 +36,12 @@ _EXPORT_EXTRA = "pip install -e '.[export]'"
 
 
 class DeployedPolicy(nn.Module):
-    """A rebuilt actor (its observation normaliser inside) plus the rescale to env units:
-    `(batch, state_dim)` float32 -> int64 `(batch,)` or float32 `(batch, action_dim)`."""
+    """A rebuilt actor (its observation normaliser and encoder inside) plus the rescale to env
+    units: the env's own observations `(batch, *obs_shape)` of its dtype (uint8 images) ->
+    int64 `(batch,)` or float32 `(batch, action_dim)`. A Dict env's observations come one input
+    per key, packed inside as the env adapter packs them (`EnvSpec.obs_keys`); a recurrent
+    policy also takes the hidden state `(batch, state_dim)` and whether each episode starts
+    here `(batch,)` bool (the hidden state is zeroed there), and returns the next state."""
 
     low: torch.Tensor  # buffers, continuous actions only
     high: torch.Tensor
@@ -42,45 +49,86 @@ class DeployedPolicy(nn.Module):
     def __init__(self, policy: Policy) -> None:
         super().__init__()
         self.actor = policy.actor
+        self.memory = policy.memory  # the recurrent encoder inside the actor, or None
+        self.obs_keys = policy.obs_keys
         self.if_discrete = policy.if_discrete
         if not self.if_discrete:
             self.register_buffer("low", policy.low.float())
             self.register_buffer("high", policy.high.float())
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        action = self.actor(obs)  # argmax index, or in [-1, 1]
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        n = len(self.obs_keys) if self.obs_keys else 1
+        obs = self.pack(inputs[:n]) if self.obs_keys else inputs[0]
+        if self.memory is None:
+            return self.rescale(self.actor(obs))
+        state, starts = inputs[n], inputs[n + 1].view(1, -1).bool()
+        with self.memory.context(state, starts):
+            action = self.actor(obs)
+        assert self.memory.hiddens is not None, "set by the call"
+        return self.rescale(action), self.memory.hiddens[0]
+
+    def pack(self, values: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """A Dict observation's values `(batch, *shape)` side by side, each flattened, a
+        Discrete one's one-hot (as `Policy._pack`)."""
+        assert self.obs_keys is not None, "Dict observations only"
+        parts = []
+        for value, (_, shape, kind) in zip(values, self.obs_keys, strict=True):
+            if kind == "onehot":
+                value = nn.functional.one_hot(value.long(), shape[0])
+            parts.append(value.reshape(value.shape[0], -1).float())
+        return torch.cat(parts, dim=1)
+
+    def rescale(self, action: torch.Tensor) -> torch.Tensor:
+        """The actor's action in env units: an index, or from [-1, 1] to the action bounds."""
         if self.if_discrete:
             return action
-        return self.low + (action + 1.0) * 0.5 * (self.high - self.low)  # as in Policy.__call__
+        return self.low + (action + 1.0) * 0.5 * (self.high - self.low)  # as in Policy.predict
+
+
+def model_inputs(policy: Policy, batch: int = 2) -> dict[str, torch.Tensor]:
+    """Example inputs of the exported model by name: "obs" (or, for a Dict env, each key), and
+    for a recurrent policy "state" and "episode_start"."""
+    if policy.obs_keys:
+        inputs = {key: torch.zeros(batch, dtype=torch.int64) if kind == "onehot" else
+                  torch.zeros(batch, *shape, dtype=torch.uint8 if kind == "uint8" else
+                              torch.float32)
+                  for key, shape, kind in policy.obs_keys}  # fmt: skip
+    else:
+        inputs = {"obs": torch.zeros(batch, *policy.obs_shape, dtype=policy.obs_dtype)}
+    if policy.memory is not None:
+        inputs["state"] = policy.memory.initial(batch)
+        inputs["episode_start"] = torch.ones(batch, dtype=torch.bool)
+    return inputs
 
 
 def export_policy(run_dir: str | Path, out: str | Path | None = None, fmt: str = "onnx") -> Path:
     """Write the best policy of the run in `run_dir` as a `fmt` ("onnx" or "torchscript") model.
 
     `out` defaults to `run_dir/policy.onnx` or `run_dir/policy.torchscript.pt`; its folder is
-    created if needed. The model's input is named "obs" and its output "action". Returns the
-    path written."""
+    created if needed. The model's inputs are the env's observations, named "obs" (a Dict env:
+    one input per key, by its name), then for a recurrent policy "state" and "episode_start";
+    its outputs "action" and, recurrent, "next_state" (`DeployedPolicy`). Returns the path
+    written."""
     if fmt not in FORMATS:
         raise ConfigError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}.")
     if fmt == "onnx":
         _check_onnx_installed()
     run_dir = Path(run_dir)
     policy = load_policy(run_dir)  # CheckpointError for a missing folder or actor.pt
-    if policy.recurrent:
-        what = "recurrent (agent_rnn)" if isinstance(policy, MultiAgentPolicy) else "recurrent"
+    if isinstance(policy, MultiAgentPolicy) and policy.recurrent:
         raise ConfigError(
-            f"the policy of {run_dir} is {what}: it keeps a hidden state from step to step, "
-            f"which these single-step model files do not carry yet. Use it through "
-            f"`load_policy` (with `reset()` between episode batches)."
+            f"the policy of {run_dir} is recurrent (agent_rnn): it keeps each agent's hidden "
+            f"state from step to step, which the exported multi-agent models do not carry yet. "
+            f"Use it through `load_policy` (with `reset()` between episode batches)."
         )
     model = DeployedPolicy(policy).eval()
-    example = torch.zeros(2, policy.state_dim)  # batch 2: a batch of 1 would be specialised
+    inputs = model_inputs(policy)  # batch 2: a batch of 1 would be specialised
     out = Path(out) if out is not None else run_dir / FORMATS[fmt]
     with atomic_output(out) as partial:
         if fmt == "onnx":
-            _export_onnx(model, example, partial)
+            _export_onnx(model, inputs, policy.memory is not None, partial)
         else:
-            _export_torchscript(model, example, partial)
+            _export_torchscript(model, inputs, partial)
     return out
 
 
@@ -95,20 +143,26 @@ def _check_onnx_installed() -> None:
         ) from None
 
 
-def _export_onnx(model: DeployedPolicy, example: torch.Tensor, path: Path) -> None:
+def _export_onnx(model: DeployedPolicy, inputs: dict[str, torch.Tensor], recurrent: bool,
+                 path: Path) -> None:  # fmt: skip
     onnx_logger = logging.getLogger("torch.onnx")  # warns about every missing torchvision op
     level = onnx_logger.level
     onnx_logger.setLevel(logging.ERROR)
+    batch = torch.export.Dim("batch")
     try:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*deprecated", category=FutureWarning)
+            # torch's own notes while it exports (its tracer's, a recurrent encoder's context)
+            warnings.filterwarnings("ignore", message=".*_check_is_size", category=FutureWarning)
+            warnings.filterwarnings("ignore", message=".*assigned during export")
+            warnings.filterwarnings("ignore", message=".*axis name")
             torch.onnx.export(
                 model,
-                (example,),
+                tuple(inputs.values()),
                 str(path),
-                input_names=["obs"],
-                output_names=["action"],
-                dynamic_shapes={"obs": {0: torch.export.Dim("batch")}},
+                input_names=list(inputs),
+                output_names=["action", "next_state"] if recurrent else ["action"],
+                dynamic_shapes={"inputs": tuple({0: batch} for _ in inputs)},
                 dynamo=True,
                 external_data=False,  # weights inside the file: one self-contained model
                 verbose=False,
@@ -119,9 +173,11 @@ def _export_onnx(model: DeployedPolicy, example: torch.Tensor, path: Path) -> No
         onnx_logger.setLevel(level)
 
 
-def _export_torchscript(model: DeployedPolicy, example: torch.Tensor, path: Path) -> None:
+def _export_torchscript(model: DeployedPolicy, inputs: dict[str, torch.Tensor], path: Path) -> None:
     with torch.no_grad(), warnings.catch_warnings():
         # the user asked for TorchScript; PyTorch's deprecation notice is not theirs to act on
         warnings.filterwarnings("ignore", message=r".*torch\.jit.* is deprecated")
-        traced = torch.jit.trace(model, example)
+        # the RNN layers' checks of their input sizes, which hold for any batch
+        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+        traced = torch.jit.trace(model, tuple(inputs.values()))
         torch.jit.save(traced, str(path))

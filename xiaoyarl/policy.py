@@ -247,6 +247,34 @@ class Policy:
         policies remember nothing): the next `predict` starts new episodes."""
         self.hidden = None
 
+    def step(
+        self,
+        obs: np.ndarray | torch.Tensor | dict,
+        state: np.ndarray | torch.Tensor | None = None,
+        episode_start: np.ndarray | torch.Tensor | None = None,
+        deterministic: bool = True,
+    ) -> tuple[np.ndarray | torch.Tensor, np.ndarray | torch.Tensor | None]:
+        """`predict` with the recurrent state carried by the caller (SB3's `predict(obs, state,
+        episode_start)`): actions for a batch of observations, and the state after them.
+        `state` `(batch, state_dim)`: None, zeros (new episodes); `episode_start` `(batch,)`
+        bool: the episodes that start at this step (their state is zeroed first). The state is
+        None for a feed-forward policy; numpy in, numpy out."""
+        if self.memory is None:
+            return self.predict(obs, deterministic), None
+        is_numpy = not isinstance(obs, torch.Tensor)
+        self.hidden = None
+        if state is not None:
+            hidden = torch.as_tensor(np.asarray(state) if is_numpy else state)
+            self.hidden = hidden.to(self.device, torch.float32).reshape(-1, self.memory.state_dim)
+            if episode_start is not None:
+                starts = torch.as_tensor(np.asarray(episode_start) if is_numpy else episode_start)
+                keep = ~starts.to(self.device, torch.bool).reshape(-1, 1)
+                self.hidden = self.hidden * keep
+        action = self.predict(obs, deterministic)
+        assert self.hidden is not None, "set by the recurrent encoder's step"
+        hidden = self.hidden.clone()
+        return action, hidden.cpu().numpy() if is_numpy else hidden
+
     @property
     def recurrent(self) -> bool:
         """Whether the policy keeps a hidden state from step to step (`recurrent`, agent_rnn)."""
