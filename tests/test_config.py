@@ -277,3 +277,16 @@ def test_choices_declared_on_a_field_are_checked_without_code_of_their_own():
     validate_config(WithMode(mode="b"))
     with pytest.raises(ConfigError, match=r"mode='c'; mode must be one of a, b\."):
         validate_config(WithMode(mode="c"))
+
+
+def test_values_an_agent_gives_itself_are_not_reported_as_ignored_settings():
+    """A resumed run's saved config holds its resolved values: DDPG's own reward_norm: false
+    drew "reward_norm=False is ignored by ddpg" on every resume. A value set by hand still
+    is reported."""
+    from xiaoyarl.agents.settings import ignored_fields
+
+    resolved = resolve_config(Config(algo="ddpg", env_id="Pendulum-v1"), batched=True)
+    assert resolved.reward_norm is False and ignored_fields(resolved) == []
+    assert ignored_fields(Config(algo="ddpg", env_id="Pendulum-v1", reward_norm=True)) == [
+        "reward_norm"
+    ]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from xiaoyarl import CheckpointError, ConfigError, XiaoyaError, load_policy
+from xiaoyarl import CheckpointError, Config, ConfigError, XiaoyaError, load_policy
 from xiaoyarl.export import FORMATS, export_policy
 from xiaoyarl.train.checkpoint import load_plain
 
@@ -250,3 +250,33 @@ def test_a_dict_policy_exports_taking_the_envs_keys_as_named_inputs(model_runs, 
     (action,) = run_model(**obs)
     np.testing.assert_array_equal(action, policy.predict(obs))
     assert len(np.unique(action)) == 2
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"algo": "dqn", "critic_atoms": 11, "critic_v_min": 0.0, "critic_v_max": 100.0},
+     {"algo": "d3qn", "critic_atoms": 11, "critic_v_min": 0.0, "critic_v_max": 100.0},
+     {"algo": "dqn", "layer_norm": True}],
+    ids=["dqn-c51", "d3qn-c51", "dqn-layer-norm"],
+)  # fmt: skip
+def test_q_network_policies_of_every_kind_load_and_act_as_the_agent(fields, tmp_path):
+    """A policy file carries its network's own constructor arguments (`actor_kwargs`): C51's
+    atoms and support, a Q-network's LayerNorm. Before, `load_policy` refused a C51 policy
+    (an unknown actor class) and rebuilt a LayerNorm one without its LayerNorm."""
+    from xiaoyarl import train_agent
+    from xiaoyarl.agents.registry import make_agent
+    from xiaoyarl.agents.settings import load_saved_config
+    from xiaoyarl.envs import make_env
+
+    config = Config(env_id="CartPole-v1", max_steps=600, eval_every=600, learning_starts=200,
+                    seed=0, threads=1, eval_episodes=2, confirm_episodes=0, cwd=str(tmp_path),
+                    **fields)  # fmt: skip
+    train_agent(config, log=None)
+    policy = load_policy(tmp_path)
+    saved = load_saved_config(tmp_path / "config.yaml")
+    spec = make_env("CartPole-v1", saved.num_envs).spec
+    agent = make_agent(saved.algo, spec, saved, torch.device("cpu"))
+    agent.load_state_dict(load_plain(tmp_path / "checkpoint" / "state.pt")["agent"])
+    states = torch.randn(64, 4) * torch.tensor([1.0, 2.0, 0.2, 2.0])
+    np.testing.assert_array_equal(policy(states.numpy()), agent.act(states).numpy())
+    assert type(policy.actor).__name__ == type(agent.actor).__name__

@@ -209,7 +209,8 @@ def test_ornstein_uhlenbeck_noise_follows_its_recursion_and_restarts_with_the_ep
     assert ignored_fields(Config(algo="ppo", env_id="Pendulum-v1", explore_noise="ou")) == [
         "explore_noise"
     ]
-    with pytest.raises(ConfigError, match="ou.* does not apply to sac, which explores with gaussian or gsde"):
+    refused = "ou.* does not apply to sac, which explores with gaussian or gsde"
+    with pytest.raises(ConfigError, match=refused):
         check_config(Config(algo="sac", env_id="Pendulum-v1", explore_noise="ou"))
     with pytest.raises(ConfigError, match="explore_noise"):
         check_config(Config(algo="td3", env_id="Pendulum-v1", explore_noise="pink"))

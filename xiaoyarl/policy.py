@@ -14,6 +14,7 @@ from torch import nn
 
 from xiaoyarl.config import Config
 from xiaoyarl.config_io import load_config
+from xiaoyarl.core.distributional import DistributionalQNet, DistributionalQNetDuel
 from xiaoyarl.core.multi_discrete import ActorMultiDiscretePPO
 from xiaoyarl.core.nets import ActorDiscretePPO, ActorPPO, RunningNorm
 from xiaoyarl.core.off_policy_nets import (
@@ -44,6 +45,8 @@ ACTORS: dict[str, type[nn.Module]] = {
         QNet,
         QNetDuel,
         QNetLayerNorm,
+        DistributionalQNet,
+        DistributionalQNetDuel,
         Actor,
         ActorSAC,
         ActorGSDE,
@@ -93,6 +96,7 @@ class Policy:
             encoder = MaskSlice(encoder, meta["state_dim"])
         nvec = meta.get("action_nvec")  # multi-discrete actions: each component's choices
         extra = {} if nvec is None else {"nvec": tuple(nvec)}
+        extra.update(meta.get("actor_kwargs", _saved_before_kwargs(meta)))
         self.actor = ACTORS[meta["actor_class"]](
             width, meta["action_dim"], meta["net_dims"], encoder, **extra
         )
@@ -372,6 +376,16 @@ class MultiAgentPolicy(Policy):
         if single:
             action = action[0]
         return action.cpu().numpy() if is_numpy else action
+
+
+def _saved_before_kwargs(meta: dict) -> dict:
+    """The actor's constructor arguments of a policy saved before they were (`actor_kwargs`):
+    none, or a C51 network's atoms and support, read from its weights."""
+    support = meta["actor"].get("support")
+    if support is None:
+        return {}
+    return {"layer_norm": False, "num_atoms": len(support), "v_min": float(support[0]),
+            "v_max": float(support[-1])}  # fmt: skip
 
 
 def load_policy(run_dir: str | Path, device: str | torch.device = "cpu") -> Policy:

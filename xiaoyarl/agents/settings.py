@@ -120,15 +120,18 @@ def resolve_config(config: Config, batched: bool, device_type: str = "cpu") -> C
 
 def ignored_fields(config: Config) -> list[str]:
     """Fields set away from their default that `config.algo` (or its runner) never reads, e.g.
-    `per` for PPO: each agent class lists the algorithm-specific fields it reads."""
+    `per` for PPO: each agent class lists the algorithm-specific fields it reads. A value its
+    agent gives itself is no setting (a resumed run's saved config holds its resolved values,
+    such as an off-policy agent's `reward_norm: false`)."""
     specific = set().union(*(fields_read(algo) for algo in ALGORITHMS))
     read = fields_read(config.algo)
     if config.runner != "parallel":
         specific |= {"num_workers", "restart_workers", "worker_timeout"}
     default = Config()
-    return sorted(
-        name for name in specific - read if getattr(config, name) != getattr(default, name)
-    )
+    own = agent_of(config).defaults(default, False, "cpu")
+    unset = {name: (getattr(default, name), own.get(name, getattr(default, name)))
+             for name in specific - read}  # fmt: skip
+    return sorted(name for name, values in unset.items() if getattr(config, name) not in values)
 
 
 def fields_read(algo: str) -> frozenset[str]:

@@ -86,7 +86,12 @@ class DistributionalQNet(QNet):
                  layer_norm: bool, num_atoms: int, v_min: float, v_max: float) -> None:  # fmt: skip
         super().__init__(state_dim, action_dim * num_atoms, net_dims, norm, layer_norm)
         self.action_dim, self.num_atoms = action_dim, num_atoms
+        self.v_min, self.v_max = v_min, v_max
         self.register_buffer("support", torch.linspace(v_min, v_max, num_atoms))
+
+    def init_kwargs(self) -> dict:
+        return {"layer_norm": self.layer_norm, "num_atoms": self.num_atoms, "v_min": self.v_min,
+                "v_max": self.v_max}  # fmt: skip
 
     def logits(self, state: torch.Tensor) -> torch.Tensor:
         return self.net(self.norm(state)).unflatten(-1, (self.action_dim, self.num_atoms))
@@ -103,6 +108,7 @@ class DistributionalQNetDuel(DistributionalQNet):
                  layer_norm: bool, num_atoms: int, v_min: float, v_max: float) -> None:  # fmt: skip
         super().__init__(state_dim, action_dim, net_dims, norm, layer_norm, num_atoms, v_min,
                          v_max)  # fmt: skip
+        self.layer_norm = layer_norm
         trunk = QNetDuel(state_dim, action_dim, net_dims, norm, layer_norm)
         self.net = trunk.net
         self.value_head = build_mlp([net_dims[-1], num_atoms])

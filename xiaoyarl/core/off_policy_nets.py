@@ -47,7 +47,13 @@ class QNet(nn.Module):
                  layer_norm: bool = False) -> None:  # fmt: skip
         super().__init__()
         self.norm = norm
+        self.layer_norm = layer_norm
         self.net = build_mlp([state_dim, *net_dims, action_dim], nn.ReLU, layer_norm=layer_norm)
+
+    def init_kwargs(self) -> dict:
+        """The constructor's arguments beyond the sizes and the encoder, as plain data: what a
+        saved policy (`actor.pt`) rebuilds the network with."""
+        return {"layer_norm": self.layer_norm}
 
     def q_values(self, state: torch.Tensor) -> torch.Tensor:
         return self.net(self.norm(state))
@@ -64,6 +70,9 @@ class QNetLayerNorm(QNet):
     def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module):
         super().__init__(state_dim, action_dim, net_dims, norm, layer_norm=True)
 
+    def init_kwargs(self) -> dict:
+        return {}  # its LayerNorm is its class's
+
 
 class QNetDuel(QNet):
     """Dueling Q-network (Wang et al. 2016): `Q = V(s) + A(s, a) - mean_a A(s, a)`."""
@@ -71,6 +80,7 @@ class QNetDuel(QNet):
     def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module,
                  layer_norm: bool = False) -> None:  # fmt: skip
         super().__init__(state_dim, action_dim, net_dims, norm)
+        self.layer_norm = layer_norm
         self.net = build_mlp([state_dim, *net_dims[:-1], net_dims[-1]], nn.ReLU,
                              layer_norm=layer_norm)  # fmt: skip
         if layer_norm:

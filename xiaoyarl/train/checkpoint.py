@@ -47,6 +47,8 @@ def policy_state(agent: AgentBase) -> dict:
         "explore_rate": config.explore_rate,  # for Policy.predict(deterministic=False)
         "explore_noise_std": config.explore_noise_std,
         "actor": {k: v.detach().cpu() for k, v in agent.actor.state_dict().items()},
+        # the actor's own constructor arguments (C51's atoms, a Q-network's LayerNorm, ...)
+        "actor_kwargs": getattr(agent.actor, "init_kwargs", dict)(),
     }
     multi = getattr(
         agent, "multi_spec", None
