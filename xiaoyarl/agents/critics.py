@@ -24,7 +24,7 @@ al., "A Distributional Perspective on Reinforcement Learning", ICML 2017).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 import torch
 from torch import nn
@@ -41,10 +41,42 @@ from xiaoyarl.core.distributional import (
 from xiaoyarl.core.off_policy_nets import CriticEnsemble, QNet
 
 if TYPE_CHECKING:
-    from xiaoyarl.agents.actor_critic import AgentActorCritic
-    from xiaoyarl.agents.dqn import AgentDQN
     from xiaoyarl.core.encoders import Encoder
     from xiaoyarl.core.nets import RunningNorm
+    from xiaoyarl.envs.base import EnvSpec
+
+
+class AgentActorCritic(Protocol):
+    """What a critic kind reads of its agent (`agents/actor_critic.py`'s `AgentActorCritic`)."""
+
+    config: Config
+    spec: EnvSpec
+    feature_dim: int
+    critic: nn.Module
+    critic_target: nn.Module
+    target_reduce: TargetReduce
+
+    def next_action(self, next_states: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor | None]: ...  # fmt: skip
+
+    def td_target(self, batch: Batch) -> torch.Tensor: ...
+
+    def critic_q(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor: ...
+
+
+class AgentDQN(Protocol):
+    """What a Q-network kind reads of its agent (`agents/dqn.py`'s `AgentDQN`)."""
+
+    config: Config
+    spec: EnvSpec
+    qnet_class: type[QNet]
+    qnet: QNet
+    qnet_target: QNet
+
+    def next_q(self, next_states: torch.Tensor) -> torch.Tensor: ...
+
+    def next_action(self, next_states: torch.Tensor, target_q: torch.Tensor) -> torch.Tensor: ...
+
 
 # the critics' loss (summed over critics), their Q(s, a) and their TD errors `(num_critics, B)`
 CriticLoss = tuple[torch.Tensor, torch.Tensor, torch.Tensor]

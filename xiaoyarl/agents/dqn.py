@@ -63,7 +63,7 @@ class AgentDQN(EpsilonGreedy, AgentOffPolicy):
         self.q_kind = q_kind(config)  # expected values, or C51's distributions
         self.qnet: QNet = self.q_kind.build(self, self.make_encoder())
         self.qnet.to(device)
-        self.qnet_target = self.make_target(self.qnet)
+        self.qnet_target: QNet = self.make_target(self.qnet)
         self.actor = self.qnet  # the greedy policy
         self.nets = {"qnet": self.qnet, "qnet_target": self.qnet_target}
         self.optimizers = {"qnet": self.make_optimizer(self.qnet)}
