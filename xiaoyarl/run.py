@@ -12,7 +12,13 @@ from pathlib import Path
 import torch
 
 from xiaoyarl.agents import agent_class, make_agent
-from xiaoyarl.agents.settings import check_config, ignored_fields, resolve_config, saved_run_values
+from xiaoyarl.agents.settings import (
+    budget_fields,
+    check_config,
+    ignored_fields,
+    resolve_config,
+    saved_run_values,
+)
 from xiaoyarl.config import Config
 from xiaoyarl.config_io import save_config
 from xiaoyarl.core.graphs import capture_updates
@@ -40,10 +46,6 @@ RESUMABLE_CHANGES = {
     "eval_deterministic", "confirm_episodes", "checkpoint_every", "cwd", "device", "threads",
     "tensorboard", "wandb", "wandb_project", "vector_mode", "restart_workers", "worker_timeout",
 }  # fmt: skip
-# Fields whose automatic value follows max_steps (PQN's epsilon decay, a tenth of it)
-BUDGET_FOLLOWERS = ("explore_decay_steps",)
-# env steps between an Atari run's evaluations where eval_every is automatic (RL Zoo's)
-ATARI_EVAL_EVERY = 25_000
 
 __all__ = ["Callback", "agent_class", "default_run_dir", "resolve_device", "train_agent"]
 
@@ -157,19 +159,10 @@ def train_agent(
             )
         if device.type == "cuda":
             device = torch.device("cuda", ranks[2])  # one GPU per rank of this machine
-    automatic_eval = config.eval_every is None
-    # automatic values that follow the budget: a resumed run keeps its own (a larger budget
-    # given on resume trains on, it does not stretch the schedule already under way)
-    follow_budget = [name for name in BUDGET_FOLLOWERS if getattr(config, name) is None]
+    follow_budget = budget_fields(config)  # a resumed run keeps its own values of these
     config = resolve_config(
         config, torch_native or is_batched(config.env_id, config.backend), device.type
     )
-    if automatic_eval and not torch_native:
-        from xiaoyarl.envs.gym import is_atari_screen
-
-        if is_atari_screen(config.env_id.rpartition(":")[2], config.env_kwargs or {}):
-            # an evaluation plays whole games, thousands of steps each: RL Zoo's cadence
-            config.eval_every = max(config.eval_every or 0, ATARI_EVAL_EVERY)
     threads = choose_threads(config.threads)
     torch.set_num_threads(threads)
     check_logger_packages(config)

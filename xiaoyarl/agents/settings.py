@@ -17,6 +17,7 @@ from xiaoyarl.agents.base import AgentBase
 from xiaoyarl.agents.hterm import FIELDS as H_TERM_FIELDS
 from xiaoyarl.config import Config
 from xiaoyarl.config_io import config_from_dict, read_yaml, validate_config
+from xiaoyarl.envs import is_torch_native
 from xiaoyarl.errors import ConfigError
 
 
@@ -108,6 +109,12 @@ def resolve_config(config: Config, batched: bool, device_type: str = "cpu") -> C
     for name, value in agent_of(config).defaults(resolved, batched, device_type).items():
         if getattr(resolved, name) is None:
             setattr(resolved, name, value)
+    if not is_torch_native(config.env_id, config.backend):  # what an adapted env needs
+        from xiaoyarl.envs.gym import least_settings
+
+        for name, least in least_settings(config.env_id, config.env_kwargs).items():
+            if getattr(config, name) is None:
+                setattr(resolved, name, max(getattr(resolved, name), least))
     if agent_of(config).if_off_policy and config.horizon_len is None:
         # an automatic horizon long enough for one gradient step per rollout, so that a ratio
         # below one step per rollout (e.g. 0.25 with one sub-env) is taken as asked
@@ -116,6 +123,18 @@ def resolve_config(config: Config, batched: bool, device_type: str = "cpu") -> C
         if 0 < per_step and per_step * resolved.horizon_len < 1:  # type: ignore[operator]
             resolved.horizon_len = math.ceil(1 / per_step - 1e-9)
     return check_config(resolved)
+
+
+def budget_fields(config: Config) -> list[str]:
+    """The fields left automatic whose value the agent derives from the budget, `max_steps`
+    (PQN's epsilon decay, a tenth of it): a resumed run keeps its own, so that a larger budget
+    given on resume trains on rather than stretching a schedule already under way. Read from
+    the agent's `defaults`, which give them."""
+    agent = agent_of(config)
+    values = [agent.defaults(dataclasses.replace(config, max_steps=steps), False, "cpu")
+              for steps in (1_000_000, 2_000_000)]  # fmt: skip
+    return [name for name, value in values[0].items()
+            if getattr(config, name) is None and values[1].get(name) != value]  # fmt: skip
 
 
 def ignored_fields(config: Config) -> list[str]:

@@ -106,6 +106,19 @@ def is_atari_screen(registered_id: str, kwargs: dict) -> bool:
     return is_atari_id(registered_id) and not ram
 
 
+# env steps between an Atari game's evaluations where `eval_every` is automatic (RL Zoo's): an
+# evaluation plays whole games, thousands of steps each
+ATARI_EVAL_EVERY = 25_000
+
+
+def least_settings(env_id: str, env_kwargs: dict | None) -> dict:
+    """The least values this env needs of the settings a run leaves automatic: an Atari game's
+    evaluation cadence."""
+    if is_atari_screen(env_id.rpartition(":")[2], env_kwargs or {}):
+        return {"eval_every": ATARI_EVAL_EVERY}
+    return {}
+
+
 def atari_game(env_id: str) -> str | None:
     """The game an Atari-style id names ("Pong" of "ALE/Pong-v5", "PongNoFrameskip-v4" or
     EnvPool's "Pong-v5"), or None."""
