@@ -5,6 +5,7 @@ algorithm writes its own exploration and `update_step` (`ddpg.py`, `sac.py`)."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, ClassVar
 
 import torch
@@ -148,3 +149,17 @@ class AgentActorCritic(AgentOffPolicy):
         a kind without targets."""
         if self.critic_kind.has_target:
             self.update_targets((self.critic_target, self.critic))
+
+
+class DelayedActor(AgentActorCritic):
+    """The actor, and what steps with it, steps on one critic step of every `policy_delay` (TD3's
+    delayed policy update; FastSAC's actor and temperature). It comes first in an agent's bases."""
+
+    def should_update_actor(self, critic_loss: torch.Tensor) -> bool:
+        """Whether this gradient step also steps the actor: one of every `policy_delay`."""
+        return self.updates % self.config.policy_delay == 0
+
+    def update_cycle(self) -> int | None:
+        # the actor's steps repeat every policy_delay critic steps
+        cycle = super().update_cycle()
+        return None if cycle is None else math.lcm(cycle, self.config.policy_delay)

@@ -28,10 +28,9 @@ cosine learning-rate decay over the budget is `learning_rate_schedule: cosine`, 
 
 from __future__ import annotations
 
-import math
-
 import torch
 
+from xiaoyarl.agents.actor_critic import DelayedActor
 from xiaoyarl.agents.sac import AgentSAC
 from xiaoyarl.agents.td3 import AgentTD3
 from xiaoyarl.config import Config
@@ -79,7 +78,7 @@ class AgentFastTD3(AgentTD3):
         return self.reduce_target_q(q)
 
 
-class AgentFastSAC(AgentSAC):
+class AgentFastSAC(DelayedActor, AgentSAC):
     """SAC run as FastSAC: see the module docstring."""
 
     config_fields = AgentSAC.config_fields | {"policy_delay"}
@@ -88,12 +87,3 @@ class AgentFastSAC(AgentSAC):
     @classmethod
     def defaults(cls, config: Config, batched: bool, device_type: str) -> dict:
         return parallel_defaults(config, batched, device_type)
-
-    def should_update_actor(self, critic_loss: torch.Tensor) -> bool:
-        # differs: the actor and the temperature step on one critic step of every policy_delay
-        return self.updates % self.config.policy_delay == 0
-
-    def update_cycle(self) -> int | None:
-        # differs: the actor's steps repeat every policy_delay critic steps
-        cycle = super().update_cycle()
-        return None if cycle is None else math.lcm(cycle, self.config.policy_delay)

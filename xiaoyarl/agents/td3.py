@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 
+from xiaoyarl.agents.actor_critic import DelayedActor
 from xiaoyarl.agents.ddpg import AgentDDPG
 from xiaoyarl.core.off_policy_nets import batch_randn_like
 
 
-class AgentTD3(AgentDDPG):
+class AgentTD3(DelayedActor, AgentDDPG):
     """DDPG plus clipped double Q (the minimum of two critics, via `num_critics=2`), target
     policy smoothing and a delayed actor update; the target networks (actor and critics) are
     soft-updated only on the delayed steps, as in the paper's Algorithm 1."""
@@ -28,14 +27,5 @@ class AgentTD3(AgentDDPG):
         )
         return (action + noise).clamp(-1.0, 1.0)
 
-    def should_update_actor(self, critic_loss: torch.Tensor) -> bool:
-        return self.updates % self.config.policy_delay == 0  # differs: delayed actor update
-
     def critic_target_due(self, actor_updated: bool) -> bool:
         return actor_updated  # differs: the critic targets move with the delayed actor step
-
-    def update_cycle(self) -> int | None:
-        # differs: the actor is updated on one step of every policy_delay
-        cycle = super().update_cycle()
-        assert cycle is not None, "DDPG's updates repeat with the target schedule"
-        return math.lcm(cycle, self.config.policy_delay)
