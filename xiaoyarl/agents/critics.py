@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from xiaoyarl.envs.base import EnvSpec
 
 
-class AgentActorCritic(Protocol):
+class CriticOwner(Protocol):
     """What a critic kind reads of its agent (`agents/actor_critic.py`'s `AgentActorCritic`)."""
 
     config: Config
@@ -64,7 +64,7 @@ class AgentActorCritic(Protocol):
     def critic_q(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor: ...
 
 
-class AgentDQN(Protocol):
+class QOwner(Protocol):
     """What a Q-network kind reads of its agent (`agents/dqn.py`'s `AgentDQN`)."""
 
     config: Config
@@ -111,14 +111,14 @@ class TDCritics:
 
     has_target = True  # the agent keeps target critics (and, where it uses one, a target actor)
 
-    def build(self, agent: AgentActorCritic, encoder: nn.Module) -> nn.Module:
+    def build(self, agent: CriticOwner, encoder: nn.Module) -> nn.Module:
         """The critics' network: `num_critics` Q(s, a) on the agent's features."""
         cfg = agent.config
         assert cfg.net_dims is not None and cfg.num_critics is not None, "set by resolve_config"
         return CriticEnsemble(agent.feature_dim, agent.spec.action_dim, cfg.net_dims, encoder,
                               cfg.num_critics, cfg.layer_norm)  # fmt: skip
 
-    def loss(self, agent: AgentActorCritic, batch: Batch) -> CriticLoss:
+    def loss(self, agent: CriticOwner, batch: Batch) -> CriticLoss:
         """Squared TD errors against the agent's target (its `td_target`), each weighted by
         prioritized replay's weights."""
         with torch.no_grad():
@@ -132,7 +132,7 @@ class C51Critics(TDCritics):
     """C51 critics: the cross-entropy of each critic's distribution against C51's target (TD
     errors between the distributions' means)."""
 
-    def build(self, agent: AgentActorCritic, encoder: nn.Module) -> nn.Module:
+    def build(self, agent: CriticOwner, encoder: nn.Module) -> nn.Module:
         cfg = agent.config
         assert cfg.net_dims is not None and cfg.num_critics is not None, "set by resolve_config"
         assert cfg.critic_v_min is not None and cfg.critic_v_max is not None, "check_config"
@@ -140,7 +140,7 @@ class C51Critics(TDCritics):
             agent.feature_dim, agent.spec.action_dim, cfg.net_dims, encoder, cfg.num_critics,
             cfg.layer_norm, cfg.critic_atoms, cfg.critic_v_min, cfg.critic_v_max)  # fmt: skip
 
-    def loss(self, agent: AgentActorCritic, batch: Batch) -> CriticLoss:
+    def loss(self, agent: CriticOwner, batch: Batch) -> CriticLoss:
         with torch.no_grad():
             target_probs = self.td_target(agent, batch)  # (B, K)
         critic = cast(DistributionalCriticEnsemble, agent.critic)
@@ -150,7 +150,7 @@ class C51Critics(TDCritics):
         td_errors = critic.mean(target_probs) - q
         return (batch.weights * cross_entropy).mean(-1).sum(), q, td_errors
 
-    def td_target(self, agent: AgentActorCritic, batch: Batch) -> torch.Tensor:
+    def td_target(self, agent: CriticOwner, batch: Batch) -> torch.Tensor:
         """C51's target `(B, K)`: the target critics' distribution of Z(s', a') (combined by
         the agent's `target_reduce`), each atom z moved to r + gamma * (z - penalty) and
         projected back onto the support; no bootstrap past a terminal."""
@@ -167,13 +167,13 @@ class CrossQCritics(TDCritics):
 
     has_target = False
 
-    def build(self, agent: AgentActorCritic, encoder: nn.Module) -> nn.Module:
+    def build(self, agent: CriticOwner, encoder: nn.Module) -> nn.Module:
         cfg = agent.config
         assert cfg.net_dims is not None and cfg.num_critics is not None, "set by resolve_config"
         return CriticEnsemble(agent.feature_dim, agent.spec.action_dim, cfg.net_dims, encoder,
                               cfg.num_critics, cfg.layer_norm, batch_renorm=True)  # fmt: skip
 
-    def loss(self, agent: AgentActorCritic, batch: Batch) -> CriticLoss:
+    def loss(self, agent: CriticOwner, batch: Batch) -> CriticLoss:
         """The target r + gamma * Q(s', a') (minus any penalty) from the same pass as Q(s, a)."""
         with torch.no_grad():
             action, penalty = agent.next_action(batch.next_states)
@@ -201,14 +201,14 @@ class ExpectedQ:
     """Q(s, .) of `qnet_class`, regressed on r + gamma^m * Q_target(s', a') with the Huber loss,
     a' the agent's `next_action`."""
 
-    def build(self, agent: AgentDQN, encoder: Encoder | RunningNorm) -> QNet:
+    def build(self, agent: QOwner, encoder: Encoder | RunningNorm) -> QNet:
         """The Q-network: the agent's `qnet_class` on the encoder's features."""
         cfg = agent.config
         assert cfg.net_dims is not None, "resolve_config sets net_dims"
         return agent.qnet_class(encoder.out_dim, agent.spec.action_dim, cfg.net_dims, encoder,
                                 layer_norm=cfg.layer_norm)  # fmt: skip
 
-    def loss(self, agent: AgentDQN, batch: Batch) -> CriticLoss:
+    def loss(self, agent: QOwner, batch: Batch) -> CriticLoss:
         """The Huber loss of Q(s, a) against the target, weighted for prioritized replay; Q(s, a)
         and the TD errors `(B,)`."""
         with torch.no_grad():
@@ -226,7 +226,7 @@ class C51Q(ExpectedQ):
     cross-entropy of the taken action's distribution against it, weighted for prioritized
     replay. TD errors between the means."""
 
-    def build(self, agent: AgentDQN, encoder: Encoder | RunningNorm) -> QNet:
+    def build(self, agent: QOwner, encoder: Encoder | RunningNorm) -> QNet:
         cfg = agent.config
         assert cfg.net_dims is not None, "resolve_config sets net_dims"
         assert cfg.critic_v_min is not None and cfg.critic_v_max is not None, "check_config"
@@ -234,7 +234,7 @@ class C51Q(ExpectedQ):
             encoder.out_dim, agent.spec.action_dim, cfg.net_dims, encoder, cfg.layer_norm,
             cfg.critic_atoms, cfg.critic_v_min, cfg.critic_v_max)  # fmt: skip
 
-    def loss(self, agent: AgentDQN, batch: Batch) -> CriticLoss:
+    def loss(self, agent: QOwner, batch: Batch) -> CriticLoss:
         qnet = cast(DistributionalQNet, agent.qnet)
         rows = torch.arange(batch.actions.shape[0], device=batch.actions.device)
         with torch.no_grad():
