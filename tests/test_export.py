@@ -280,3 +280,13 @@ def test_q_network_policies_of_every_kind_load_and_act_as_the_agent(fields, tmp_
     states = torch.randn(64, 4) * torch.tensor([1.0, 2.0, 0.2, 2.0])
     np.testing.assert_array_equal(policy(states.numpy()), agent.act(states).numpy())
     assert type(policy.actor).__name__ == type(agent.actor).__name__
+
+
+def test_a_recurrent_policys_step_refuses_a_state_of_the_wrong_shape(model_runs):
+    policy = load_policy(model_runs["ppo-gru"])
+    obs = np.zeros((3, 2), np.float32)
+    action, state = policy.step(obs)  # None: new episodes
+    assert action.shape == (3,) and state.shape == (3, 8)
+    with pytest.raises(ValueError, match=r"state must have shape \(batch, 8\).*got \(3, 16\)"):
+        policy.step(obs, np.zeros((3, 16), np.float32))
+    assert load_policy(model_runs["ppo-pixels"]).step(np.zeros((8, 8, 3), np.uint8))[1] is None

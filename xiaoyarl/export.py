@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from xiaoyarl.errors import ConfigError, XiaoyaError
-from xiaoyarl.policy import MultiAgentPolicy, Policy, load_policy
+from xiaoyarl.policy import MultiAgentPolicy, Policy, load_policy, pack_observation
 from xiaoyarl.train.checkpoint import atomic_output
 
 # Default file name of each format, in the run folder; none collides with `actor.pt`.
@@ -58,7 +58,7 @@ class DeployedPolicy(nn.Module):
 
     def forward(self, *inputs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         n = len(self.obs_keys) if self.obs_keys else 1
-        obs = self.pack(inputs[:n]) if self.obs_keys else inputs[0]
+        obs = pack_observation(inputs[:n], self.obs_keys) if self.obs_keys else inputs[0]
         if self.memory is None:
             return self.rescale(self.actor(obs))
         state, starts = inputs[n], inputs[n + 1].view(1, -1).bool()
@@ -66,17 +66,6 @@ class DeployedPolicy(nn.Module):
             action = self.actor(obs)
         assert self.memory.hiddens is not None, "set by the call"
         return self.rescale(action), self.memory.hiddens[0]
-
-    def pack(self, values: tuple[torch.Tensor, ...]) -> torch.Tensor:
-        """A Dict observation's values `(batch, *shape)` side by side, each flattened, a
-        Discrete one's one-hot (as `Policy._pack`)."""
-        assert self.obs_keys is not None, "Dict observations only"
-        parts = []
-        for value, (_, shape, kind) in zip(values, self.obs_keys, strict=True):
-            if kind == "onehot":
-                value = nn.functional.one_hot(value.long(), shape[0])
-            parts.append(value.reshape(value.shape[0], -1).float())
-        return torch.cat(parts, dim=1)
 
     def rescale(self, action: torch.Tensor) -> torch.Tensor:
         """The actor's action in env units: an index, or from [-1, 1] to the action bounds."""

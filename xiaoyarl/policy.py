@@ -213,21 +213,15 @@ class Policy:
         return action.cpu().numpy() if is_numpy else action
 
     def _pack(self, obs: dict) -> np.ndarray:
-        """A Dict observation (or a batch of them) as the env adapter packs it: the keys side by
-        side, each flattened, a Discrete one-hot (`EnvSpec.obs_keys`)."""
+        """A Dict observation (or a batch of them) as the env adapter packs it
+        (`pack_observation`)."""
         if not self.obs_keys:
             raise ValueError("this policy was not trained on Dict observations; pass arrays.")
         key, shape, kind = self.obs_keys[0]
-        first = np.asarray(obs[key])
-        single = first.ndim == (0 if kind == "onehot" else len(shape))
-        parts = []
-        for key, shape, kind in self.obs_keys:
-            value = np.asarray(obs[key])
-            if kind == "onehot":
-                value = np.eye(shape[0], dtype=np.float32)[value]
-            parts.append(value.reshape(1 if single else value.shape[0], -1).astype(np.float32))
-        packed = np.concatenate(parts, axis=1)
-        return packed[0] if single else packed
+        single = np.asarray(obs[key]).ndim == (0 if kind == "onehot" else len(shape))
+        values = [torch.as_tensor(np.asarray(obs[key])) for key, _, _ in self.obs_keys]
+        packed = pack_observation([v.unsqueeze(0) if single else v for v in values], self.obs_keys)
+        return packed[0].numpy() if single else packed.numpy()
 
     def vec_policy(self, deterministic: bool = True) -> Callable[..., torch.Tensor]:
         """The policy as the evaluator steps its run's `VecEnv` with it: `(state[, mask]) ->
@@ -269,7 +263,12 @@ class Policy:
         self.hidden = None
         if state is not None:
             hidden = torch.as_tensor(np.asarray(state) if is_numpy else state)
-            self.hidden = hidden.to(self.device, torch.float32).reshape(-1, self.memory.state_dim)
+            if hidden.dim() != 2 or hidden.shape[1] != self.memory.state_dim:
+                raise ValueError(
+                    f"state must have shape (batch, {self.memory.state_dim}), what `step` "
+                    f"returned (None for new episodes), got {tuple(hidden.shape)}."
+                )
+            self.hidden = hidden.to(self.device, torch.float32)
             if episode_start is not None:
                 starts = torch.as_tensor(np.asarray(episode_start) if is_numpy else episode_start)
                 keep = ~starts.to(self.device, torch.bool).reshape(-1, 1)
@@ -283,6 +282,18 @@ class Policy:
     def recurrent(self) -> bool:
         """Whether the policy keeps a hidden state from step to step (`recurrent`, agent_rnn)."""
         return self.memory is not None
+
+
+def pack_observation(values: Sequence[torch.Tensor], obs_keys: Sequence[tuple]) -> torch.Tensor:
+    """A batch of Dict observations, one tensor `(batch, *shape)` per key of `obs_keys`
+    (`EnvSpec.obs_keys`), as the env adapter packs them: side by side, each flattened, a
+    Discrete one's one-hot, float32 `(batch, state_dim)`."""
+    parts = []
+    for value, (_, shape, kind) in zip(values, obs_keys, strict=True):
+        if kind == "onehot":
+            value = nn.functional.one_hot(value.long(), shape[0])
+        parts.append(value.reshape(value.shape[0], -1).float())
+    return torch.cat(parts, dim=1)
 
 
 class MultiAgentPolicy(Policy):

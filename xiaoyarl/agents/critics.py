@@ -93,10 +93,11 @@ class TargetReduce:
         """One value `(B,)` from the critics' `(num_critics, B)`."""
         return q.mean(0) if self.mean else q.min(0).values
 
-    def distributions(self, probs: torch.Tensor, means: torch.Tensor) -> torch.Tensor:
-        """One distribution `(B, K)` from the critics' `(num_critics, B, K)` of means `means`
-        `(num_critics, B)`: their mixture, or the one whose mean is least."""
-        return probs.mean(0) if self.mean else pick_least(probs, means)
+    def distributions(self, probs: torch.Tensor, critic: DistributionalCriticEnsemble
+                      ) -> torch.Tensor:  # fmt: skip
+        """One distribution `(B, K)` from the critics' `(num_critics, B, K)` (their means read by
+        `critic.mean`): their mixture, or the one whose mean is least."""
+        return probs.mean(0) if self.mean else pick_least(probs, critic.mean(probs))
 
 
 def pick_least(probs: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
@@ -110,13 +111,14 @@ class TDCritics:
     """Q(s, a) critics with target networks, regressed on the agent's `td_target`."""
 
     has_target = True  # the agent keeps target critics (and, where it uses one, a target actor)
+    batch_renorm = False  # batch-renormalised hidden layers (CrossQ's)
 
     def build(self, agent: CriticOwner, encoder: nn.Module) -> nn.Module:
         """The critics' network: `num_critics` Q(s, a) on the agent's features."""
         cfg = agent.config
         assert cfg.net_dims is not None and cfg.num_critics is not None, "set by resolve_config"
         return CriticEnsemble(agent.feature_dim, agent.spec.action_dim, cfg.net_dims, encoder,
-                              cfg.num_critics, cfg.layer_norm)  # fmt: skip
+                              cfg.num_critics, cfg.layer_norm, self.batch_renorm)  # fmt: skip
 
     def loss(self, agent: CriticOwner, batch: Batch) -> CriticLoss:
         """Squared TD errors against the agent's target (its `td_target`), each weighted by
@@ -157,21 +159,16 @@ class C51Critics(TDCritics):
         action, penalty = agent.next_action(batch.next_states)
         target = cast(DistributionalCriticEnsemble, agent.critic_target)
         probs = target.logits(batch.next_states, action).softmax(-1)
-        support_of = cast(DistributionalCriticEnsemble, agent.critic)
-        probs = agent.target_reduce.distributions(probs, support_of.mean(probs))
-        return c51_target(probs, batch, support_of.support, penalty)
+        critic = cast(DistributionalCriticEnsemble, agent.critic)
+        probs = agent.target_reduce.distributions(probs, critic)
+        return c51_target(probs, batch, critic.support, penalty)
 
 
 class CrossQCritics(TDCritics):
     """CrossQ's critics (see the module docstring): no target networks."""
 
     has_target = False
-
-    def build(self, agent: CriticOwner, encoder: nn.Module) -> nn.Module:
-        cfg = agent.config
-        assert cfg.net_dims is not None and cfg.num_critics is not None, "set by resolve_config"
-        return CriticEnsemble(agent.feature_dim, agent.spec.action_dim, cfg.net_dims, encoder,
-                              cfg.num_critics, cfg.layer_norm, batch_renorm=True)  # fmt: skip
+    batch_renorm = True
 
     def loss(self, agent: CriticOwner, batch: Batch) -> CriticLoss:
         """The target r + gamma * Q(s', a') (minus any penalty) from the same pass as Q(s, a)."""

@@ -10,6 +10,7 @@ import torch
 from xiaoyarl.agents.critics import TargetReduce, pick_least
 from xiaoyarl.agents.sac import AgentSAC
 from xiaoyarl.config import Config
+from xiaoyarl.core.distributional import DistributionalCriticEnsemble
 from xiaoyarl.errors import ConfigError
 
 
@@ -63,6 +64,7 @@ class RandomSubsetMin(TargetReduce):
         subset = torch.randperm(q.shape[0], device=q.device)[: self.subset]
         return q[subset].min(0).values
 
-    def distributions(self, probs: torch.Tensor, means: torch.Tensor) -> torch.Tensor:
+    def distributions(self, probs: torch.Tensor, critic: DistributionalCriticEnsemble
+                      ) -> torch.Tensor:  # fmt: skip
         subset = torch.randperm(probs.shape[0], device=probs.device)[: self.subset]
-        return pick_least(probs[subset], means[subset])
+        return pick_least(probs[subset], critic.mean(probs[subset]))
