@@ -341,6 +341,39 @@ def test_a_runs_curve_draws_its_training_episodes_beside_its_evaluations(tmp_pat
     assert list(lines["evaluation return"].get_ydata()) == [9.0, 20.0]
 
 
+SAVE_SAME_FIGURE = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from xiaoyarl.train.evaluator import save_figure
+
+    for _ in range(40):
+        fig, ax = plt.subplots()
+        ax.plot([0, 1], [0, 1])
+        save_figure(fig, Path(sys.argv[1]))
+    """
+)
+
+
+def test_two_processes_can_write_the_same_figure_at_once(tmp_path):
+    """A study's workers each write optimization_history.png when they finish: one process's
+    temporary file was the other's, so one of them lost it and failed."""
+    path = tmp_path / "plot.png"
+    writers = [subprocess.Popen([sys.executable, "-c", SAVE_SAME_FIGURE, str(path)],
+                                stderr=subprocess.PIPE, text=True) for _ in range(2)]  # fmt: skip
+    for writer in writers:
+        _, err = writer.communicate(timeout=120)
+        assert writer.returncode == 0, err
+    assert path.read_bytes().startswith(b"\x89PNG")
+    assert [p.name for p in tmp_path.iterdir()] == ["plot.png"]  # no temporary file left
+
+
 def test_resume_names_a_folder_and_a_missing_checkpoint_says_where_it_looked(tmp_path, cli, tiny):
     run = tmp_path / "named"
     common = ["train", "ppo", "CartPole-v1", *tiny, "--eval-every", "256"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -300,11 +301,12 @@ def plot_learning_curve(
 
 
 def save_figure(fig, path: Path) -> Path:  # noqa: ANN001 - a matplotlib Figure
-    """Lay out, write and close `fig` as `path`, atomically (a reader never sees half a PNG)."""
+    """Lay out, write and close `fig` as `path`, atomically (a reader never sees half a PNG). The
+    temporary file is this process's own: the workers of one study write the same plots."""
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
     fig.savefig(tmp)
     plt.close(fig)
     tmp.replace(path)
