@@ -391,13 +391,11 @@ def test_train_options_of_config_fields_take_the_fields_help_and_choices():
 def test_options_named_as_config_fields_set_those_fields(tmp_path):
     """Each option whose name is a Config field's sets it; a population's --cwd is its own folder,
     not its members' run folder."""
-    from xiaoyarl import Config
-    from xiaoyarl.cli import _apply_run_args, _population_settings, build_parser
+    from xiaoyarl.cli import _population_settings, _start_config, build_parser
 
     args = build_parser().parse_args(["train", "PPO", "Pendulum-v1", "--num-envs", "3", "--runner",
                                  "parallel", "--cwd", "r", "--target-return", "none"])  # fmt: skip
-    config = Config()
-    _apply_run_args(config, args)
+    config = _start_config(args)
     assert (config.algo, config.env_id, config.num_envs, config.runner, config.cwd) == (
         "ppo", "Pendulum-v1", 3, "parallel", "r")  # fmt: skip
     assert config.target_return is None and config.stop_at_target is False

@@ -3,6 +3,7 @@
 import dataclasses
 
 import pytest
+import torch
 
 from xiaoyarl import Config, ConfigError
 from xiaoyarl.agents.settings import (
@@ -207,9 +208,9 @@ def test_a_mappo_run_saved_before_its_value_loss_fields_resumes_with_the_loss_it
     saved config means that, while a config file (a preset) gets today's defaults."""
     import yaml
 
+    from xiaoyarl.agents.settings import RunSettings
     from xiaoyarl.errors import CheckpointError
-    from xiaoyarl.run import _check_resumable
-    from xiaoyarl.train.loop import CHECKPOINT_FORMAT
+    from xiaoyarl.train.checkpoint import CHECKPOINT_FORMAT, open_checkpoint, save_atomic
 
     values = Config(algo="mappo", env_id="SpreadDiscrete-v0").to_dict()
     for name in ("value_norm", "value_clip", "value_loss", "huber_delta"):
@@ -219,11 +220,15 @@ def test_a_mappo_run_saved_before_its_value_loss_fields_resumes_with_the_loss_it
     saved = load_saved_config(path)
     assert saved.value_clip is False and saved.value_loss == "mse" and saved.value_norm is True
     assert load_config(path).value_clip is None  # a config file: automatic (on for MAPPO)
-    checkpoint = {"format": CHECKPOINT_FORMAT, "config": values}
-    _check_resumable(checkpoint, saved, tmp_path)  # the same settings: resumable
+    save_atomic({"format": CHECKPOINT_FORMAT, "config": values}, tmp_path / "checkpoint/state.pt")
+
+    def settings(config):
+        return RunSettings(config, torch.device("cpu"), "torch", 1, tmp_path, [], [])
+
+    assert open_checkpoint(settings(saved), tmp_path, resume=True)  # the same settings: resumable
     with pytest.raises(CheckpointError, match="value_clip: checkpoint False, now True"):
         now = Config(algo="mappo", env_id="SpreadDiscrete-v0", value_norm=True, value_clip=True)
-        _check_resumable(checkpoint, now, tmp_path)
+        open_checkpoint(settings(now), tmp_path, resume=True)
 
 
 def test_runs_saved_when_the_value_loss_fields_were_mappos_own_keep_their_critic_loss():

@@ -15,13 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from xiaoyarl.config import Config
-from xiaoyarl.config_io import (
-    apply_overrides,
-    field_choices,
-    field_docs,
-    load_config,
-    set_field,
-)
+from xiaoyarl.config_io import default_run_dir, field_choices, field_docs, load_config
 from xiaoyarl.errors import ConfigError, XiaoyaError
 from xiaoyarl.presets import (
     ALGO_PRESETS,
@@ -424,24 +418,15 @@ def _int_like(text: str) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from xiaoyarl.agents.settings import load_saved_config
-    from xiaoyarl.run import default_run_dir, train_agent
+    from xiaoyarl.run import train_agent
     from xiaoyarl.scale import distributed
 
     if args.learners is not None and args.learners < 1:
         raise ConfigError(f"--learners {args.learners}: give a positive number of learners.")
     if (args.learners or 1) > 1 and distributed.rank_from_environment() is None:
         return distributed.launch_local(args.argv, args.learners)  # each rank runs this command
-
     _resume_folder(args)
     config = _start_config(args)
-    if args.resume and not args.config:
-        # Resume from the run's own config; options given now still override it.
-        saved_path = Path(config.cwd or default_run_dir(config)) / "config.yaml"
-        if saved_path.is_file():
-            saved = load_saved_config(saved_path)
-            _apply_run_args(saved, args)
-            config = saved
     summary = train_agent(config, resume=bool(args.resume), log=None if args.quiet else print)
     if summary["rank"] != 0:  # several learners: rank 0 reports for all
         return 0
@@ -462,23 +447,27 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _start_config(args: argparse.Namespace, skip: tuple[str, ...] = ()) -> Config:
-    """What a command that starts runs (train, population, tune) begins from: --config's file,
-    else the task preset of ALGO on ENV (said, unless --quiet), else the library's defaults;
-    then the command line (`_apply_run_args`, `skip` left out)."""
-    preset = None
-    if not (args.config or args.no_preset or args.resume):
-        asked = Config()  # what the command line says, for the env kwargs that name the task
-        _apply_run_args(asked, args, skip)
-        preset = preset_path(asked.algo, asked.env_id, asked.env_kwargs)
-    source = args.config or preset
-    config = load_config(source) if source else Config()
-    _apply_run_args(config, args, skip)
-    if preset is not None and not args.quiet:
-        general = preset.relative_to(CONFIG_DIR).as_posix() in ALGO_PRESETS.values()
-        kind = "algorithm" if general else "task"
-        print(f"settings: the {kind} preset {preset} for {config.algo} on {config.env_id}, "
-              f"then the command line (--no-preset: the library's defaults)")  # fmt: skip
-    elif args.config and not args.quiet:
+    """What a command that starts runs (train, population, tune) begins from: --config's file;
+    with --resume, the run's own config.yaml; else the task preset of ALGO on ENV (said, unless
+    --quiet); else the library's defaults. Then the command line (`_given`, `skip` left out),
+    which overrides it."""
+    from xiaoyarl.agents.settings import command_config
+
+    given = _given(args, skip)
+    asked = command_config(None, given, args.set)  # what the command line alone says
+    kind, source = "file", args.config
+    if source is None and args.resume:
+        saved = Path(asked.cwd or default_run_dir(asked)) / "config.yaml"
+        kind, source = "run", saved if saved.is_file() else None
+    elif source is None and not args.no_preset:
+        kind, source = "preset", preset_path(asked.algo, asked.env_id, asked.env_kwargs)
+    config = command_config(source, given, args.set, saved=kind == "run")
+    if kind == "preset" and source is not None and not args.quiet:
+        general = source.relative_to(CONFIG_DIR).as_posix() in ALGO_PRESETS.values()
+        print(f"settings: the {'algorithm' if general else 'task'} preset {source} for "
+              f"{config.algo} on {config.env_id}, then the command line (--no-preset: the "
+              f"library's defaults)")  # fmt: skip
+    elif kind == "file" and not args.quiet:
         print(f"settings: {args.config}, then the command line")
     return config
 
@@ -492,29 +481,25 @@ def _resume_folder(args: argparse.Namespace) -> None:
         args.cwd = args.resume
 
 
-def _apply_run_args(config: Config, args: argparse.Namespace, skip: tuple[str, ...] = ()) -> None:
-    """Put what the command line says into `config`: algorithm, env, each option named as a Config
-    field (`--num-envs` sets num_envs) but those in `skip`, the target return, then the --set
-    pairs."""
-    config.algo = args.algo.lower()
-    config.env_id = args.env
+def _given(args: argparse.Namespace, skip: tuple[str, ...] = ()) -> dict[str, object]:
+    """What the command line says, field by field: algorithm, env, each option named as a Config
+    field (`--num-envs` sets num_envs) but those in `skip`, and the target return (`--set` pairs
+    come after these, and may not name the same field)."""
+    given: dict[str, object] = {"algo": args.algo.lower(), "env_id": args.env}
     by_set = {pair.split("=", 1)[0].strip(): pair for pair in args.set}
     for name in Config.field_names():
         value = getattr(args, name, None)
         if value is not None and name not in ("algo", *skip):
-            flag = f"--{name.replace('_', '-')}"
             if name in by_set:  # one would silently win over the other
+                flag = f"--{name.replace('_', '-')}"
                 raise ConfigError(f"{flag} {value} and --set {by_set[name]} both set {name}; "
                                   f"give one of them.")  # fmt: skip
-            if name != "target_return":
-                set_field(config, name, value, source=flag)
+            given[name] = value
     if args.target_return == "none":
-        config.target_return = None
-        config.stop_at_target = False
+        given.update(target_return=None, stop_at_target=False)
     elif args.target_return is not None:  # a number: stop there (what --set may still change)
-        set_field(config, "target_return", args.target_return, source="--target-return")
-        config.stop_at_target = True
-    apply_overrides(config, args.set)
+        given.update(target_return=args.target_return, stop_at_target=True)
+    return given
 
 
 def _add_deterministic_flags(parser: argparse.ArgumentParser) -> None:

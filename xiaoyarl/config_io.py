@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.util
 import math
 import numbers
 import re
@@ -64,6 +65,12 @@ def preset_differences(config: Config) -> tuple[Path, list[str]] | None:
 def load_config(path: str | Path) -> Config:
     """A config file (a preset, a user's file): the fields it names, defaults for the rest."""
     return config_from_dict(read_yaml(Path(path)), source=str(path))
+
+
+def default_run_dir(config: Config) -> Path:
+    """`runs/<env>_<algo>_<seed>`, the run folder when `cwd` is not given."""
+    env = re.sub(r"[^A-Za-z0-9_.-]+", "_", config.env_id)
+    return Path("runs") / f"{env}_{config.algo}_{config.seed}"
 
 
 def save_config(config: Config, path: str | Path) -> None:
@@ -217,6 +224,10 @@ def validate_config(config: Config) -> Config:
         bad("state_norm_clip", "a number > 0 (or null for no clamp)")
     if config.target_return is not None and not math.isfinite(config.target_return):
         bad("target_return", "a finite number (or null for the env's own target)")
+    for name in ("tensorboard", "wandb"):  # refused before a run starts, not when it logs
+        if getattr(config, name) and importlib.util.find_spec(name) is None:
+            raise ConfigError(f"{name}=true needs the {name} package: "
+                              f"pip install -e '.[{name}]' (or pip install {name}).")  # fmt: skip
     return config
 
 

@@ -1,5 +1,6 @@
-"""The settings a run trains with: each algorithm's checks and automatic defaults on top of the
-field-by-field checks of `validate_config`. The defaults themselves belong to the agents
+"""The settings a run trains with, resolved once at its start (`resolve_run`): each algorithm's
+checks and automatic defaults on top of the field-by-field checks of `validate_config`, the
+device, the backend and the threads. The defaults themselves belong to the agents
 (`AgentPPO.defaults`, `AgentA2C.defaults`, `AgentDQN.defaults`, `AgentActorCritic.defaults`); this
 module finds the agent of `config.algo` and applies them, so that the config knows no
 algorithm."""
@@ -11,13 +12,24 @@ import difflib
 import math
 from pathlib import Path
 
+import torch
+
 from xiaoyarl.agents import ALGORITHMS
 from xiaoyarl.agents.actor_critic import AgentActorCritic
 from xiaoyarl.agents.base import AgentBase
 from xiaoyarl.agents.hterm import FIELDS as H_TERM_FIELDS
 from xiaoyarl.config import Config
-from xiaoyarl.config_io import config_from_dict, read_yaml, validate_config
-from xiaoyarl.envs import is_torch_native
+from xiaoyarl.config_io import (
+    apply_overrides,
+    config_from_dict,
+    default_run_dir,
+    load_config,
+    read_yaml,
+    set_field,
+    validate_config,
+)
+from xiaoyarl.envs import is_batched, is_torch_native
+from xiaoyarl.envs.multi import MULTI_AGENT_ENVS, is_multi_agent
 from xiaoyarl.errors import ConfigError
 
 
@@ -49,7 +61,12 @@ def check_config(config: Config) -> Config:
     """`validate_config(config)`, then what depends on the algorithm (what its agent class
     declares, and its own `check`): a message naming the field, the value and what is allowed.
     Returns `config`."""
-    validate_config(config)
+    return _check_algorithm(validate_config(config))
+
+
+def _check_algorithm(config: Config) -> Config:
+    """`check_config`'s checks that depend on the algorithm, of a config whose fields are each
+    valid."""
     agent = agent_of(config)
     if config.h_term and not agent.takes_h_term:
         takes = sorted(name for name in ALGORITHMS if agent_of_name(name).takes_h_term)
@@ -104,25 +121,120 @@ def resolve_config(config: Config, batched: bool, device_type: str = "cpu") -> C
     backend and device type ("cpu" or "cuda"), checked. `batched`: the env steps its sub-envs
     as one tensor program (torch-native, or MuJoCo Playground's JAX), so it gets the batched
     defaults."""
-    check_config(config)
+    resolved = _check_algorithm(_filled(validate_config(config), batched, device_type))
+    return _env_needs(config, resolved)
+
+
+def _filled(config: Config, batched: bool, device_type: str) -> Config:
+    """`resolve_config`'s copy before its check: each field's own check comes first (the
+    defaults are computed from the fields), what depends on the algorithm is checked once, on
+    the values the run trains with, and what an adapted env needs comes last (`_env_needs`)."""
+    agent = agent_of(config)
     resolved = dataclasses.replace(config)
-    for name, value in agent_of(config).defaults(resolved, batched, device_type).items():
+    for name, value in agent.defaults(resolved, batched, device_type).items():
         if getattr(resolved, name) is None:
             setattr(resolved, name, value)
-    if not is_torch_native(config.env_id, config.backend):  # what an adapted env needs
-        from xiaoyarl.envs.gym import least_settings
-
-        for name, least in least_settings(config.env_id, config.env_kwargs).items():
-            if getattr(config, name) is None:
-                setattr(resolved, name, max(getattr(resolved, name), least))
-    if agent_of(config).if_off_policy and config.horizon_len is None:
+    if agent.if_off_policy and config.horizon_len is None:
         # an automatic horizon long enough for one gradient step per rollout, so that a ratio
         # below one step per rollout (e.g. 0.25 with one sub-env) is taken as asked
         assert resolved.repeat_times is not None and resolved.num_envs is not None
         per_step = resolved.repeat_times * resolved.num_envs
         if 0 < per_step and per_step * resolved.horizon_len < 1:  # type: ignore[operator]
             resolved.horizon_len = math.ceil(1 / per_step - 1e-9)
-    return check_config(resolved)
+    return resolved
+
+
+def _env_needs(config: Config, resolved: Config) -> Config:
+    """`resolved` (of `config`) with the least values an adapted (not torch-native) env needs of
+    the settings `config` left automatic, e.g. an Atari game's evaluation cadence."""
+    if not is_torch_native(config.env_id, config.backend):
+        from xiaoyarl.envs.gym import least_settings
+
+        for name, least in least_settings(config.env_id, config.env_kwargs).items():
+            if getattr(config, name) is None:
+                setattr(resolved, name, max(getattr(resolved, name), least))
+    return resolved
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSettings:
+    """What a run trains with, resolved once at its start by `resolve_run`: the config with
+    nothing automatic left, and the machine's side of it."""
+
+    config: Config
+    device: torch.device
+    backend: str  # "torch", "gymnasium", "envpool", "playground" or "pettingzoo"
+    threads: int  # torch's CPU threads
+    run_dir: Path  # where the run writes: `cwd`, or `default_run_dir`
+    ignored: list[str]  # fields set away from their default that the algorithm never reads
+    follow_budget: list[str]  # automatic fields a resumed run takes from its checkpoint
+
+
+def resolve_run(config: Config, ranks: tuple[int, int, int] | None = None) -> RunSettings:
+    """The settings of a run of `config` (checked: a `ConfigError` names what is wrong before
+    anything is built). `ranks`: (rank, world size, local rank) of one of several learners."""
+    validate_config(config)
+    run_dir = Path(config.cwd) if config.cwd else default_run_dir(config)
+    multi_agent = is_multi_agent(config.env_id)
+    torch_native = is_torch_native(config.env_id, config.backend) or (
+        config.env_id in MULTI_AGENT_ENVS
+    )
+    device = resolve_device(config.device)
+    if multi_agent and (ranks is not None or config.runner == "parallel"):
+        raise ConfigError(
+            f"{config.env_id} is a multi-agent env: it trains in one process for now (runner "
+            f"single, no torchrun / --learners)."
+        )
+    if ranks is not None:
+        if config.runner == "parallel":
+            raise ConfigError(
+                "several learners (torchrun, --learners) and runner=parallel cannot be combined: "
+                "each learner rank steps its own envs; use runner=single."
+            )
+        if device.type == "cuda":
+            device = torch.device("cuda", ranks[2])  # one GPU per rank of this machine
+    batched = torch_native or is_batched(config.env_id, config.backend)
+    resolved = _check_algorithm(_filled(config, batched, device.type))
+    backend = "torch" if torch_native else "gymnasium"
+    if config.backend in ("envpool", "torch", "playground"):
+        backend = config.backend  # make_env refuses a torch backend without a torch-native env
+    if multi_agent and not torch_native:
+        backend = "pettingzoo"
+    resolved = _env_needs(config, resolved)
+    if backend == "gymnasium":  # an Atari game's preprocessing, written in its config.yaml
+        from xiaoyarl.envs.gym import atari_env_kwargs
+
+        resolved.env_kwargs = atari_env_kwargs(config.env_id, config.env_kwargs)
+    return RunSettings(resolved, device, backend, choose_threads(resolved.threads), run_dir,
+                       ignored_fields(config), budget_fields(config))  # fmt: skip
+
+
+def resolve_device(name: str) -> torch.device:
+    """The run's one device: `auto` is cuda when available, else cpu."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(
+            f"device '{name}' was requested but CUDA is not available to this torch "
+            f"({torch.__version__}); use --device cpu (or auto)."
+        )
+    if device.type == "cuda" and device.index is not None:
+        if device.index >= torch.cuda.device_count():
+            raise ConfigError(
+                f"device '{name}' does not exist: {torch.cuda.device_count()} GPU(s) visible."
+            )
+    return device
+
+
+def choose_threads(threads: int | None) -> int:
+    """Torch's CPU threads for this process: `threads`, or 1 when None (automatic).
+
+    One thread is the fastest choice measured for every workload tried on a 2-core machine,
+    alone and beside other processes (see BENCHMARKS.md, "CPU threads"): the networks of RL
+    are small, so a second thread mostly spins, and beside another busy process torch's
+    default of one thread per core makes training several times slower."""
+    return threads if threads else 1
 
 
 def budget_fields(config: Config) -> list[str]:
@@ -168,6 +280,20 @@ def config_from_saved(values: dict, source: str = "config") -> Config:
     if not isinstance(values, dict):
         raise ConfigError(f"{source}: expected a mapping of field: value, got {values!r}.")
     return config_from_dict({**values, **saved_run_values(values)}, source=source)
+
+
+def command_config(source: str | Path | None, given: dict, pairs: list[str],
+                   saved: bool = False) -> Config:  # fmt: skip
+    """A command's config: the config file `source` (a run's own config.yaml where `saved`, read
+    as `load_saved_config` does; the defaults where None), then `given` (an option's value per
+    field, each named as its option in an error) and the `--set` name=value `pairs`."""
+    config = Config()
+    if source is not None:
+        config = load_saved_config(source) if saved else load_config(source)
+    for name, value in given.items():
+        set_field(config, name, value, source=f"--{name.replace('_', '-')}")
+    apply_overrides(config, pairs)
+    return config
 
 
 def load_saved_config(path: str | Path) -> Config:

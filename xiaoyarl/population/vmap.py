@@ -43,7 +43,7 @@ from xiaoyarl.agents.base import AgentBase
 from xiaoyarl.agents.ppo import LOSS_NAMES, AgentPPO, PPOBatch, Rollout
 from xiaoyarl.agents.pqn import AgentPQN
 from xiaoyarl.agents.pqn import Rollout as PQNRollout
-from xiaoyarl.agents.settings import agent_of, resolve_config
+from xiaoyarl.agents.settings import agent_of, resolve_config, resolve_device
 from xiaoyarl.config import Config
 from xiaoyarl.config_io import save_config
 from xiaoyarl.core.optim import LeanKit, adam_step, clip_scale, radam_step
@@ -443,7 +443,7 @@ VMAPPED: dict[type[AgentBase], type[VmapAgents]] = {AgentPPO: VmapPPO, AgentPQN:
 def member_checkpoint(loop_counters: dict, config: Config, agent: AgentBase) -> dict:
     """A member's state as an ordinary run checkpoint (`TrainLoop.state_dict`'s format): the
     env and evaluator are not kept, so a run resumed from it starts new episodes."""
-    from xiaoyarl.train.loop import CHECKPOINT_FORMAT
+    from xiaoyarl.train.checkpoint import CHECKPOINT_FORMAT
 
     agent.last_state = None  # its sub-envs are not saved: exploring starts new episodes
     return {
@@ -474,7 +474,7 @@ class VmapSlot(Slot):
         self.batch = population.pop.members
 
     def run_tasks(self, tasks: list[dict]) -> None:
-        from xiaoyarl.run import agent_class, build_env, resolve_device
+        from xiaoyarl.run import agent_class, build_env
 
         names = [t["member"] for t in tasks]
         configs, checkpoints = [], []

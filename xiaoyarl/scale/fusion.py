@@ -152,7 +152,7 @@ def fuse_runs(
     first run, with `cwd` = `out`); it evaluates (`actor.pt`) and resumes (`--resume out`)."""
     from xiaoyarl.agents import make_agent
     from xiaoyarl.envs import make_env
-    from xiaoyarl.train.loop import CHECKPOINT_FORMAT
+    from xiaoyarl.train.checkpoint import CHECKPOINT_FORMAT
 
     dirs = [Path(d) for d in run_dirs]
     out = Path(out)

@@ -1,5 +1,6 @@
-"""Checkpoint I/O: plain data written atomically, read back with `weights_only=True`; and the
-saved policy (`actor.pt`) an agent exports."""
+"""Checkpoint I/O: plain data written atomically, read back with `weights_only=True`; the saved
+policy (`actor.pt`) an agent exports; and a run folder's checkpoint as a run starts
+(`open_checkpoint`: the state to resume from, or a refusal to overwrite one)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,59 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from xiaoyarl.config import Config
 from xiaoyarl.errors import CheckpointError
 
 if TYPE_CHECKING:
     from xiaoyarl.agents.base import AgentBase
+    from xiaoyarl.agents.settings import RunSettings
+
+CHECKPOINT_FORMAT = "xiaoyarl-checkpoint-1"
+
+# Fields that may change when a run is resumed; every other field must match the checkpoint's.
+RESUMABLE_CHANGES = {
+    "max_steps", "target_return", "stop_at_target", "eval_every", "eval_episodes",
+    "eval_deterministic", "confirm_episodes", "checkpoint_every", "cwd", "device", "threads",
+    "tensorboard", "wandb", "wandb_project", "vector_mode", "restart_workers", "worker_timeout",
+}  # fmt: skip
+
+
+def open_checkpoint(settings: RunSettings, run_dir: Path, resume: bool) -> dict | None:
+    """The checkpoint a run in `run_dir` resumes from (`resume`; its config must match
+    `settings.config` but for `RESUMABLE_CHANGES`, and the fields that follow the budget take
+    its values), or None for a new run, which must not overwrite one."""
+    path = run_dir / "checkpoint" / "state.pt"
+    if not resume:
+        if path.exists():
+            raise CheckpointError(
+                f"run folder {run_dir} already holds a run with a checkpoint. Pass --resume to "
+                f"continue it, choose another folder with --cwd, or delete {run_dir}."
+            )
+        return None
+    if not path.is_file():
+        raise CheckpointError(
+            f"cannot resume: there is no checkpoint in {run_dir} (looked for {path}). "
+            f"Name the run folder to resume with --resume RUN_DIR (or --cwd RUN_DIR)."
+        )
+    from xiaoyarl.agents.settings import saved_run_values  # the agents: only where one resumes
+
+    checkpoint = load_plain(path)
+    if checkpoint.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"{path} is not a xiaoyarl checkpoint.")
+    config = settings.config
+    for name in settings.follow_budget:
+        setattr(config, name, checkpoint["config"].get(name, getattr(config, name)))
+    saved = {**checkpoint["config"], **saved_run_values(checkpoint["config"])}
+    unsaved, now = Config().to_dict(), config.to_dict()  # `unsaved`: fields it predates
+    diffs = [f"{k}: checkpoint {saved.get(k, unsaved[k])!r}, now {now[k]!r}" for k in now
+             if k not in RESUMABLE_CHANGES and saved.get(k, unsaved[k]) != now[k]]  # fmt: skip
+    if diffs:
+        raise CheckpointError(
+            f"cannot resume {run_dir}: the config differs from the one it was trained with "
+            f"({'; '.join(diffs)}). Resume with the same settings, e.g. --config "
+            f"{run_dir}/config.yaml, or start a new run with another --cwd."
+        )
+    return checkpoint
 
 
 def policy_state(agent: AgentBase) -> dict:

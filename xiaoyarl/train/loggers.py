@@ -19,7 +19,6 @@ from pathlib import Path
 import torch
 
 from xiaoyarl.config import Config
-from xiaoyarl.errors import ConfigError
 
 EPISODE_FIELDS = ["step", "time", "episodes", "return_mean", "return_min", "return_max",
                   "length_mean"]  # fmt: skip
@@ -148,18 +147,6 @@ def truncate_csv_after(path: Path, step: int) -> None:
         return
     kept = [rows[0]] + [r for r in rows[1:] if r and int(float(r[0])) <= step]
     _write_rows_atomic(path, kept)
-
-
-def check_logger_packages(config: Config) -> None:
-    """Refuse `tensorboard=true` / `wandb=true` before a run starts when the package is missing."""
-    import importlib.util
-
-    for name, extra in (("tensorboard", "tensorboard"), ("wandb", "wandb")):
-        if getattr(config, name) and importlib.util.find_spec(name) is None:
-            raise ConfigError(
-                f"{name}=true needs the {name} package: pip install -e '.[{extra}]' "
-                f"(or pip install {name})."
-            )
 
 
 class Loggers:

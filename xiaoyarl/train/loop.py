@@ -34,7 +34,7 @@ from xiaoyarl.agents import AgentBase
 from xiaoyarl.config import Config
 from xiaoyarl.config_io import preset_differences
 from xiaoyarl.envs.base import VecEnv
-from xiaoyarl.train.checkpoint import policy_state, save_atomic
+from xiaoyarl.train.checkpoint import CHECKPOINT_FORMAT, policy_state, save_atomic
 from xiaoyarl.train.divergence import ADVICE, DivergenceGuard
 from xiaoyarl.train.evaluator import EvalResult, EvaluationStopped, Evaluator
 from xiaoyarl.train.loggers import EpisodeStats, Loggers
@@ -50,7 +50,6 @@ from xiaoyarl.train.schedules import Schedules
 if TYPE_CHECKING:
     from xiaoyarl.agents.protocols import Steps
 
-CHECKPOINT_FORMAT = "xiaoyarl-checkpoint-1"
 
 # what `signal.signal` takes and returns
 SignalHandler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
