@@ -423,10 +423,10 @@ def _train(args: argparse.Namespace) -> int:
 
     if args.learners is not None and args.learners < 1:
         raise ConfigError(f"--learners {args.learners}: give a positive number of learners.")
+    _resume_folder(args)
+    config = _start_config(args)  # its options' errors said once, before any learner starts
     if (args.learners or 1) > 1 and distributed.rank_from_environment() is None:
         return distributed.launch_local(args.argv, args.learners)  # each rank runs this command
-    _resume_folder(args)
-    config = _start_config(args)
     summary = train_agent(config, resume=bool(args.resume), log=None if args.quiet else print)
     if summary["rank"] != 0:  # several learners: rank 0 reports for all
         return 0
@@ -561,7 +561,7 @@ def _plot(args: argparse.Namespace) -> int:
 def _plot_info_of_old_run(config: Config) -> tuple[str, float | None]:
     """Title and target of a run written before runs kept `plot.json`, as training drew them."""
     from xiaoyarl.envs import is_torch_native, make_env
-    from xiaoyarl.run import run_title
+    from xiaoyarl.train.start import run_title
 
     backend = "torch" if is_torch_native(config.env_id, config.backend) else config.backend
     title = run_title(config, "gymnasium" if backend == "auto" else backend)

@@ -484,7 +484,7 @@ def evaluate(
     (first) run evaluated (its `eval_deterministic`).
 
     Returns {"mean", "std", "returns"}; episodes run as parallel sub-envs."""
-    from xiaoyarl.run import build_env
+    from xiaoyarl.envs.build import build_env
     from xiaoyarl.train.evaluator import run_episodes
 
     run_dirs = [Path(run_dir)] if isinstance(run_dir, str | Path) else [Path(d) for d in run_dir]

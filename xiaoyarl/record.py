@@ -192,9 +192,9 @@ class VecPlayer:
 def _make_player(config: Config, policy: Policy, run_dir: Path) -> Player:
     """The player that films the run of `config` (see the module docstring), or a clear error
     why the run cannot be filmed."""
+    from xiaoyarl.envs.build import build_env
     from xiaoyarl.envs.multi.registry import is_multi_agent, is_pettingzoo_id
     from xiaoyarl.envs.registry import is_torch_native
-    from xiaoyarl.run import build_env
 
     env_id = config.env_id
     multi = is_multi_agent(env_id)

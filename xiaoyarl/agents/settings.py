@@ -195,6 +195,11 @@ def resolve_run(config: Config, ranks: tuple[int, int, int] | None = None) -> Ru
             device = torch.device("cuda", ranks[2])  # one GPU per rank of this machine
     batched = torch_native or is_batched(config.env_id, config.backend)
     resolved = _check_algorithm(_filled(config, batched, device.type))
+    threads, ignored, follow_budget = (
+        choose_threads(resolved.threads),
+        ignored_fields(config),
+        budget_fields(config),
+    )
     backend = "torch" if torch_native else "gymnasium"
     if config.backend in ("envpool", "torch", "playground"):
         backend = config.backend  # make_env refuses a torch backend without a torch-native env
@@ -205,8 +210,7 @@ def resolve_run(config: Config, ranks: tuple[int, int, int] | None = None) -> Ru
         from xiaoyarl.envs.gym import atari_env_kwargs
 
         resolved.env_kwargs = atari_env_kwargs(config.env_id, config.env_kwargs)
-    return RunSettings(resolved, device, backend, choose_threads(resolved.threads), run_dir,
-                       ignored_fields(config), budget_fields(config))  # fmt: skip
+    return RunSettings(resolved, device, backend, threads, run_dir, ignored, follow_budget)
 
 
 def resolve_device(name: str) -> torch.device:

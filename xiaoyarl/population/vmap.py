@@ -474,7 +474,8 @@ class VmapSlot(Slot):
         self.batch = population.pop.members
 
     def run_tasks(self, tasks: list[dict]) -> None:
-        from xiaoyarl.run import agent_class, build_env
+        from xiaoyarl.envs.build import build_env
+        from xiaoyarl.run import agent_class
 
         names = [t["member"] for t in tasks]
         configs, checkpoints = [], []

@@ -210,6 +210,12 @@ class DataParallel:
         if agent.auxiliary is not None:
             agent.auxiliary.join(agent.config.seed, self.rank)
 
+    def share(self, agent: AgentBase) -> None:
+        """Make `agent` this rank's part of the job: rank 0's weights (`broadcast_agent`), its
+        updates shared (`attach`)."""
+        self.broadcast_agent(agent)
+        self.attach(agent)
+
     # --- keeping the ranks together ---
     def broadcast_agent(self, agent: AgentBase) -> None:
         """Every network's parameters and buffers from rank 0, on every rank."""

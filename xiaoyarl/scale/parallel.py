@@ -58,6 +58,7 @@ from xiaoyarl.train.evaluator import EvalResult, Evaluator, evaluation_seed
 from xiaoyarl.train.loggers import Loggers
 from xiaoyarl.train.loop import Callback, TrainLoop
 from xiaoyarl.train.progress import Console
+from xiaoyarl.train.start import run_title
 
 if TYPE_CHECKING:
     from xiaoyarl.agents.protocols import Steps
@@ -543,15 +544,18 @@ class ParallelLoop(TrainLoop):
         self,
         config: Config,
         agent: AgentBase,
-        backend: str,
-        run_dir: Path,
+        env: VecEnv,
+        evaluator: Evaluator | None,
         target: float | None,
-        title: str,
+        run_dir: Path,
+        backend: str,
         console: Console,
         loggers: Loggers,
         callbacks: Sequence[Callback] = (),
     ) -> None:
-        # the workers' stand-in gives the loop what it asks of an env (spec, state, reset)
+        # `env`: the one that gave the spec (closed); the workers' stand-in gives the loop what
+        # it asks of an env (spec, state, reset). The evaluator process evaluates.
+        assert evaluator is None, "the evaluator process evaluates a parallel run"
         envs = cast(VecEnv, _WorkerEnvs(agent.spec))
         super().__init__(config, agent, envs, None, target, run_dir, backend, console, loggers,
                          callbacks)  # fmt: skip
@@ -559,7 +563,7 @@ class ParallelLoop(TrainLoop):
         one_worker = dataclasses.replace(agent.spec, num_envs=config.num_envs)
         setup = {"device": str(agent.device) if backend == "torch" else "cpu",
                  "eval_seed": evaluation_seed(config.seed), "run_dir": str(run_dir),
-                 "target": target, "title": title}  # fmt: skip
+                 "target": target, "title": run_title(config, backend)}  # fmt: skip
         self.runner = ParallelRunner(config, agent, one_worker, backend, setup, console.line)
         self.remote_state: dict | None = None  # the evaluator process's state, as last sent
         self.received: list[EvalResult] = []
