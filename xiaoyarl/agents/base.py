@@ -249,60 +249,29 @@ class AgentBase:
 
         return sampling_policy(self.actor, self.config)
 
-    # --- checkpoint state ---
+    # --- checkpoint state (`agents/state.py`: loaded where a run keeps its state) ---
     def state_dict(self) -> dict:
-        """The agent's whole training state as plain data (tensors, dicts, numbers)."""
-        return {
-            "nets": {name: net.state_dict() for name, net in self.nets.items()},
-            "optimizers": {name: opt.state_dict() for name, opt in self._optimizers().items()},
-            "last_state": self.last_state,
-            "counters": {"explored": self.explored, "updates": self.updates},
-            **self._auxiliary_state(),
-        }
+        """The agent's whole training state as plain data (tensors, dicts, numbers): its
+        networks, optimizers, counters, where exploring resumes and its auxiliary loss's."""
+        from xiaoyarl.agents.state import training_state
+
+        return training_state(self)
 
     def load_state_dict(self, state: dict) -> None:
         """Restore what `state_dict` returned: networks, optimizers, where exploring resumes."""
-        for name, net in self.nets.items():
-            net.load_state_dict(state["nets"][name])
-        for name, opt in self._optimizers().items():
-            # how this process steps (e.g. capturable) is its own, not the saved run's
-            settings = [{k: g[k] for k in _PROCESS_SETTINGS if k in g} for g in opt.param_groups]
-            opt.load_state_dict(state["optimizers"][name])
-            for group, own in zip(opt.param_groups, settings, strict=True):
-                group.update(own)
-        self.update_runner.reset()  # new optimizer state tensors
-        last = state["last_state"]
-        self.last_state = None if last is None else last.to(self.device)
-        self.explored = state["counters"]["explored"]
-        self.updates = state["counters"]["updates"]
-        self._load_auxiliary(state)
+        from xiaoyarl.agents.state import load_training_state
 
-    def _optimizers(self) -> dict[str, protocols.Optimizer]:
-        """`optimizers`, of a learner: an acting-only copy has none, and no training state."""
-        optimizers = {name: opt for name, opt in self.optimizers.items() if opt is not None}
-        assert len(optimizers) == len(self.optimizers), "an acting-only copy has no optimizers"
-        return optimizers
+        load_training_state(self, state)
 
     def sub_env_state(self) -> dict:
         """The part of the training state that belongs to this agent's own sub-envs: where
         exploring resumes (and what several learners keep per learner)."""
-        return {"last_state": self.last_state, **self._auxiliary_state()}
+        from xiaoyarl.agents.state import sub_env_state
+
+        return sub_env_state(self)
 
     def load_sub_env_state(self, state: dict) -> None:
         """Restore what `sub_env_state` returned (the last observation of each sub-env)."""
-        last = state["last_state"]
-        self.last_state = None if last is None else last.to(self.device)
-        self._load_auxiliary(state)
+        from xiaoyarl.agents.state import load_sub_env_state
 
-    def _auxiliary_state(self) -> dict:
-        if self.auxiliary is None:
-            return {}
-        return {self.auxiliary.name: self.auxiliary.state_dict()}
-
-    def _load_auxiliary(self, state: dict) -> None:
-        if self.auxiliary is not None and state.get(self.auxiliary.name) is not None:
-            self.auxiliary.load_state_dict(state[self.auxiliary.name])
-
-
-# optimizer settings that belong to the process that steps, not to the saved run
-_PROCESS_SETTINGS = ("capturable",)
+        load_sub_env_state(self, state)
