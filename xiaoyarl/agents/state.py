@@ -4,17 +4,31 @@ its state, not by an agent that only trains (the hello world)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from xiaoyarl.agents import protocols
-    from xiaoyarl.agents.base import AgentBase
+import torch
+from torch import nn
+
+from xiaoyarl.agents import protocols
+
+
+class AgentState(Protocol):
+    """What of an agent (`AgentBase`) its training state is made of."""
+
+    nets: dict[str, nn.Module]
+    optimizers: dict[str, protocols.Optimizer | None]
+    last_state: torch.Tensor | None
+    explored: int
+    updates: int
+    auxiliary: protocols.AuxiliaryLoss | None
+    update_runner: protocols.UpdateRunner
+    device: torch.device
 
 # optimizer settings that belong to the process that steps, not to the saved run
 PROCESS_SETTINGS = ("capturable",)
 
 
-def training_state(agent: AgentBase) -> dict:
+def training_state(agent: AgentState) -> dict:
     """`agent.state_dict()` of `AgentBase`: networks, optimizers, where exploring resumes, the
     counters and the auxiliary loss's state."""
     return {
@@ -26,7 +40,7 @@ def training_state(agent: AgentBase) -> dict:
     }
 
 
-def load_training_state(agent: AgentBase, state: dict) -> None:
+def load_training_state(agent: AgentState, state: dict) -> None:
     """Restore what `training_state` returned into `agent`."""
     for name, net in agent.nets.items():
         net.load_state_dict(state["nets"][name])
@@ -42,13 +56,13 @@ def load_training_state(agent: AgentBase, state: dict) -> None:
     agent.updates = state["counters"]["updates"]
 
 
-def sub_env_state(agent: AgentBase) -> dict:
+def sub_env_state(agent: AgentState) -> dict:
     """`agent.sub_env_state()` of `AgentBase`: the last observation of each sub-env and the
     auxiliary loss's state."""
     return {"last_state": agent.last_state, **_auxiliary_state(agent)}
 
 
-def load_sub_env_state(agent: AgentBase, state: dict) -> None:
+def load_sub_env_state(agent: AgentState, state: dict) -> None:
     """Restore what `sub_env_state` returned into `agent`."""
     last = state["last_state"]
     agent.last_state = None if last is None else last.to(agent.device)
@@ -56,14 +70,14 @@ def load_sub_env_state(agent: AgentBase, state: dict) -> None:
         agent.auxiliary.load_state_dict(state[agent.auxiliary.name])
 
 
-def _optimizers(agent: AgentBase) -> dict[str, protocols.Optimizer]:
+def _optimizers(agent: AgentState) -> dict[str, protocols.Optimizer]:
     """`agent.optimizers`, of a learner: an acting-only copy has none, and no training state."""
     optimizers = {name: opt for name, opt in agent.optimizers.items() if opt is not None}
     assert len(optimizers) == len(agent.optimizers), "an acting-only copy has no optimizers"
     return optimizers
 
 
-def _auxiliary_state(agent: AgentBase) -> dict:
+def _auxiliary_state(agent: AgentState) -> dict:
     if agent.auxiliary is None:
         return {}
     return {agent.auxiliary.name: agent.auxiliary.state_dict()}
