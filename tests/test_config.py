@@ -6,11 +6,14 @@ import pytest
 import torch
 
 from xiaoyarl import Config, ConfigError
+from xiaoyarl.agents import ALGORITHMS
 from xiaoyarl.agents.settings import (
     check_config,
     config_from_saved,
+    fields_read,
     load_saved_config,
     resolve_config,
+    resolve_run,
 )
 from xiaoyarl.config import option
 from xiaoyarl.config_io import (
@@ -295,3 +298,31 @@ def test_values_an_agent_gives_itself_are_not_reported_as_ignored_settings():
     assert ignored_fields(Config(algo="ddpg", env_id="Pendulum-v1", reward_norm=True)) == [
         "reward_norm"
     ]
+
+
+# Fields whose None means "the algorithm chooses": every run reads the first, the second where
+# its algorithm reads them (`fields_read`).
+AUTOMATIC = ("num_envs", "eval_every", "net_dims", "learning_rate", "state_norm", "horizon_len",
+             "batch_size", "repeat_times")  # fmt: skip
+AUTOMATIC_OF_SOME = ("reward_norm", "value_norm", "value_clip", "value_loss",
+                     "explore_decay_steps", "num_critics")  # fmt: skip
+
+
+@pytest.mark.parametrize("algo", sorted(ALGORITHMS))
+def test_a_resolved_run_leaves_nothing_automatic(algo, tmp_path):
+    """`resolve_run` settles every setting a run of `algo` reads that was left automatic, and
+    the machine's side (device, backend, threads, run folder): nothing is filled in later."""
+    continuous, discrete = ALGORITHMS[algo]
+    agent = continuous or discrete
+    env = "CartPole-v1" if continuous is None else "Pendulum-v1"
+    if agent.if_multi_agent:
+        env = "SpreadDiscrete-v0" if continuous is None else "SpreadContinuous-v0"
+    config = Config(algo=algo, env_id=env, cwd=str(tmp_path / "run"))
+    assert all(getattr(config, name) is None for name in AUTOMATIC)
+    settings = resolve_run(config)
+    read = fields_read(algo)
+    left = [name for name in (*AUTOMATIC, *(n for n in AUTOMATIC_OF_SOME if n in read))
+            if getattr(settings.config, name) is None]  # fmt: skip
+    assert not left, f"{algo}: {left} left automatic"
+    assert settings.threads >= 1 and settings.device.type == "cpu"
+    assert settings.backend == "torch" and settings.run_dir == tmp_path / "run"
