@@ -24,6 +24,7 @@ class AgentState(Protocol):
     update_runner: protocols.UpdateRunner
     device: torch.device
 
+
 # optimizer settings that belong to the process that steps, not to the saved run
 PROCESS_SETTINGS = ("capturable",)
 
