@@ -284,6 +284,7 @@ def test_train_starts_from_the_task_preset_unless_told_otherwise(tmp_path, cli):
     assert saved["learning_rate"] == 0.001  # the command line's
     out, saved = run("defaults", "--no-preset")
     assert "task preset" not in out and saved["gamma"] == 0.99
+    assert "settings:" not in out  # the defaults, then the command line: nothing to say
     own = tmp_path / "own.yaml"
     own.write_text("gamma: 0.97\n")
     out, saved = run("own", "--config", str(own))

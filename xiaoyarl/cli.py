@@ -455,7 +455,7 @@ def _start_config(args: argparse.Namespace, skip: tuple[str, ...] = ()) -> Confi
 
     given = _given(args, skip)
     asked = command_config(None, given, args.set)  # what the command line alone says
-    kind, source = "file", args.config
+    kind, source = ("file", args.config) if args.config else ("defaults", None)
     if source is None and args.resume:
         saved = Path(asked.cwd or default_run_dir(asked)) / "config.yaml"
         kind, source = "run", saved if saved.is_file() else None
