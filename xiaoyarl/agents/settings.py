@@ -193,12 +193,12 @@ def resolve_run(config: Config, ranks: tuple[int, int, int] | None = None) -> Ru
             )
         if device.type == "cuda":
             device = torch.device("cuda", ranks[2])  # one GPU per rank of this machine
+    batched = torch_native or is_batched(config.env_id, config.backend)
+    resolved = _check_algorithm(_filled(config, batched, device.type))
     # of what was asked: the threads, the settings it ignores, those a resume takes from its
     # checkpoint
     threads, ignored = choose_threads(config.threads), ignored_fields(config)
     follow_budget = budget_fields(config)
-    batched = torch_native or is_batched(config.env_id, config.backend)
-    resolved = _check_algorithm(_filled(config, batched, device.type))
     backend = "torch" if torch_native else "gymnasium"
     if config.backend in ("envpool", "torch", "playground"):
         backend = config.backend  # make_env refuses a torch backend without a torch-native env
