@@ -37,7 +37,7 @@ XIAOYARL = {
     "ppo": ["--num-envs", "8", "--set", "net_dims=[]", "--set", "horizon_len=128",
             "--set", "batch_size=256", "--set", "repeat_times=4"],
     "dqn": ["--num-envs", "1", "--set", "net_dims=[]", "--set", "batch_size=32",
-            "--set", "repeat_times=0.25", "--set", "buffer_size=100000",
+            "--set", "replay_ratio=0.25", "--set", "buffer_size=100000",
             "--set", "learning_starts=1000", "--set", "target_update_every=1000"],
 }  # fmt: skip
 

@@ -123,13 +123,14 @@ def algorithm_defaults() -> str:
     from xiaoyarl.agents.settings import resolve_config
     from xiaoyarl.config import Config
 
-    fields = ("num_envs", "horizon_len", "batch_size", "repeat_times", "learning_rate", "gamma",
-              "net_dims")  # fmt: skip
+    fields = ("num_envs", "horizon_len", "batch_size", "repeat_times", "replay_ratio",
+              "learning_rate", "gamma", "net_dims")  # fmt: skip
     rows = ["| algorithm | " + " | ".join(f"`{f}`" for f in fields) + " |",
             "| --- " * (len(fields) + 1) + "|"]  # fmt: skip
     for algo in ALGORITHMS:
         config = resolve_config(Config(algo=algo), True, "cpu")
-        rows.append(f"| `{algo}` | " + " | ".join(f"{getattr(config, f)}" for f in fields) + " |")
+        values = ("-" if getattr(config, f) is None else f"{getattr(config, f)}" for f in fields)
+        rows.append(f"| `{algo}` | " + " | ".join(values) + " |")
     return "\n".join(rows)
 
 

@@ -106,7 +106,7 @@ BACKENDS = ["gymnasium", "envpool"]
                 "num_envs": 4,
                 "learning_starts": 1000,
                 "buffer_size": 4000,
-                "repeat_times": 0.25,
+                "replay_ratio": 0.25,
                 "batch_size": 32,
             },
         ),

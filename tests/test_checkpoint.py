@@ -388,7 +388,7 @@ def test_an_atari_run_resumes_bit_exactly(tmp_path):
     Breakout resumed mid-game trains on exactly as the run that never stopped."""
     pytest.importorskip("ale_py")
     fields = {"backend": "gymnasium", "num_envs": 4, "learning_starts": 256, "batch_size": 32,
-              "buffer_size": 2_000, "repeat_times": 0.25, "eval_every": 10**6,
+              "buffer_size": 2_000, "replay_ratio": 0.25, "eval_every": 10**6,
               "eval_episodes": 1, "confirm_episodes": 0}  # fmt: skip
     _train_in_process(tmp_path / "a", "dqn", "ALE/Breakout-v5", 1024, **fields)
     _train_in_process(tmp_path / "b", "dqn", "ALE/Breakout-v5", 512, **fields)

@@ -324,9 +324,12 @@ def test_list_fields_names_the_automatic_values_per_algorithm(capsys):
         lines = out[out.index(f"\n  {field} ") :].splitlines()[1:]
         return "\n".join([lines[0]] + [line for line in lines[1:] if line.startswith("      ")])
 
-    for field in ("learning_rate", "batch_size", "horizon_len", "repeat_times"):
+    fields = {name: ("ppo", "sac", "a2c", "dqn") for name in ("learning_rate", "batch_size",
+                                                              "horizon_len")}  # fmt: skip
+    fields |= {"repeat_times": ("ppo", "a2c", "pqn"), "replay_ratio": ("sac", "dqn", "redq")}
+    for field, algos in fields.items():
         text = block(field)
-        for algo in ("ppo", "sac", "a2c", "dqn"):
+        for algo in algos:
             values = {getattr(resolve_config(Config(algo=algo), batched, device), field)
                       for batched in (True, False) for device in ("cpu", "cuda")}  # fmt: skip
             line = next((line for line in text.splitlines()

@@ -248,6 +248,34 @@ def test_runs_saved_when_the_value_loss_fields_were_mappos_own_keep_their_critic
     assert (mappo.value_norm, mappo.value_clip, mappo.value_loss) == (True, True, "huber")
 
 
+def test_runs_saved_when_repeat_times_meant_both_resume_with_their_replay_ratio(tmp_path):
+    """Until 2026-11-29 an off-policy agent's gradient steps per env step were `repeat_times`: a
+    run saved then reads it as its `replay_ratio` and resumes; a config written today that gives
+    an off-policy agent `repeat_times` is refused with the name to use, and on-policy agents
+    keep `repeat_times` as their epochs."""
+    import yaml
+
+    from xiaoyarl.agents.settings import RunSettings
+    from xiaoyarl.train.checkpoint import CHECKPOINT_FORMAT, open_checkpoint, save_atomic
+
+    values = {k: v for k, v in resolve_config(Config(algo="sac", env_id="Pendulum-v1"),
+                                              batched=False).to_dict().items()
+              if k != "replay_ratio"}  # fmt: skip
+    values["repeat_times"] = 0.25
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(values))
+    saved = load_saved_config(path)
+    assert (saved.replay_ratio, saved.repeat_times) == (0.25, None)
+    save_atomic({"format": CHECKPOINT_FORMAT, "config": values}, tmp_path / "checkpoint/state.pt")
+    settings = RunSettings(saved, torch.device("cpu"), "torch", 1, tmp_path, [], [])
+    assert open_checkpoint(settings, tmp_path, resume=True)
+    with pytest.raises(ConfigError, match="write replay_ratio=0.25 instead"):
+        check_config(load_config(path))  # a config file: today's meaning
+    ppo = config_from_saved({**Config(algo="ppo").to_dict(), "repeat_times": 10})
+    assert (ppo.repeat_times, ppo.replay_ratio) == (10, None)
+    assert resolve_config(Config(algo="dqn", replay_ratio=2.0), batched=False).replay_ratio == 2.0
+
+
 def test_numpy_scalars_are_taken_as_python_values():
     import numpy as np
 
@@ -303,9 +331,9 @@ def test_values_an_agent_gives_itself_are_not_reported_as_ignored_settings():
 # Fields whose None means "the algorithm chooses": every run reads the first, the second where
 # its algorithm reads them (`fields_read`).
 AUTOMATIC = ("num_envs", "eval_every", "net_dims", "learning_rate", "state_norm", "horizon_len",
-             "batch_size", "repeat_times")  # fmt: skip
-AUTOMATIC_OF_SOME = ("reward_norm", "value_norm", "value_clip", "value_loss",
-                     "explore_decay_steps", "num_critics")  # fmt: skip
+             "batch_size")  # fmt: skip
+AUTOMATIC_OF_SOME = ("repeat_times", "replay_ratio", "reward_norm", "value_norm", "value_clip",
+                     "value_loss", "explore_decay_steps", "num_critics")  # fmt: skip
 
 
 @pytest.mark.parametrize("algo", sorted(ALGORITHMS))

@@ -53,7 +53,7 @@ def random_batches(spec, count: int, size: int, device: str) -> list[Batch]:
         ("td3", {}, 2),
         ("sac", {}, 1),
         ("redq", {}, 4),
-        ("redq", {"repeat_times": 20.0}, 20),
+        ("redq", {"replay_ratio": 20.0}, 20),
         ("modsac", {}, None),
     ],
 )
@@ -72,7 +72,7 @@ GRAPHED = [
     ("sac", {}),
     ("sac_discrete", {}),
     ("redq", {}),
-    ("redq", {"repeat_times": 20.0}),  # 20 graphs
+    ("redq", {"replay_ratio": 20.0}),  # 20 graphs
     ("ddpg", {"per": True}),
     ("fast_td3", {"weight_decay": 0.1}),  # AdamW, no target actor, targets every step
     ("fast_sac", {"weight_decay": 0.1, "policy_delay": 2}),

@@ -278,10 +278,10 @@ def test_presets_the_task_one_first_then_the_algorithms():
 def test_parallel_defaults_per_device():
     cpu = resolve_config(Config(algo="fast_td3", env_id="Pendulum-v1"), batched=True)
     assert (cpu.num_envs, cpu.horizon_len, cpu.batch_size) == (1024, 1, 256)
-    assert cpu.repeat_times * cpu.num_envs == 16  # gradient steps per parallel step
+    assert cpu.replay_ratio * cpu.num_envs == 16  # gradient steps per parallel step
     gpu = resolve_config(Config(algo="fast_sac", env_id="Pendulum-v1"), batched=True,
                          device_type="cuda")  # fmt: skip
-    assert (gpu.batch_size, gpu.repeat_times * gpu.num_envs) == (32_768, 2)
+    assert (gpu.batch_size, gpu.replay_ratio * gpu.num_envs) == (32_768, 2)
     assert gpu.net_dims == [1024, 512, 256]
 
 

@@ -40,7 +40,7 @@ def test_explore_and_update_shapes(off_policy_cls, make_agent):
         assert rollout.actions.abs().max() <= 1.0
     assert rollout.rewards.shape == rollout.terminals.shape == rollout.truncates.shape == (8, 4)
     assert agent.explored == 96 and len(agent.buffer) > 0
-    assert agent.updates == 2 * 32 * agent.config.repeat_times  # two rollouts after warm-up
+    assert agent.updates == 2 * 32 * agent.config.replay_ratio  # two rollouts after warm-up
     assert "critic_loss" in logs and all(math.isfinite(v.item()) for v in logs.values())
     action = agent.act(agent.last_state)
     assert action.shape == ((4,) if s.if_discrete else (4, s.action_dim))
@@ -282,16 +282,16 @@ def test_layer_norm_critics_train_end_to_end(algo, env, tmp_path):
 
 
 def test_a_ratio_below_one_step_per_rollout_is_taken_as_asked():
-    """repeat_times 0.25 with one sub-env: the automatic horizon grows to 4 steps, so a rollout
+    """replay_ratio 0.25 with one sub-env: the automatic horizon grows to 4 steps, so a rollout
     takes one gradient step (not one per 2 steps); an explicit horizon too short is refused."""
     from xiaoyarl import ConfigError
     from xiaoyarl.config import Config
 
     config = resolve_config(Config(algo="dqn", env_id="CartPole-v1", num_envs=1,
-                                   repeat_times=0.25), batched=False)  # fmt: skip
+                                   replay_ratio=0.25), batched=False)  # fmt: skip
     assert config.horizon_len == 4
     default = resolve_config(Config(algo="dqn", env_id="CartPole-v1"), batched=False)
-    assert default.horizon_len * default.num_envs * default.repeat_times >= 1
+    assert default.horizon_len * default.num_envs * default.replay_ratio >= 1
     with pytest.raises(ConfigError, match="raise horizon_len to 4"):
         resolve_config(Config(algo="dqn", env_id="CartPole-v1", num_envs=1, horizon_len=2,
-                              repeat_times=0.25), batched=False)  # fmt: skip
+                              replay_ratio=0.25), batched=False)  # fmt: skip

@@ -3,11 +3,12 @@
 Plain data: reading, writing, converting and checking a Config is `xiaoyarl/config_io.py`'s
 (`load_config`, `save_config`, `set_field`, `apply_overrides`, `validate_config`, ...).
 Field names follow ElegantRL's vocabulary (`gamma`, `learning_rate`, `num_envs`, `horizon_len`,
-`batch_size`, `repeat_times`, `net_dims`, `clip_grad_norm`, ...). A few fields default to
-`None`, meaning "chosen from the algorithm and the env backend": each agent gives those values
-(`AgentPPO.defaults`, ...) and `agents/settings.py` applies them (`resolve_config`), with the
-checks that depend on the algorithm (`check_config`). `validate_config` checks each field on its
-own; the config knows no algorithm.
+`batch_size`, `repeat_times`, `net_dims`, `clip_grad_norm`, ...); `repeat_times` is the
+on-policy epochs, and off-policy agents take `replay_ratio` (gradient steps per env step). A few
+fields default to `None`, meaning "chosen from the algorithm and the env backend": each agent
+gives those values (`AgentPPO.defaults`, ...) and `agents/settings.py` applies them
+(`resolve_config`), with the checks that depend on the algorithm (`check_config`).
+`validate_config` checks each field on its own; the config knows no algorithm.
 """
 
 from __future__ import annotations
@@ -135,8 +136,10 @@ class Config:
     # --- rollout and update schedule ---
     horizon_len: int | None = option(None, "steps per sub-env per rollout; None: automatic")
     batch_size: int | None = option(None, "transitions per gradient step; None: automatic")
-    repeat_times: float | None = option(None, "on-policy: epochs over each rollout; off-policy: "
-        "gradient steps per env step (the update-to-data ratio). None: automatic")  # fmt: skip
+    repeat_times: float | None = option(None, "on-policy: epochs over each rollout; None: "
+        "automatic")  # fmt: skip
+    replay_ratio: float | None = option(None, "off-policy: gradient steps per env step (the "
+        "update-to-data ratio); None: automatic")  # fmt: skip
 
     # --- on-policy (PPO / A2C) ---
     ratio_clip: float = option(0.2, "PPO clip range epsilon")

@@ -216,8 +216,10 @@ def validate_config(config: Config) -> Config:
         bad("schedule_end", "in [0, 1] (the fraction of its start a scheduled value ends at)")
     if config.schedule_steps is not None and config.schedule_steps < 1:
         bad("schedule_steps", "a positive number of env steps (or null for max_steps)")
-    if config.repeat_times is not None and not (0 < config.repeat_times <= 1000):
-        bad("repeat_times", "a number in (0, 1000]")
+    for name in ("repeat_times", "replay_ratio"):
+        value = getattr(config, name)
+        if value is not None and not (math.isfinite(value) and 0 < value <= 1000):
+            bad(name, "a number in (0, 1000]")
     if config.confirm_episodes < 0:
         bad("confirm_episodes", "a non-negative integer (0: no confirming evaluation)")
     if config.state_norm_clip is not None and not config.state_norm_clip > 0:

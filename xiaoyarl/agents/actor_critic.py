@@ -41,7 +41,7 @@ class AgentActorCritic(AgentOffPolicy):
     # the values of `explore_noise` it takes (gaussian: its own exploring, whatever that is)
     explore_noises: ClassVar[tuple[str, ...]] = ("gaussian",)
     default_num_critics = 1  # critics unless `num_critics` says otherwise
-    default_repeat_times = 1.0  # gradient steps per env step unless `repeat_times` says otherwise
+    default_replay_ratio = 1.0  # gradient steps per env step unless `replay_ratio` says otherwise
 
     @classmethod
     def defaults(cls, config: Config, batched: bool, device_type: str) -> dict:
@@ -52,7 +52,7 @@ class AgentActorCritic(AgentOffPolicy):
             "num_envs": config.num_envs or (16 if batched else 1),
             "horizon_len": 1 if batched else 8,
             "batch_size": 256,
-            "repeat_times": cls.default_repeat_times,
+            "replay_ratio": cls.default_replay_ratio,
             "learning_rate": 3e-4,
             "net_dims": [256, 256],
             "state_norm": False,

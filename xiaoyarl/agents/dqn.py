@@ -47,7 +47,7 @@ class AgentDQN(EpsilonGreedy, AgentOffPolicy):
             "num_envs": config.num_envs or (16 if batched else 4),
             "horizon_len": 1 if batched else 2,
             "batch_size": 64,
-            "repeat_times": 0.5,
+            "replay_ratio": 0.5,
             "learning_rate": 1e-3,
             "net_dims": [64, 64],
             "state_norm": False,

@@ -49,7 +49,7 @@ def parallel_defaults(config: Config, batched: bool, device_type: str) -> dict:
         "num_envs": num_envs,
         "horizon_len": 1,
         "batch_size": 32_768 if gpu else 256,
-        "repeat_times": (2 if gpu else 16) / 1024,
+        "replay_ratio": (2 if gpu else 16) / 1024,
         "learning_rate": 3e-4,
         "net_dims": [1024, 512, 256] if gpu else [256, 256],
         "state_norm": True,

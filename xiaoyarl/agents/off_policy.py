@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 
 # The Config fields every off-policy agent reads (replay, targets, prioritized replay).
 OFF_POLICY_FIELDS = frozenset({
-    "buffer_size", "learning_starts", "soft_update_tau", "target_update_every", "n_step",
-    "layer_norm", "per",
+    "replay_ratio", "buffer_size", "learning_starts", "soft_update_tau", "target_update_every",
+    "n_step", "layer_norm", "per",
     "per_alpha", "per_beta", "per_beta_steps",
 })  # fmt: skip
 
@@ -32,7 +32,7 @@ Net = TypeVar("Net", bound=nn.Module)
 class AgentOffPolicy(AgentBase):
     """Explores with random actions for the first `learning_starts` env steps, then
     `explore_action`; each rollout goes into the replay buffer and is followed by
-    `repeat_times` gradient steps per env step. An algorithm implements `explore_action` and
+    `replay_ratio` gradient steps per env step. An algorithm implements `explore_action` and
     `update_step` on one sampled batch."""
 
     if_off_policy = True
@@ -78,16 +78,16 @@ class AgentOffPolicy(AgentBase):
 
     def update_net(self, rollout: Transitions) -> dict[str, torch.Tensor]:
         """Store the rollout, update the observation normaliser (when enabled) with its states,
-        then take `repeat_times` gradient steps per new env step."""
+        then take `replay_ratio` gradient steps per new env step."""
         assert self.buffer is not None, "an acting-only copy (learner=False) never updates"
-        repeat_times = self.config.repeat_times
-        assert repeat_times is not None, "resolve_config sets repeat_times"
+        replay_ratio = self.config.replay_ratio
+        assert replay_ratio is not None, "resolve_config sets replay_ratio"
         self.buffer.add(rollout)
         self.update_normalizers(rollout)
         self.observe_auxiliary(rollout)
         if self.explored < self.config.learning_starts or self.buffer.num_sampleable == 0:
             return {}
-        num_updates = max(1, round(repeat_times * rollout.rewards.numel()))
+        num_updates = max(1, round(replay_ratio * rollout.rewards.numel()))
         totals: dict[str, torch.Tensor] = {}
         counts: dict[str, int] = {}
         for _ in range(num_updates):
@@ -145,11 +145,11 @@ class AgentOffPolicy(AgentBase):
                 f"free on {self.device}; lower buffer_size (e.g. --set buffer_size=100000)."
             )
         if cfg.per:
-            assert cfg.repeat_times is not None, "resolve_config sets repeat_times"
+            assert cfg.replay_ratio is not None, "resolve_config sets replay_ratio"
             return PrioritizedReplayBuffer(
                 *sizes, self.device, obs_shape, obs_dtype, stack, cfg.n_step, cfg.gamma,
                 alpha=cfg.per_alpha,
-                beta=cfg.per_beta, beta_steps=max(1, round(cfg.per_beta_steps * cfg.repeat_times)),
+                beta=cfg.per_beta, beta_steps=max(1, round(cfg.per_beta_steps * cfg.replay_ratio)),
             )  # fmt: skip
         return ReplayBuffer(*sizes, self.device, obs_shape, obs_dtype, stack, cfg.n_step,
                             cfg.gamma)  # fmt: skip

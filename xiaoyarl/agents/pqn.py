@@ -44,7 +44,7 @@ class AgentPQN(EpsilonGreedy, AgentBase):
 
     if_off_policy = False
     if_discrete = True
-    config_fields = frozenset({"explore_rate", "explore_decay_steps", "q_lambda"})
+    config_fields = frozenset({"repeat_times", "explore_rate", "explore_decay_steps", "q_lambda"})
     member_fields = frozenset({"learning_rate", "clip_grad_norm"})
     rollout_class: ClassVar[Callable[..., Steps]] = Rollout
 

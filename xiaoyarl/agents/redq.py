@@ -16,13 +16,13 @@ from xiaoyarl.errors import ConfigError
 
 class AgentREDQ(AgentSAC):
     """SAC with an ensemble of N critics (`num_critics`, 10 by default) evaluated in one batched
-    call, an update-to-data ratio G > 1 (`repeat_times`), a target that takes the minimum over
+    call, an update-to-data ratio G > 1 (`replay_ratio`), a target that takes the minimum over
     a random subset of M critics (`redq_subset`), and an actor that ascends their mean once
     per G critic steps."""
 
     config_fields = (AgentSAC.config_fields - {"target_q_reduce"}) | {"redq_subset"}
     default_num_critics = 10  # differs: the ensemble, N = 10 as in the paper
-    default_repeat_times = 4.0  # differs: G = 4 (the paper's 20 is slow on a CPU)
+    default_replay_ratio = 4.0  # differs: G = 4 (the paper's 20 is slow on a CPU)
 
     @classmethod
     def check(cls, config: Config) -> None:
@@ -40,13 +40,13 @@ class AgentREDQ(AgentSAC):
     def should_update_actor(self, critic_loss: torch.Tensor) -> bool:
         # differs: the policy takes one step per G critic steps (once per env step, as in the
         # paper's Algorithm 1)
-        assert self.config.repeat_times is not None, "resolve_config sets repeat_times"
-        return self.updates % max(1, round(self.config.repeat_times)) == 0
+        assert self.config.replay_ratio is not None, "resolve_config sets replay_ratio"
+        return self.updates % max(1, round(self.config.replay_ratio)) == 0
 
     def update_cycle(self) -> int | None:
         # differs: the actor steps once per G critic steps
-        assert self.config.repeat_times is not None, "resolve_config sets repeat_times"
-        return math.lcm(self.config.target_update_every, max(1, round(self.config.repeat_times)))
+        assert self.config.replay_ratio is not None, "resolve_config sets replay_ratio"
+        return math.lcm(self.config.target_update_every, max(1, round(self.config.replay_ratio)))
 
     def reduce_actor_q(self, q: torch.Tensor) -> torch.Tensor:
         return q.mean(0)  # differs: the actor ascends the ensemble mean

@@ -94,14 +94,21 @@ def _check_algorithm(config: Config) -> Config:
             f"invalid config: reward_norm=True does not apply to {config.algo}: reward "
             f"normalisation is part of the on-policy agents (ppo, a2c). Remove the setting."
         )
-    if (agent.if_off_policy and config.num_envs and config.horizon_len and config.repeat_times
-            and 0 < config.repeat_times * config.num_envs * config.horizon_len < 1):  # fmt: skip
-        per_rollout = config.repeat_times * config.num_envs * config.horizon_len
+    if agent.if_off_policy and config.repeat_times is not None:
         raise ConfigError(
-            f"invalid config: repeat_times={config.repeat_times} gradient steps per env step "
+            f"invalid config: repeat_times={config.repeat_times:g} is the epochs over each "
+            f"rollout of the on-policy agents; {config.algo} learns from a replay buffer, and its "
+            f"gradient steps per env step are replay_ratio: write replay_ratio="
+            f"{config.repeat_times:g} instead (runs saved before the split resume as they are)."
+        )
+    if (agent.if_off_policy and config.num_envs and config.horizon_len and config.replay_ratio
+            and 0 < config.replay_ratio * config.num_envs * config.horizon_len < 1):  # fmt: skip
+        per_rollout = config.replay_ratio * config.num_envs * config.horizon_len
+        raise ConfigError(
+            f"invalid config: replay_ratio={config.replay_ratio} gradient steps per env step "
             f"make {per_rollout:g} per rollout of num_envs * horizon_len = {config.num_envs} * "
             f"{config.horizon_len} steps, and a rollout takes at least one; raise horizon_len to "
-            f"{math.ceil(1 / (config.repeat_times * config.num_envs) - 1e-9)} (or leave it "
+            f"{math.ceil(1 / (config.replay_ratio * config.num_envs) - 1e-9)} (or leave it "
             f"automatic) for the ratio asked."
         )
     if (not agent.if_off_policy and config.num_envs is not None
@@ -137,8 +144,8 @@ def _filled(config: Config, batched: bool, device_type: str) -> Config:
     if agent.if_off_policy and config.horizon_len is None:
         # an automatic horizon long enough for one gradient step per rollout, so that a ratio
         # below one step per rollout (e.g. 0.25 with one sub-env) is taken as asked
-        assert resolved.repeat_times is not None and resolved.num_envs is not None
-        per_step = resolved.repeat_times * resolved.num_envs
+        assert resolved.replay_ratio is not None and resolved.num_envs is not None
+        per_step = resolved.replay_ratio * resolved.num_envs
         if 0 < per_step and per_step * resolved.horizon_len < 1:  # type: ignore[operator]
             resolved.horizon_len = math.ceil(1 / per_step - 1e-9)
     return resolved
@@ -306,19 +313,26 @@ def load_saved_config(path: str | Path) -> Config:
 
 def saved_run_values(saved: dict) -> dict:
     """The values that reproduce what a run that saved the config `saved` computed, for fields
-    that mean something else today; they replace the saved values. Until 2026-11-26
-    (`value_norm` is written since) the value settings were MAPPO's own (normalised, and since
-    2026-11-25 clipped with the Huber loss, `value_clip` written), other agents that read them
-    today (PPO, A2C) trained with the squared error on raw returns, and agents that do not read
-    them have them automatic."""
+    that mean something else today; they replace the saved values.
+    - Until 2026-11-29 (`replay_ratio` is written since) an off-policy agent's gradient steps
+      per env step were its `repeat_times`.
+    - Until 2026-11-26 (`value_norm` is written since) the value settings were MAPPO's own
+      (normalised, and since 2026-11-25 clipped with the Huber loss, `value_clip` written),
+      other agents that read them today (PPO, A2C) trained with the squared error on raw
+      returns, and agents that do not read them have them automatic."""
     algo = saved.get("algo")
-    if "value_norm" in saved or algo not in ALGORITHMS:
+    if algo not in ALGORITHMS:
         return {}
     agent = agent_of_name(algo)
+    values: dict = {}
+    if agent.if_off_policy and "replay_ratio" not in saved:
+        values.update(replay_ratio=saved.get("repeat_times"), repeat_times=None)
+    if "value_norm" in saved:
+        return values
     if "value_norm" not in agent.config_fields:
-        return {"value_clip": None, "value_loss": None}
+        return {**values, "value_clip": None, "value_loss": None}
     if not agent.if_multi_agent:
-        return {"value_norm": False, "value_clip": False, "value_loss": "mse"}
+        return {**values, "value_norm": False, "value_clip": False, "value_loss": "mse"}
     if "value_clip" not in saved:
-        return {"value_norm": True, "value_clip": False, "value_loss": "mse"}
-    return {"value_norm": True}
+        return {**values, "value_norm": True, "value_clip": False, "value_loss": "mse"}
+    return {**values, "value_norm": True}
