@@ -34,7 +34,7 @@ def make_agent(algo, env_id, num_envs=4, **overrides):
         config.batch_size = 16
     env = make_multi_agent_env(env_id, num_envs, seed=0)
     torch.manual_seed(0)
-    agent = agent_class(algo, env.spec)(env.spec, config, torch.device("cpu"))
+    agent = agent_class(algo, env.spec, config)(env.spec, config, torch.device("cpu"))
     obs, info = env.reset(seed=0)
     agent.last_state = agent.observe(obs, info)
     return agent, env
@@ -440,7 +440,11 @@ def test_recurrent_agents_explore_act_and_save_a_policy(tmp_path):
     """GRU agents keep one hidden state per sub-env and agent while exploring (zeroed where an
     episode ends), the evaluator's policy keeps its own, masks hold, a saved recurrent policy
     acts as the agent's, and the refusals are clear (PER, export, `act`)."""
+    from xiaoyarl.agents.multi import AgentRecurrentVDN, AgentVDN
+
     agent, env = make_agent("vdn", "SpreadDiscrete-v0", agent_rnn=True)
+    assert isinstance(agent, AgentRecurrentVDN)  # the variant chosen once, at construction
+    assert type(make_agent("vdn", "SpreadDiscrete-v0")[0]) is AgentVDN
     rollout = agent.explore_env(env, 25)  # one whole episode of every sub-env: all just reset
     assert agent.hidden.shape == (4 * 3, 32) and agent.hidden.abs().sum() == 0
     agent.explore_env(env, 3)

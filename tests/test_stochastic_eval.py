@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from xiaoyarl import train_agent
-from xiaoyarl.agents.multi.value_decomposition import RecurrentGreedy
+from xiaoyarl.agents.multi.recurrent_decomposition import RecurrentGreedy
 from xiaoyarl.agents.registry import agent_class
 from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.config import Config
@@ -38,7 +38,7 @@ def build(algo, env_id, multi=False, **fields):
     with (make_multi_agent_env if multi else make_env)(env_id, 4, seed=0) as env:
         spec = env.spec
     torch.manual_seed(0)
-    return agent_class(algo, spec)(spec, config, torch.device("cpu")), spec
+    return agent_class(algo, spec, config)(spec, config, torch.device("cpu")), spec
 
 
 def same_draws(first, second, *args):

@@ -32,8 +32,8 @@ from xiaoyarl.errors import CheckpointError, ConfigError
 from xiaoyarl.train.checkpoint import load_plain
 
 if TYPE_CHECKING:
-    from xiaoyarl.agents.multi.value_decomposition import RecurrentGreedy
-    from xiaoyarl.core.recurrent import RecurrentEncoder
+    from xiaoyarl.agents.multi.recurrent_decomposition import RecurrentGreedy
+    from xiaoyarl.core.recurrent import HiddenStates, RecurrentEncoder
 
 # Actor classes by name, so a saved policy (`actor.pt`) can be rebuilt without pickling modules.
 ACTORS: dict[str, type[nn.Module]] = {
@@ -68,7 +68,7 @@ class Policy:
 
     obs_shape: tuple[int, ...]
     memory: RecurrentEncoder | None
-    hidden: torch.Tensor | None
+    hiddens: HiddenStates | None
 
     def __init__(self, meta: dict, device: str | torch.device = "cpu") -> None:
         self._bind(meta, device)
@@ -85,10 +85,11 @@ class Policy:
             built = make_encoder(meta["encoder"], self, norm, meta.get("encoder_layer_norm", False))
             encoder, width = built, built.out_dim
         if meta.get("recurrent"):
-            from xiaoyarl.core.recurrent import RecurrentEncoder
+            from xiaoyarl.core.recurrent import HiddenStates, RecurrentEncoder
 
             memory = RecurrentEncoder(encoder, width, meta["recurrent_dim"], meta["recurrent"])
             self.memory, encoder, width = memory, memory, memory.out_dim
+            self.hiddens = HiddenStates(memory.initial)
         q_actor = issubclass(ACTORS[meta["actor_class"]], QNet)
         if self.masked and q_actor:  # the DQN family's networks read [observation, mask] rows
             from xiaoyarl.agents.masked import MaskSlice
@@ -109,7 +110,7 @@ class Policy:
         self.device = torch.device(device)
         self.masked = bool(meta.get("action_mask"))  # the env's info says the allowed actions
         self.memory = None  # a recurrent policy's encoder, and its hidden states
-        self.hidden = None
+        self.hiddens = None
         self.state_dim = meta["state_dim"]
         # one observation's shape and dtype (runs saved before images were read: a vector)
         self.obs_shape = tuple(meta.get("obs_shape", (self.state_dim,)))
@@ -131,16 +132,11 @@ class Policy:
     def _remembering(self, batch: int) -> Iterator[None]:
         """A recurrent policy: continue each of the `batch` episodes from its hidden state (new
         ones after `reset()`, or for a new batch size), and keep the next one."""
-        if self.memory is None:
+        if self.memory is None or self.hiddens is None:
             yield
             return
-        if self.hidden is None or self.hidden.shape[0] != batch:
-            self.hidden = self.memory.initial(batch)
-        starts = torch.zeros(1, batch, dtype=torch.bool, device=self.device)
-        with self.memory.context(self.hidden, starts):
+        with self.hiddens.continued(self.memory, batch):
             yield
-        assert self.memory.hiddens is not None
-        self.hidden = self.memory.hiddens[0]
 
     @torch.no_grad()
     def sample_normalized(self, state: torch.Tensor) -> torch.Tensor:
@@ -243,7 +239,8 @@ class Policy:
     def reset(self) -> None:
         """Forget what a recurrent policy remembers of the episodes so far (feed-forward
         policies remember nothing): the next `predict` starts new episodes."""
-        self.hidden = None
+        if self.hiddens is not None:
+            self.hiddens.reset()
 
     def step(
         self,
@@ -257,10 +254,10 @@ class Policy:
         `state` `(batch, state_dim)`: None, zeros (new episodes); `episode_start` `(batch,)`
         bool: the episodes that start at this step (their state is zeroed first). The state is
         None for a feed-forward policy; numpy in, numpy out."""
-        if self.memory is None:
+        if self.memory is None or self.hiddens is None:
             return self.predict(obs, deterministic), None
         is_numpy = not isinstance(obs, torch.Tensor)
-        self.hidden = None
+        self.hiddens.reset()
         if state is not None:
             hidden = torch.as_tensor(np.asarray(state) if is_numpy else state)
             if hidden.dim() != 2 or hidden.shape[1] != self.memory.state_dim:
@@ -268,14 +265,13 @@ class Policy:
                     f"state must have shape (batch, {self.memory.state_dim}), what `step` "
                     f"returned (None for new episodes), got {tuple(hidden.shape)}."
                 )
-            self.hidden = hidden.to(self.device, torch.float32)
+            self.hiddens.keep(hidden.to(self.device, torch.float32))
             if episode_start is not None:
                 starts = torch.as_tensor(np.asarray(episode_start) if is_numpy else episode_start)
-                keep = ~starts.to(self.device, torch.bool).reshape(-1, 1)
-                self.hidden = self.hidden * keep
+                self.hiddens.restart(starts.to(self.device, torch.bool).reshape(-1))
         action = self.predict(obs, deterministic)
-        assert self.hidden is not None, "set by the recurrent encoder's step"
-        hidden = self.hidden.clone()
+        assert self.hiddens.value is not None, "set by the recurrent encoder's step"
+        hidden = self.hiddens.value.clone()
         return action, hidden.cpu().numpy() if is_numpy else hidden
 
     @property
@@ -311,7 +307,7 @@ class MultiAgentPolicy(Policy):
         self._greedy: RecurrentGreedy | None = None
         # VDN / QMIX with agent_rnn: hidden states from call to call
         if isinstance(self.actor, RecurrentQNet):
-            from xiaoyarl.agents.multi.value_decomposition import RecurrentGreedy
+            from xiaoyarl.agents.multi.recurrent_decomposition import RecurrentGreedy
 
             self._greedy = RecurrentGreedy(self.actor)
 

@@ -30,7 +30,7 @@ import torch
 from xiaoyarl.agents.a2c import AgentA2C, AgentDiscreteA2C
 from xiaoyarl.agents.acting import sampling_policy
 from xiaoyarl.agents.ppo import AgentDiscretePPO, AgentPPO, PPOBatch, Rollout
-from xiaoyarl.core.recurrent import RecurrentEncoder
+from xiaoyarl.core.recurrent import HiddenStates, RecurrentEncoder
 from xiaoyarl.core.reduce import MiniBatches
 from xiaoyarl.errors import ConfigError
 
@@ -197,22 +197,15 @@ class RecurrentActing:
     def __init__(self, act: Callable[[torch.Tensor], torch.Tensor],
                  memory: RecurrentEncoder) -> None:  # fmt: skip
         self.act, self.memory = act, memory
-        self.hidden: torch.Tensor | None = None
+        self.hiddens = HiddenStates(memory.initial)
 
     def reset(self) -> None:
-        self.hidden = None
+        self.hiddens.reset()
 
     @torch.no_grad()
     def __call__(self, state: torch.Tensor) -> torch.Tensor:
-        batch = state.shape[0]
-        starts = torch.zeros(1, batch, dtype=torch.bool, device=state.device)
-        if self.hidden is None or self.hidden.shape[0] != batch:
-            self.hidden = self.memory.initial(batch)
-        with self.memory.context(self.hidden, starts):
-            action = self.act(state)
-        assert self.memory.hiddens is not None
-        self.hidden = self.memory.hiddens[0]
-        return action
+        with self.hiddens.continued(self.memory, state.shape[0]):
+            return self.act(state)
 
 
 class AgentRecurrentPPO(Recurrent, AgentPPO):

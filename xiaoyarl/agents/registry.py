@@ -26,6 +26,7 @@ from xiaoyarl.agents.multi.centralized_critic import (
 )
 from xiaoyarl.agents.multi.mappo import AgentDiscreteMAPPO, AgentMAPPO
 from xiaoyarl.agents.multi.pqn_vdn import AgentPQNVDN
+from xiaoyarl.agents.multi.recurrent_decomposition import RECURRENT_AGENTS
 from xiaoyarl.agents.multi.value_decomposition import AgentQMIX, AgentVDN
 from xiaoyarl.agents.multi_discrete import MULTI_DISCRETE
 from xiaoyarl.agents.ppo import AgentDiscretePPO, AgentPPO
@@ -131,6 +132,8 @@ def _resolve(
         if chosen not in RECURRENT:
             raise _Unfit("train with a recurrent policy")
         chosen = RECURRENT[chosen]
+    if config is not None and config.agent_rnn and chosen in RECURRENT_AGENTS:
+        chosen = RECURRENT_AGENTS[chosen]  # recurrent agent networks (vdn, qmix)
     return chosen
 
 

@@ -10,7 +10,7 @@ A zero hidden state starts every episode.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import nn
@@ -65,6 +65,45 @@ def rnn_sequence(rnn: nn.GRU | nn.LSTM, x: torch.Tensor, hidden: torch.Tensor,
         outputs.append(out)
         hiddens.append(hidden)
     return torch.stack(outputs), torch.stack(hiddens)
+
+
+class HiddenStates:
+    """The hidden states `(batch, width)` of a batch of sequences, carried from call to call: the
+    one carrier of every recurrent policy (exploring, evaluating, a saved policy), single- or
+    multi-agent. `current(batch)` is what the next step continues from: zero states (from
+    `initial`) for a new batch, one of another size, or after `reset()`; `keep` takes the
+    states after that step, and `restart(ended)` zeroes those whose episode ended."""
+
+    def __init__(self, initial: Callable[[int], torch.Tensor]) -> None:
+        self.initial = initial
+        self.value: torch.Tensor | None = None
+
+    def reset(self) -> None:
+        self.value = None
+
+    def current(self, batch: int) -> torch.Tensor:
+        if self.value is None or self.value.shape[0] != batch:
+            self.value = self.initial(batch)
+        return self.value
+
+    def keep(self, hidden: torch.Tensor | None) -> None:
+        self.value = hidden
+
+    def restart(self, ended: torch.Tensor) -> None:
+        """Zero the states of the sequences where `ended` `(batch,)` bool is set."""
+        assert self.value is not None, "a step started them before an episode could end"
+        self.value = self.value * (~ended).unsqueeze(1)
+
+    @contextlib.contextmanager
+    def continued(self, encoder: RecurrentEncoder, batch: int) -> Iterator[None]:
+        """Calls of `encoder` inside continue each of the `batch` sequences by one step from
+        its current state; the states after it are kept."""
+        hidden = self.current(batch)
+        starts = torch.zeros(1, batch, dtype=torch.bool, device=hidden.device)
+        with encoder.context(hidden, starts):
+            yield
+        assert encoder.hiddens is not None, "the encoder ran inside its context"
+        self.keep(encoder.hiddens[0])
 
 
 class RecurrentEncoder(nn.Module):

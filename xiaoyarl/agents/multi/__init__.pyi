@@ -10,6 +10,7 @@ from xiaoyarl.agents.multi.centralized_critic import (
 from xiaoyarl.agents.multi.common import JointLayout, with_agent_ids
 from xiaoyarl.agents.multi.mappo import AgentDiscreteMAPPO, AgentMAPPO
 from xiaoyarl.agents.multi.pqn_vdn import AgentPQNVDN
+from xiaoyarl.agents.multi.recurrent_decomposition import AgentRecurrentQMIX, AgentRecurrentVDN
 from xiaoyarl.agents.multi.value_decomposition import AgentQMIX, AgentVDN, QMixer, VDNMixer
 
 __all__ = [
@@ -21,6 +22,8 @@ __all__ = [
     "AgentMATD3Discrete",
     "AgentPQNVDN",
     "AgentQMIX",
+    "AgentRecurrentQMIX",
+    "AgentRecurrentVDN",
     "AgentVDN",
     "JointLayout",
     "QMixer",

@@ -9,13 +9,13 @@ Q(o_i, .); a mixer turns the Q-values of the actions taken into the team's Q_tot
 DQN's machinery (replay, epsilon-greedy, target networks, prioritized replay) on the team
 reward: Q_tot(s, a) -> r + gamma (1 - terminal) Q_tot'(s', a*), with double Q (the online
 network picks each agent's a* among its available actions, the target networks score it), and
-the squared TD error as the loss, as in both papers.
+the squared TD error as the loss, as in both papers. Their recurrent agents (`agent_rnn`) are
+`recurrent_decomposition.py`'s.
 Shapes: B = batch, A = agents, O = observation, S = global state, U = actions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 import torch
@@ -26,13 +26,11 @@ from xiaoyarl.agents.dqn import AgentDQN
 from xiaoyarl.agents.multi.common import (
     Joint,
     MultiAgentOffPolicy,
-    masked_random_actions,
     with_agent_ids,
 )
-from xiaoyarl.core.buffer import Batch, Episodes, Transitions
+from xiaoyarl.core.buffer import Batch, Transitions
 from xiaoyarl.core.nets import RunningNorm, build_mlp
-from xiaoyarl.core.off_policy_nets import QNet, RecurrentQNet
-from xiaoyarl.core.returns import lambda_returns
+from xiaoyarl.core.off_policy_nets import QNet
 
 if TYPE_CHECKING:
     from xiaoyarl.agents.protocols import Optimizer, OptimizerKit
@@ -84,43 +82,9 @@ def masked(q: torch.Tensor, avail: torch.Tensor | None) -> torch.Tensor:
     return q if avail is None else q.masked_fill(~avail, -torch.inf)
 
 
-class RecurrentGreedy:
-    """The greedy joint policy of recurrent agent networks over one batch of episodes:
-    `(obs (E, A, O), avail) -> actions (E, A)`, carrying a hidden state per sub-env and agent
-    from call to call; `reset()` (the evaluator calls it when its env resets) starts new ones.
-    With `explore_rate` > 0 each agent instead takes a random available action with that
-    probability (epsilon-greedy, as it explores)."""
-
-    def __init__(self, qnet: RecurrentQNet, explore_rate: float = 0.0) -> None:
-        self.qnet = qnet
-        self.explore_rate = explore_rate
-        self.hidden: torch.Tensor | None = None  # (E * A, H)
-
-    def reset(self) -> None:
-        self.hidden = None
-
-    @torch.no_grad()
-    def __call__(self, obs: torch.Tensor, avail: torch.Tensor | None = None) -> torch.Tensor:
-        x = with_agent_ids(obs).flatten(0, 1)
-        if self.hidden is None or self.hidden.shape[0] != x.shape[0]:
-            self.hidden = self.qnet.initial_hidden(x.shape[0])
-        q, self.hidden = self.qnet.step(x, self.hidden)
-        greedy = masked(q.view(*obs.shape[:2], -1), avail).argmax(-1)
-        if not self.explore_rate:
-            return greedy
-        random = masked_random_actions(avail, greedy.shape, q.shape[-1], greedy.device)
-        explore = torch.rand(greedy.shape, device=greedy.device) < self.explore_rate
-        return torch.where(explore, random, greedy)
-
-
 class AgentVDN(MultiAgentOffPolicy, AgentDQN):
-    """VDN: DQN on the team reward with Q_tot the sum of the agents' Q-values.
-
-    With `agent_rnn` the shared agent network is recurrent (`RecurrentQNet`, as the QMIX
-    paper's agents): exploring carries each agent's hidden state through the episode, and
-    every gradient step replays `batch_size // max_step` whole episodes from the buffer,
-    unrolled from their first step (the papers' episode replay), instead of single
-    transitions."""
+    """VDN: DQN on the team reward with Q_tot the sum of the agents' Q-values. With `agent_rnn`
+    the agent network is recurrent (`recurrent_decomposition.py`)."""
 
     mixer_class: type[nn.Module] = VDNMixer
     config_fields = (AgentDQN.config_fields - {"critic_atoms", "critic_v_min", "critic_v_max"}) | {
@@ -128,12 +92,6 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
 
     def __init__(self, spec, config, device, learner: bool = True,
                  kit: OptimizerKit | None = None) -> None:  # fmt: skip
-        self.recurrent = bool(config.agent_rnn)
-        if self.recurrent:
-            # differs: DRQN agents. A RecurrentQNet is no QNet (it has no `q_values`), but what
-            # of DQN needs one is overridden here, and the methods here that use the recurrent
-            # network get it from `drqn`
-            self.qnet_class = cast("type[QNet]", RecurrentQNet)
         super().__init__(spec, config, device, learner, kit)
         self.mixer = self.make_mixer().to(device)
         self.mixer_target = self.make_target(self.mixer)
@@ -143,21 +101,9 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
                          reward_stats=self.reward_stats)  # fmt: skip
         if any(True for _ in self.mixer.parameters()):
             self.optimizers["mixer"] = self.make_optimizer(self.mixer)
-        self.hidden: torch.Tensor | None = None  # recurrent: (E * A, H) while exploring
-        self.step_q: torch.Tensor | None = None  # recurrent: (E, A, U) of the current step
 
     def make_mixer(self) -> nn.Module:
         return self.mixer_class()
-
-    @staticmethod
-    def drqn(net: QNet) -> RecurrentQNet:
-        """`qnet` or `qnet_target` of recurrent agents, which `qnet_class` built as a
-        `RecurrentQNet` (DQN's attributes type them as its QNet)."""
-        return cast(RecurrentQNet, net)
-
-    def update_cycle(self) -> int | None:
-        # episode replay draws a data-dependent number of episode starts: choices vary
-        return None if self.recurrent else super().update_cycle()
 
     # --- acting ---
     def agent_q(self, net: QNet, obs: torch.Tensor) -> torch.Tensor:
@@ -165,47 +111,11 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
         return net.q_values(with_agent_ids(obs))
 
     def greedy_joint_action(self, obs: torch.Tensor, avail: torch.Tensor | None) -> torch.Tensor:
-        if self.recurrent:
-            raise ValueError(
-                "a recurrent agent acts on whole episodes: use `evaluation_policy()` (a policy "
-                "that keeps the hidden states, reset with the env), not `act`."
-            )
         return masked(self.agent_q(self.qnet, obs), avail).argmax(-1)
-
-    def evaluation_policy(self) -> Callable[..., torch.Tensor]:
-        # differs: recurrent agents evaluate with hidden states of their own
-        if self.recurrent:
-            explore_rate = 0.0 if self.config.eval_deterministic else self.config.explore_rate
-            return RecurrentGreedy(self.drqn(self.qnet), explore_rate)
-        return super().evaluation_policy()
-
-    def observe(self, obs: torch.Tensor, info: dict) -> torch.Tensor:
-        self.hidden = None  # the envs were reset: new episodes
-        return super().observe(obs, info)
-
-    def read_observation(self, joint: Joint) -> None:
-        if self.recurrent:  # differs: the hidden state takes in every step
-            x = with_agent_ids(joint.obs).flatten(0, 1)
-            qnet = self.drqn(self.qnet)
-            if self.hidden is None:
-                self.hidden = qnet.initial_hidden(x.shape[0])
-            q, self.hidden = qnet.step(x, self.hidden)
-            self.step_q = q.view(*joint.obs.shape[:2], -1)
-
-    def episodes_ended(self, done: torch.Tensor) -> None:
-        if self.recurrent:  # a finished sub-env's agents start their next episode afresh
-            assert self.hidden is not None, "read_observation started it before this step"
-            keep = (~done).repeat_interleave(self.multi_spec.num_agents).unsqueeze(1)
-            self.hidden = self.hidden * keep
 
     def explore_joint_action(self, joint: Joint) -> torch.Tensor:
         # differs from DQN: per agent, a random available action with probability epsilon
-        if self.recurrent:
-            q = self.step_q
-            assert q is not None, "read_observation took this step's Q-values"
-        else:
-            q = self.agent_q(self.qnet, joint.obs)
-        greedy = masked(q, joint.avail).argmax(-1)
+        greedy = masked(self.agent_q(self.qnet, joint.obs), joint.avail).argmax(-1)
         return self.epsilon_greedy(greedy, self.random_joint_action(joint))
 
     def update_normalizers(self, rollout: Transitions) -> None:
@@ -213,14 +123,6 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
         self.reward_stats.update(rollout.rewards.reshape(-1, 1))
 
     # --- learning ---
-    def sample_batch(self) -> Batch | Episodes:
-        if not self.recurrent:
-            return super().sample_batch()
-        assert self.buffer is not None, "an acting-only copy (learner=False) never updates"
-        assert self.config.batch_size is not None, "resolve_config sets batch_size"
-        episodes = max(1, self.config.batch_size // self.multi_spec.max_step)
-        return self.buffer.sample_episodes(episodes, self.multi_spec.max_step)
-
     def next_team_value(self, joint: Joint) -> torch.Tensor:
         """Q_tot'(s', a*) `(B,)`: double Q, each agent's a* the online network's best
         available action, scored by the target networks."""
@@ -228,11 +130,7 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
         q = self.agent_q(self.qnet_target, joint.obs).gather(-1, best).squeeze(-1)  # (B, A)
         return self.mixer_target(q, joint.state)
 
-    def update_step(self, batch: Batch | Episodes) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-        if self.recurrent:
-            assert isinstance(batch, Episodes), "recurrent agents replay whole episodes"
-            return self.episode_update(batch)
-        assert isinstance(batch, Batch), "other agents replay transitions"
+    def update_step(self, batch: Batch) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         joint = self.layout.unpack(batch.states)
         actions, _ = self.layout.unpack_step(batch.actions)  # (B, A)
         with torch.no_grad():
@@ -246,58 +144,6 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
         loss = (batch.weights * (target - q_tot).square()).mean()
         return self.step_networks(loss, q_tot), (target - q_tot).detach()
 
-    def episode_update(self, episodes: Episodes) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-        """The same TD update on whole episodes `(T, B)` of recurrent agents: each network is
-        unrolled from the episode's first step; the next state's Q-values at step t come from
-        one more step on it from the hidden state after step t (on the kept last state where
-        the episode was truncated). With `td_lambda` the targets are TD(lambda) returns over
-        each episode (PyMARL2's and JaxMARL's TD(lambda) loss: Hu et al. 2021, "Rethinking
-        the Implementation Tricks and Monotonicity Constraint in Cooperative Multi-Agent
-        Reinforcement Learning"), bootstrapping from the target Q_tot where an episode was
-        truncated or its stored part ends. The loss averages over the episodes' real steps."""
-        t_len, b = episodes.mask.shape
-        a = self.multi_spec.num_agents
-        joint = self.layout.unpack(episodes.states)  # obs (T, B, A, O), state (T, B, S)
-        after = self.layout.unpack(episodes.next_states)
-        actions, _ = self.layout.unpack_step(episodes.actions)  # (T, B, A)
-        x, x_next = with_agent_ids(joint.obs).flatten(1, 2), with_agent_ids(after.obs).flatten(1, 2)
-
-        def q_values(net: RecurrentQNet) -> tuple[torch.Tensor, torch.Tensor]:
-            """Q at every step and at its next state, `(T, B, A, U)` each."""
-            q, hidden = net.unroll(x)  # (T, B * A, U), (T, B * A, H)
-            q_next, _ = net.step(x_next.flatten(0, 1), hidden.flatten(0, 1))
-            return q.view(t_len, b, a, -1), q_next.view(t_len, b, a, -1)
-
-        q, q_next = q_values(self.drqn(self.qnet))
-        with torch.no_grad():
-            _, q_next_target = q_values(self.drqn(self.qnet_target))
-            best = masked(q_next.detach(), after.avail).argmax(-1, keepdim=True)  # double Q
-            next_q = q_next_target.gather(-1, best).squeeze(-1)  # (T, B, A)
-            next_value = self.mixer_target(next_q.flatten(0, 1), after.state.flatten(0, 1))
-            rewards = self.reward_stats(episodes.rewards.reshape(-1, 1)).squeeze(-1)
-            if self.config.td_lambda:
-                target = self.lambda_targets(episodes, rewards.view(t_len, b),
-                                             next_value.view(t_len, b)).flatten()  # fmt: skip
-            else:
-                not_terminal = (~episodes.terminals).flatten().float()
-                target = rewards + self.config.gamma * not_terminal * next_value  # (T * B,)
-        chosen = q.gather(-1, actions.unsqueeze(-1)).squeeze(-1)  # (T, B, A)
-        q_tot = self.mixer(chosen.flatten(0, 1), joint.state.flatten(0, 1))
-        mask = episodes.mask.flatten().float()
-        loss = (mask * (target - q_tot).square()).sum() / mask.sum()
-        return self.step_networks(loss, q_tot, mask), ((target - q_tot) * mask).detach()
-
-    def lambda_targets(self, episodes: Episodes, rewards: torch.Tensor,
-                       next_value: torch.Tensor) -> torch.Tensor:  # fmt: skip
-        """TD(lambda) returns `(T, B)` of episodes from their rewards and the target Q_tot of
-        the states their steps reached: each trace ends at the episode's last real step
-        (terminal: no bootstrap; else from the target Q_tot there)."""
-        mask = episodes.mask
-        last = mask & ~torch.cat([mask[1:], torch.zeros_like(mask[:1])])
-        truncated = last & ~episodes.terminals
-        return lambda_returns(rewards, next_value, episodes.terminals, truncated,
-                              self.config.gamma, self.config.td_lambda)  # fmt: skip
-
     def step_networks(self, loss: torch.Tensor, q_tot: torch.Tensor,
                       mask: torch.Tensor | None = None) -> dict[str, torch.Tensor]:  # fmt: skip
         """One optimizer step of the agent network and the mixer, then the target update."""
@@ -309,15 +155,6 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
         q_tot = q_tot.detach()
         q_mean = q_tot.mean() if mask is None else (q_tot * mask).sum() / mask.sum()
         return {"critic_loss": loss.detach(), "q_value": q_mean}
-
-    # --- the hidden state belongs to the training state ---
-    def state_dict(self) -> dict:
-        return {**super().state_dict(), "hidden": self.hidden}
-
-    def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)
-        hidden = state.get("hidden")
-        self.hidden = None if hidden is None else hidden.to(self.device)
 
 
 class AgentQMIX(AgentVDN):
