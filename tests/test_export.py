@@ -282,6 +282,20 @@ def test_q_network_policies_of_every_kind_load_and_act_as_the_agent(fields, tmp_
     assert type(policy.actor).__name__ == type(agent.actor).__name__
 
 
+def test_a_policy_finds_its_actor_class_where_the_agent_built_it(model_runs):
+    """A policy file names its actor's module (since 2026-11-29); one written before is found
+    among the library's networks, and a module that cannot be imported is named."""
+    from xiaoyarl.policy import Policy
+
+    meta = load_plain(model_runs["ppo-gru"] / "actor.pt")
+    assert (meta["actor_module"], meta["actor_class"]) == ("xiaoyarl.core.nets", "ActorDiscretePPO")
+    before = Policy({k: v for k, v in meta.items() if k != "actor_module"})
+    obs = np.random.default_rng(0).standard_normal((5, 2)).astype(np.float32)
+    np.testing.assert_array_equal(before.predict(obs), Policy(meta).predict(obs))
+    with pytest.raises(CheckpointError, match="defined in no_such_package.nets, which cannot"):
+        Policy({**meta, "actor_module": "no_such_package.nets"})
+
+
 def test_a_recurrent_policys_step_refuses_a_state_of_the_wrong_shape(model_runs):
     policy = load_policy(model_runs["ppo-gru"])
     obs = np.zeros((3, 2), np.float32)

@@ -15,6 +15,7 @@ from xiaoyarl.agents.a2c import AgentDiscreteA2C
 from xiaoyarl.agents.registry import algorithms_for
 from xiaoyarl.agents.settings import check_config, fields_read
 from xiaoyarl.cli import main
+from xiaoyarl.core.nets import ActorDiscretePPO
 from xiaoyarl.envs import make_env
 from xiaoyarl.export import export_policy
 from xiaoyarl.population.schemes import check_vmap_population
@@ -24,9 +25,15 @@ from xiaoyarl.tune.study import default_space, tuned_algorithms
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated")
 
 
+class ActorToy(ActorDiscretePPO):
+    """The toy's own actor class (here A2C's, under a name no module of the library knows): a
+    saved policy finds it where the agent built it from."""
+
+
 class AgentEntropyFreeA2C(AgentDiscreteA2C):
     """A toy: A2C for discrete actions without the entropy bonus, which it refuses."""
 
+    actor_class = ActorToy
     tune_space = "a2c.yaml"  # A2C's search space suits it
     takes_h_term = False
 
@@ -75,6 +82,7 @@ def test_a_registered_algorithm_trains_saves_and_exports(toy, tmp_path):
     summary = train_agent(config, log=None)
     assert summary["total_steps"] >= 2_000
     policy = load_policy(tmp_path / "run")
+    assert type(policy.actor) is ActorToy  # the agent's own actor, rebuilt from its module
     model = torch.jit.load(str(export_policy(tmp_path / "run", fmt="torchscript")))
     obs = np.random.default_rng(0).standard_normal((16, 4)).astype(np.float32)
     assert np.array_equal(model(torch.from_numpy(obs)).numpy(), policy(obs))

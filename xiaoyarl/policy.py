@@ -4,6 +4,7 @@ runs' policies acting as one) and `evaluate(run_dir or run_dirs)`."""
 from __future__ import annotations
 
 import contextlib
+import importlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,20 +15,8 @@ from torch import nn
 
 from xiaoyarl.config import Config
 from xiaoyarl.config_io import load_config
-from xiaoyarl.core.distributional import DistributionalQNet, DistributionalQNetDuel
-from xiaoyarl.core.multi_discrete import ActorMultiDiscretePPO
-from xiaoyarl.core.nets import ActorDiscretePPO, ActorPPO, RunningNorm
-from xiaoyarl.core.off_policy_nets import (
-    Actor,
-    ActorDiscreteSAC,
-    ActorGSDE,
-    ActorGumbel,
-    ActorSAC,
-    QNet,
-    QNetDuel,
-    QNetLayerNorm,
-    RecurrentQNet,
-)
+from xiaoyarl.core.nets import ActorDiscretePPO, RunningNorm
+from xiaoyarl.core.off_policy_nets import ActorGumbel, QNet, RecurrentQNet
 from xiaoyarl.errors import CheckpointError, ConfigError
 from xiaoyarl.train.checkpoint import load_plain
 
@@ -35,26 +24,27 @@ if TYPE_CHECKING:
     from xiaoyarl.agents.multi.recurrent_decomposition import RecurrentGreedy
     from xiaoyarl.core.recurrent import HiddenStates, RecurrentEncoder
 
-# Actor classes by name, so a saved policy (`actor.pt`) can be rebuilt without pickling modules.
-ACTORS: dict[str, type[nn.Module]] = {
-    cls.__name__: cls
-    for cls in (
-        ActorPPO,
-        ActorDiscretePPO,
-        ActorMultiDiscretePPO,
-        QNet,
-        QNetDuel,
-        QNetLayerNorm,
-        DistributionalQNet,
-        DistributionalQNetDuel,
-        Actor,
-        ActorSAC,
-        ActorGSDE,
-        ActorDiscreteSAC,
-        ActorGumbel,
-        RecurrentQNet,
-    )  # fmt: skip
-}
+# where the actor classes of policies saved before each names its module (2026-11-29) are
+SAVED_BEFORE_MODULES = ("xiaoyarl.core.nets", "xiaoyarl.core.off_policy_nets",
+                        "xiaoyarl.core.distributional", "xiaoyarl.core.multi_discrete")  # fmt: skip
+
+
+def actor_class(meta: dict) -> type[nn.Module]:
+    """The class of a saved policy's actor: `actor_class` of the module `actor_module` the agent
+    built it from (imported where it is not yet: an actor of a user's own algorithm too), so a
+    policy rebuilds itself without pickled modules or a table of classes here."""
+    name = meta["actor_class"]
+    for module in [meta["actor_module"]] if "actor_module" in meta else SAVED_BEFORE_MODULES:
+        try:
+            cls = getattr(importlib.import_module(module), name, None)
+        except ImportError as error:
+            raise CheckpointError(
+                f"the policy's actor class {name} is defined in {module}, which cannot be "
+                f"imported here ({error}); install or put on the path what defines it."
+            ) from None
+        if isinstance(cls, type) and issubclass(cls, nn.Module):
+            return cls
+    raise CheckpointError(f"unknown actor class {name} in policy file.")
 
 
 class Policy:
@@ -72,8 +62,7 @@ class Policy:
 
     def __init__(self, meta: dict, device: str | torch.device = "cpu") -> None:
         self._bind(meta, device)
-        if meta["actor_class"] not in ACTORS:
-            raise CheckpointError(f"unknown actor class {meta['actor_class']} in policy file.")
+        actor = actor_class(meta)
         norm = RunningNorm(meta["state_dim"], meta["state_norm"], meta.get("state_norm_clip", 10.0))
         encoder: nn.Module = norm
         width = meta["state_dim"]
@@ -90,7 +79,7 @@ class Policy:
             memory = RecurrentEncoder(encoder, width, meta["recurrent_dim"], meta["recurrent"])
             self.memory, encoder, width = memory, memory, memory.out_dim
             self.hiddens = HiddenStates(memory.initial)
-        q_actor = issubclass(ACTORS[meta["actor_class"]], QNet)
+        q_actor = issubclass(actor, QNet)
         if self.masked and q_actor:  # the DQN family's networks read [observation, mask] rows
             from xiaoyarl.agents.masked import MaskSlice
 
@@ -98,9 +87,7 @@ class Policy:
         nvec = meta.get("action_nvec")  # multi-discrete actions: each component's choices
         extra = {} if nvec is None else {"nvec": tuple(nvec)}
         extra.update(meta.get("actor_kwargs", _saved_before_kwargs(meta)))
-        self.actor = ACTORS[meta["actor_class"]](
-            width, meta["action_dim"], meta["net_dims"], encoder, **extra
-        )
+        self.actor = actor(width, meta["action_dim"], meta["net_dims"], encoder, **extra)
         self.actor.load_state_dict(meta["actor"])
         self.actor.to(self.device).eval()
 

@@ -74,6 +74,7 @@ def policy_state(agent: AgentBase) -> dict:
     assert config.net_dims is not None, "resolve_config sets net_dims"
     state = {
         "actor_class": type(agent.actor).__name__,
+        "actor_module": type(agent.actor).__module__,  # where `load_policy` finds the class
         "state_dim": spec.state_dim,
         "obs_shape": list(spec.obs_shape),
         "obs_dtype": str(spec.obs_dtype).removeprefix("torch."),
