@@ -473,6 +473,14 @@ def test_recurrent_agents_explore_act_and_save_a_policy(tmp_path):
     policy.reset()
     greedy.reset()
     np.testing.assert_array_equal(policy.predict(obs[0].numpy()), greedy(obs[0]).numpy())
+    greedy.reset()
+    state = None  # the same steps with the hidden states carried by the caller
+    for t in range(5):
+        got, state = policy.step(obs[t].numpy(), state, avail=avail[t].numpy())
+        np.testing.assert_array_equal(got, greedy(obs[t], avail[t]).numpy())
+        assert state.shape == (6, 3, 32)
+    restarted, _ = policy.step(obs[0].numpy(), state, episode_start=np.ones(6, bool))
+    np.testing.assert_array_equal(restarted, policy.step(obs[0].numpy())[0])
     with pytest.raises(ConfigError, match="per"):
         check_config(Config(algo="qmix", env_id="SpreadDiscrete-v0", agent_rnn=True, per=True))
     from xiaoyarl.export import export_policy

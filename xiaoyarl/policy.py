@@ -244,18 +244,7 @@ class Policy:
         if self.memory is None or self.hiddens is None:
             return self.predict(obs, deterministic), None
         is_numpy = not isinstance(obs, torch.Tensor)
-        self.hiddens.reset()
-        if state is not None:
-            hidden = torch.as_tensor(np.asarray(state) if is_numpy else state)
-            if hidden.dim() != 2 or hidden.shape[1] != self.memory.state_dim:
-                raise ValueError(
-                    f"state must have shape (batch, {self.memory.state_dim}), what `step` "
-                    f"returned (None for new episodes), got {tuple(hidden.shape)}."
-                )
-            self.hiddens.keep(hidden.to(self.device, torch.float32))
-            if episode_start is not None:
-                starts = torch.as_tensor(np.asarray(episode_start) if is_numpy else episode_start)
-                self.hiddens.restart(starts.to(self.device, torch.bool).reshape(-1))
+        carry_state(self.hiddens, state, episode_start, (self.memory.state_dim,), self.device)
         action = self.predict(obs, deterministic)
         assert self.hiddens.value is not None, "set by the recurrent encoder's step"
         hidden = self.hiddens.value.clone()
@@ -265,6 +254,29 @@ class Policy:
     def recurrent(self) -> bool:
         """Whether the policy keeps a hidden state from step to step (`recurrent`, agent_rnn)."""
         return self.memory is not None
+
+
+def carry_state(hiddens: HiddenStates, state: np.ndarray | torch.Tensor | None,
+                episode_start: np.ndarray | torch.Tensor | None, shape: tuple[int, ...],
+                device: torch.device) -> None:  # fmt: skip
+    """Set `hiddens` to the state a caller carries, `(batch, *shape)` as `step` returned it (None:
+    new episodes), zeroed where `episode_start` `(batch,)` bool begins an episode."""
+    hiddens.reset()
+    if state is None:
+        return
+    hidden = torch.as_tensor(state if isinstance(state, torch.Tensor) else np.asarray(state))
+    if tuple(hidden.shape[1:]) != shape or hidden.dim() != len(shape) + 1:
+        raise ValueError(
+            f"state must have shape (batch, {', '.join(map(str, shape))}), what `step` "
+            f"returned (None for new episodes), got {tuple(hidden.shape)}."
+        )
+    batch = hidden.shape[0]
+    hiddens.keep(hidden.to(device, torch.float32).reshape(-1, shape[-1]))
+    if episode_start is not None:
+        starts = torch.as_tensor(episode_start if isinstance(episode_start, torch.Tensor)
+                                 else np.asarray(episode_start))  # fmt: skip
+        per = hidden.numel() // (batch * shape[-1])  # sequences per batch row (agents)
+        hiddens.restart(starts.to(device, torch.bool).reshape(batch).repeat_interleave(per))
 
 
 def pack_observation(values: Sequence[torch.Tensor], obs_keys: Sequence[tuple]) -> torch.Tensor:
@@ -286,7 +298,8 @@ class MultiAgentPolicy(Policy):
     optional action masks `(..., A, U)`, and returns their actions `(A,)` / `(batch, A)` (or with
     a last axis `U` of values within the action bounds, for continuous actions). A recurrent
     policy (VDN / QMIX with `agent_rnn`) keeps its agents' hidden states from one call to the
-    next: call it once per step of the same episodes, and `reset()` when they start anew."""
+    next: call it once per step of the same episodes, and `reset()` when they start anew; or
+    carry them yourself with `step`."""
 
     def __init__(self, meta: dict, device: str | torch.device = "cpu") -> None:
         super().__init__(meta, device)
@@ -307,6 +320,26 @@ class MultiAgentPolicy(Policy):
     def recurrent(self) -> bool:
         """Whether the agents keep hidden states from step to step (agent_rnn)."""
         return self._greedy is not None
+
+    def step(
+        self,
+        obs: np.ndarray | torch.Tensor | dict,
+        state: np.ndarray | torch.Tensor | None = None,
+        episode_start: np.ndarray | torch.Tensor | None = None,
+        deterministic: bool = True,
+        avail: np.ndarray | torch.Tensor | None = None,
+    ) -> tuple[np.ndarray | torch.Tensor, np.ndarray | torch.Tensor | None]:
+        """`predict` with the agents' hidden states carried by the caller, as `Policy.step`:
+        `state` `(batch, num_agents, H)` as returned (None: new episodes), `episode_start`
+        `(batch,)` bool; the state is None for a feed-forward policy."""
+        if self._greedy is None:
+            return self.predict(obs, deterministic, avail), None
+        hiddens, width = self._greedy.hiddens, self._greedy.qnet.hidden_dim
+        carry_state(hiddens, state, episode_start, (self.num_agents, width), self.device)
+        action = self.predict(obs, deterministic, avail)
+        assert hiddens.value is not None, "set by the agents' step"
+        hidden = hiddens.value.clone().view(-1, self.num_agents, width)
+        return action, hidden if isinstance(obs, torch.Tensor) else hidden.cpu().numpy()
 
     def _joint(self, obs: torch.Tensor, avail: torch.Tensor | None, sample: bool) -> torch.Tensor:
         """Actions as agents see them `(E, A[, U])` for a torch batch `(E, A, O)` on the device."""
