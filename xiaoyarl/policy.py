@@ -235,20 +235,30 @@ class Policy:
         state: np.ndarray | torch.Tensor | None = None,
         episode_start: np.ndarray | torch.Tensor | None = None,
         deterministic: bool = True,
+        **predict_kwargs: Any,
     ) -> tuple[np.ndarray | torch.Tensor, np.ndarray | torch.Tensor | None]:
         """`predict` with the recurrent state carried by the caller (SB3's `predict(obs, state,
-        episode_start)`): actions for a batch of observations, and the state after them.
+        episode_start)`): actions for a batch of observations, and the state after them
+        (`predict`'s other arguments as keywords: `action_mask`, a multi-agent policy's `avail`).
         `state` `(batch, state_dim)`: None, zeros (new episodes); `episode_start` `(batch,)`
         bool: the episodes that start at this step (their state is zeroed first). The state is
         None for a feed-forward policy; numpy in, numpy out."""
+        carried = self.carried()
+        if carried is None:
+            return self.predict(obs, deterministic, **predict_kwargs), None
+        hiddens, shape = carried
+        carry_state(hiddens, state, episode_start, shape, self.device)
+        action = self.predict(obs, deterministic, **predict_kwargs)
+        assert hiddens.value is not None, "set by the recurrent network's step"
+        hidden = hiddens.value.clone().view(-1, *shape)
+        return action, hidden if isinstance(obs, torch.Tensor) else hidden.cpu().numpy()
+
+    def carried(self) -> tuple[HiddenStates, tuple[int, ...]] | None:
+        """A recurrent policy's hidden states and the shape of one batch row of them (None for
+        a feed-forward policy)."""
         if self.memory is None or self.hiddens is None:
-            return self.predict(obs, deterministic), None
-        is_numpy = not isinstance(obs, torch.Tensor)
-        carry_state(self.hiddens, state, episode_start, (self.memory.state_dim,), self.device)
-        action = self.predict(obs, deterministic)
-        assert self.hiddens.value is not None, "set by the recurrent encoder's step"
-        hidden = self.hiddens.value.clone()
-        return action, hidden.cpu().numpy() if is_numpy else hidden
+            return None
+        return self.hiddens, (self.memory.state_dim,)
 
     @property
     def recurrent(self) -> bool:
@@ -321,25 +331,11 @@ class MultiAgentPolicy(Policy):
         """Whether the agents keep hidden states from step to step (agent_rnn)."""
         return self._greedy is not None
 
-    def step(
-        self,
-        obs: np.ndarray | torch.Tensor | dict,
-        state: np.ndarray | torch.Tensor | None = None,
-        episode_start: np.ndarray | torch.Tensor | None = None,
-        deterministic: bool = True,
-        avail: np.ndarray | torch.Tensor | None = None,
-    ) -> tuple[np.ndarray | torch.Tensor, np.ndarray | torch.Tensor | None]:
-        """`predict` with the agents' hidden states carried by the caller, as `Policy.step`:
-        `state` `(batch, num_agents, H)` as returned (None: new episodes), `episode_start`
-        `(batch,)` bool; the state is None for a feed-forward policy."""
+    def carried(self) -> tuple[HiddenStates, tuple[int, ...]] | None:
+        """The agents' hidden states, `(batch, num_agents, H)` a step (agent_rnn)."""
         if self._greedy is None:
-            return self.predict(obs, deterministic, avail), None
-        hiddens, width = self._greedy.hiddens, self._greedy.qnet.hidden_dim
-        carry_state(hiddens, state, episode_start, (self.num_agents, width), self.device)
-        action = self.predict(obs, deterministic, avail)
-        assert hiddens.value is not None, "set by the agents' step"
-        hidden = hiddens.value.clone().view(-1, self.num_agents, width)
-        return action, hidden if isinstance(obs, torch.Tensor) else hidden.cpu().numpy()
+            return None
+        return self._greedy.hiddens, (self.num_agents, self._greedy.qnet.hidden_dim)
 
     def _joint(self, obs: torch.Tensor, avail: torch.Tensor | None, sample: bool) -> torch.Tensor:
         """Actions as agents see them `(E, A[, U])` for a torch batch `(E, A, O)` on the device."""
