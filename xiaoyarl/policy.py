@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import math
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -285,8 +286,8 @@ def carry_state(hiddens: HiddenStates, state: np.ndarray | torch.Tensor | None,
     if episode_start is not None:
         starts = torch.as_tensor(episode_start if isinstance(episode_start, torch.Tensor)
                                  else np.asarray(episode_start))  # fmt: skip
-        per = hidden.numel() // (batch * shape[-1])  # sequences per batch row (agents)
-        hiddens.restart(starts.to(device, torch.bool).reshape(batch).repeat_interleave(per))
+        per_row = math.prod(shape[:-1])  # sequences per batch row (a multi-agent policy's agents)
+        hiddens.restart(starts.to(device, torch.bool).reshape(batch).repeat_interleave(per_row))
 
 
 def pack_observation(values: Sequence[torch.Tensor], obs_keys: Sequence[tuple]) -> torch.Tensor:

@@ -79,8 +79,6 @@ class RecurrentAgents:
     mixer_target: Any
     reward_stats: Any
     step_networks: Callable[..., dict[str, torch.Tensor]]
-    epsilon_greedy: Callable[..., torch.Tensor]
-    random_joint_action: Callable[[Joint], torch.Tensor]
 
     def __init__(self, spec, config, device, learner: bool = True,
                  kit: OptimizerKit | None = None) -> None:  # fmt: skip
@@ -128,11 +126,9 @@ class RecurrentAgents:
         # a finished sub-env's agents start their next episode afresh
         self.hiddens.restart(done.repeat_interleave(self.multi_spec.num_agents))
 
-    def explore_joint_action(self, joint: Joint) -> torch.Tensor:
-        q = self.step_q
-        assert q is not None, "read_observation took this step's Q-values"
-        greedy = masked(q, joint.avail).argmax(-1)
-        return self.epsilon_greedy(greedy, self.random_joint_action(joint))
+    def explore_q(self, joint: Joint) -> torch.Tensor:
+        assert self.step_q is not None, "read_observation took this step's Q-values"
+        return self.step_q  # the hidden states took in this step already
 
     # --- learning ---
     def sample_batch(self) -> Episodes:

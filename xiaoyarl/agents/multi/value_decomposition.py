@@ -115,8 +115,12 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
 
     def explore_joint_action(self, joint: Joint) -> torch.Tensor:
         # differs from DQN: per agent, a random available action with probability epsilon
-        greedy = masked(self.agent_q(self.qnet, joint.obs), joint.avail).argmax(-1)
+        greedy = masked(self.explore_q(joint), joint.avail).argmax(-1)
         return self.epsilon_greedy(greedy, self.random_joint_action(joint))
+
+    def explore_q(self, joint: Joint) -> torch.Tensor:
+        """Every agent's Q-values `(E, A, U)` that this exploring step acts on."""
+        return self.agent_q(self.qnet, joint.obs)
 
     def update_normalizers(self, rollout: Transitions) -> None:
         super().update_normalizers(rollout)
