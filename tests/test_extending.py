@@ -1,13 +1,14 @@
 """Adding an algorithm is one agent class and one registry line (docs/reference/extending.md):
 a toy algorithm registered here, with nothing else edited, is offered, checked, tuned, trained,
-saved and exported like the library's own, because every layer reads what agent classes
-declare instead of lists of algorithm names."""
+saved (with a module of its own around its encoder) and exported like the library's own,
+because every layer reads what agent classes declare instead of lists of algorithm names."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
 from xiaoyarl import Config, ConfigError, load_policy
 from xiaoyarl.agents import ALGORITHMS
@@ -15,6 +16,7 @@ from xiaoyarl.agents.a2c import AgentDiscreteA2C
 from xiaoyarl.agents.registry import algorithms_for
 from xiaoyarl.agents.settings import check_config, fields_read
 from xiaoyarl.cli import main
+from xiaoyarl.core.encoders import Encoder
 from xiaoyarl.core.nets import ActorDiscretePPO
 from xiaoyarl.envs import make_env
 from xiaoyarl.export import export_policy
@@ -30,12 +32,32 @@ class ActorToy(ActorDiscretePPO):
     saved policy finds it where the agent built it from."""
 
 
+class Squashed(Encoder):
+    """The toy's own module around its encoder: features squashed by tanh at a `scale` of its
+    constructor. A wrapper has `inner` and `init_kwargs()`; a saved policy rebuilds it."""
+
+    def __init__(self, inner: nn.Module, scale: float) -> None:
+        super().__init__()
+        self.inner, self.scale, self.out_dim = inner, scale, inner.out_dim
+
+    def init_kwargs(self) -> dict:
+        return {"scale": self.scale}
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.inner(obs) / self.scale)
+
+
 class AgentEntropyFreeA2C(AgentDiscreteA2C):
-    """A toy: A2C for discrete actions without the entropy bonus, which it refuses."""
+    """A toy: A2C for discrete actions without the entropy bonus, which it refuses, reading
+    its observations through its own `Squashed` module."""
 
     actor_class = ActorToy
+
     tune_space = "a2c.yaml"  # A2C's search space suits it
     takes_h_term = False
+
+    def make_encoder(self, layer_norm: bool = False) -> Encoder:
+        return Squashed(super().make_encoder(layer_norm), scale=2.5)
 
     @classmethod
     def check(cls, config: Config) -> None:
@@ -83,6 +105,7 @@ def test_a_registered_algorithm_trains_saves_and_exports(toy, tmp_path):
     assert summary["total_steps"] >= 2_000
     policy = load_policy(tmp_path / "run")
     assert type(policy.actor) is ActorToy  # the agent's own actor, rebuilt from its module
+    assert type(policy.actor.norm) is Squashed and policy.actor.norm.scale == 2.5  # its wrapper
     model = torch.jit.load(str(export_policy(tmp_path / "run", fmt="torchscript")))
     obs = np.random.default_rng(0).standard_normal((16, 4)).astype(np.float32)
     assert np.array_equal(model(torch.from_numpy(obs)).numpy(), policy(obs))

@@ -8,7 +8,7 @@ import importlib
 import math
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -34,18 +34,23 @@ def actor_class(meta: dict) -> type[nn.Module]:
     """The class of a saved policy's actor: `actor_class` of the module `actor_module` the agent
     built it from (imported where it is not yet: an actor of a user's own algorithm too), so a
     policy rebuilds itself without pickled modules or a table of classes here."""
-    name = meta["actor_class"]
-    for module in [meta["actor_module"]] if "actor_module" in meta else SAVED_BEFORE_MODULES:
+    modules = [meta["actor_module"]] if "actor_module" in meta else SAVED_BEFORE_MODULES
+    return saved_class(meta["actor_class"], modules, "actor")
+
+
+def saved_class(name: str, modules: Sequence[str], what: str) -> type[nn.Module]:
+    """The module class `name` of a policy file, from the first of `modules` that defines it."""
+    for module in modules:
         try:
             cls = getattr(importlib.import_module(module), name, None)
         except ImportError as error:
             raise CheckpointError(
-                f"the policy's actor class {name} is defined in {module}, which cannot be "
+                f"the policy's {what} class {name} is defined in {module}, which cannot be "
                 f"imported here ({error}); install or put on the path what defines it."
             ) from None
         if isinstance(cls, type) and issubclass(cls, nn.Module):
             return cls
-    raise CheckpointError(f"unknown actor class {name} in policy file.")
+    raise CheckpointError(f"unknown {what} class {name} in policy file.")
 
 
 class Policy:
@@ -66,25 +71,23 @@ class Policy:
         actor = actor_class(meta)
         norm = RunningNorm(meta["state_dim"], meta["state_norm"], meta.get("state_norm_clip", 10.0))
         encoder: nn.Module = norm
-        width = meta["state_dim"]
         self.obs_keys = meta.get("obs_keys")  # Dict observations: how they are packed
         image = len(self.obs_shape) > 1 or self.obs_keys
         if image or meta.get("encoder", "auto") not in ("auto", "mlp"):
             from xiaoyarl.core.encoders import make_encoder  # images: not loaded for vectors
 
-            built = make_encoder(meta["encoder"], self, norm, meta.get("encoder_layer_norm", False))
-            encoder, width = built, built.out_dim
-        if meta.get("recurrent"):
-            from xiaoyarl.core.recurrent import HiddenStates, RecurrentEncoder
+            layer_norm = meta.get("encoder_layer_norm", False)
+            encoder = make_encoder(meta["encoder"], self, norm, layer_norm)
+        # what the agent put around that encoder, innermost first (`encoder_wrappers`)
+        for wrapper in meta.get("encoder_wrappers", _saved_before_wrappers(meta, actor)):
+            wrap = saved_class(wrapper["class"], [wrapper["module"]], "encoder")
+            encoder = wrap(encoder, **wrapper["kwargs"])
+            if hasattr(encoder, "context"):  # a memory: hidden states carried between calls
+                from xiaoyarl.core.recurrent import HiddenStates
 
-            memory = RecurrentEncoder(encoder, width, meta["recurrent_dim"], meta["recurrent"])
-            self.memory, encoder, width = memory, memory, memory.out_dim
-            self.hiddens = HiddenStates(memory.initial)
-        q_actor = issubclass(actor, QNet)
-        if self.masked and q_actor:  # the DQN family's networks read [observation, mask] rows
-            from xiaoyarl.agents.masked import MaskSlice
-
-            encoder = MaskSlice(encoder, meta["state_dim"])
+                self.memory = cast("RecurrentEncoder", encoder)
+                self.hiddens = HiddenStates(self.memory.initial)
+        width = int(encoder.out_dim)  # type: ignore[arg-type]
         nvec = meta.get("action_nvec")  # multi-discrete actions: each component's choices
         extra = {} if nvec is None else {"nvec": tuple(nvec)}
         extra.update(meta.get("actor_kwargs", _saved_before_kwargs(meta)))
@@ -400,6 +403,20 @@ class MultiAgentPolicy(Policy):
         if single:
             action = action[0]
         return action.cpu().numpy() if is_numpy else action
+
+
+def _saved_before_wrappers(meta: dict, actor: type[nn.Module]) -> list[dict]:
+    """The wrappers around the encoder of a policy saved before they were (`encoder_wrappers`):
+    a recurrent memory (`recurrent`, `recurrent_dim`), the masked DQN family's slice."""
+    wrappers = []
+    if meta.get("recurrent"):
+        memory = {"hidden_dim": meta["recurrent_dim"], "kind": meta["recurrent"]}
+        wrappers.append({"module": "xiaoyarl.core.recurrent", "class": "RecurrentEncoder",
+                         "kwargs": memory})  # fmt: skip
+    if meta.get("action_mask") and issubclass(actor, QNet):  # read [observation, mask] rows
+        wrappers.append({"module": "xiaoyarl.agents.masked", "class": "MaskSlice",
+                         "kwargs": {"obs_dim": meta["state_dim"]}})  # fmt: skip
+    return wrappers
 
 
 def _saved_before_kwargs(meta: dict) -> dict:

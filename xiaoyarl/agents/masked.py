@@ -99,6 +99,10 @@ class MaskSlice(Encoder):
         self.obs_dim = obs_dim
         self.out_dim = int(inner.out_dim)  # type: ignore[arg-type]
 
+    def init_kwargs(self) -> dict:
+        """Its constructor's arguments besides `inner` (a saved policy rebuilds it from them)."""
+        return {"obs_dim": self.obs_dim}
+
     def forward(self, packed: torch.Tensor) -> torch.Tensor:
         return self.inner(packed[:, : self.obs_dim])
 

@@ -85,8 +85,7 @@ class Recurrent:
 
     def make_encoder(self, layer_norm: bool = False) -> Encoder | RunningNorm:
         inner = super().make_encoder(layer_norm)  # type: ignore[misc]
-        encoder = RecurrentEncoder(inner, inner.out_dim, self.config.recurrent_dim,
-                                   self.config.recurrent)  # fmt: skip
+        encoder = RecurrentEncoder(inner, self.config.recurrent_dim, self.config.recurrent)
         self.feature_dim = encoder.out_dim
         return encoder.to(self.device)  # type: ignore[return-value]
 

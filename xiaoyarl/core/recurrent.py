@@ -117,14 +117,19 @@ class RecurrentEncoder(nn.Module):
     step. An actor and a critic that share it run the same sequence.
     """
 
-    def __init__(self, inner: nn.Module, inner_dim: int, hidden_dim: int, kind: str) -> None:
+    def __init__(self, inner: nn.Module, hidden_dim: int, kind: str) -> None:
         super().__init__()
         self.inner = inner
-        self.rnn = make_rnn(kind, inner_dim, hidden_dim)
+        self.kind = kind
+        self.rnn = make_rnn(kind, int(inner.out_dim), hidden_dim)  # type: ignore[arg-type]
         self.out_dim = hidden_dim
         self.state_dim = state_width(self.rnn)
         self._context: tuple[torch.Tensor, torch.Tensor] | None = None
         self.hiddens: torch.Tensor | None = None
+
+    def init_kwargs(self) -> dict:
+        """Its constructor's arguments besides `inner` (a saved policy rebuilds it from them)."""
+        return {"hidden_dim": self.out_dim, "kind": self.kind}
 
     def initial(self, batch: int) -> torch.Tensor:
         """Zero hidden states `(batch, state_dim)` on the encoder's device."""

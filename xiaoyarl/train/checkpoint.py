@@ -8,7 +8,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -72,6 +72,10 @@ def policy_state(agent: AgentBase) -> dict:
     weights; and for a multi-agent agent, its env's agents and sizes."""
     config, spec = agent.config, agent.spec
     assert config.net_dims is not None, "resolve_config sets net_dims"
+    encoder: Any = agent.actor.norm
+    wrappers = encoder_wrappers(encoder)
+    for _ in wrappers:
+        encoder = encoder.inner  # to the encoder of the observations themselves
     state = {
         "actor_class": type(agent.actor).__name__,
         "actor_module": type(agent.actor).__module__,  # where `load_policy` finds the class
@@ -80,9 +84,8 @@ def policy_state(agent: AgentBase) -> dict:
         "obs_dtype": str(spec.obs_dtype).removeprefix("torch."),
         "channels_last": getattr(spec, "channels_last", None),  # images: the env's layout
         "encoder": config.encoder,
-        "encoder_layer_norm": getattr(agent.actor.norm, "layer_norm", False),  # PQN's CNNs
-        "recurrent": config.recurrent,  # and its width: `Policy` rebuilds the recurrent encoder
-        "recurrent_dim": config.recurrent_dim,
+        "encoder_layer_norm": getattr(encoder, "layer_norm", False),  # PQN's CNNs
+        "encoder_wrappers": wrappers,  # what the agent put around its encoder (memory, masks)
         "action_nvec": None if spec.action_nvec is None else list(spec.action_nvec),
         "obs_keys": spec.obs_keys,  # Dict observations: how they are packed
         "action_mask": spec.action_mask,  # the env says the allowed actions (agents/masked.py)
@@ -108,6 +111,20 @@ def policy_state(agent: AgentBase) -> dict:
         state.update(num_agents=multi.num_agents, obs_dim=multi.obs_dim,
                      action_dim=multi.action_dim, env_id=multi.name)  # fmt: skip
     return state
+
+
+def encoder_wrappers(encoder: Any) -> list[dict]:
+    """The modules an agent put around its encoder, innermost first, each as its class, module
+    and constructor arguments: a wrapper has `inner` (what it wraps) and `init_kwargs()` (its
+    other constructor arguments), so `Class(inner, **kwargs)` rebuilds it (a recurrent memory,
+    the masked DQN family's slice of the observation, or a user's own)."""
+    wrappers = []
+    while hasattr(encoder, "inner") and hasattr(encoder, "init_kwargs"):
+        kind = type(encoder)
+        wrappers.append({"module": kind.__module__, "class": kind.__name__,
+                         "kwargs": encoder.init_kwargs()})  # fmt: skip
+        encoder = encoder.inner
+    return wrappers[::-1]
 
 
 def save_atomic(obj: dict, path: str | Path) -> None:
