@@ -93,9 +93,10 @@ RUNS: dict[str, list[str]] = {
                                     "4096"],
     "ppo-minatar-breakout": ["train", "ppo", "MinAtar/Breakout-v1", "--max-steps", "8192",
                              "--eval-every", "4096"],
-    "qmix-spread-td-lambda": ["train", "qmix", "SpreadDiscrete-v0", "--set", "agent_rnn=true",
-                              "--set", "td_lambda=0.6", "--max-steps", "6000", "--eval-every",
-                              "2000", "--no-preset", *OFF],
+    "qmix-spread-td-lambda": ["train", "qmix", "SpreadDiscrete-v0", "--set", "recurrent=gru",
+                              "--set", "net_dims=[64]", "--set", "recurrent_dim=64", "--set",
+                              "td_lambda=0.6", "--max-steps", "6000", "--eval-every", "2000",
+                              "--no-preset", *OFF],
     # the tests' own envs (tests/action_envs.py): action masks, MultiDiscrete actions
     "ppo-masked": ["train", "ppo", "action_envs:PickAllowed-v0", "--max-steps", "4096",
                    "--eval-every", "2048"],

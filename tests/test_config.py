@@ -276,6 +276,35 @@ def test_runs_saved_when_repeat_times_meant_both_resume_with_their_replay_ratio(
     assert resolve_config(Config(algo="dqn", replay_ratio=2.0), batched=False).replay_ratio == 2.0
 
 
+def test_runs_saved_with_agent_rnn_resume_as_recurrent_agents(tmp_path):
+    """Until 2026-11-29 VDN's and QMIX's recurrent agents were `agent_rnn: true`, a GRU as wide
+    as the last of `net_dims`: a run saved then reads as `recurrent: gru` with that width and
+    the layers before it, and resumes; a config written today that names `agent_rnn` is refused
+    with what to write instead."""
+    import yaml
+
+    from xiaoyarl.agents.settings import RunSettings
+    from xiaoyarl.train.checkpoint import CHECKPOINT_FORMAT, open_checkpoint, save_atomic
+
+    values = resolve_config(Config(algo="qmix", env_id="SpreadDiscrete-v0"), batched=True).to_dict()
+    assert values["net_dims"] == [64, 64] and values["recurrent"] is None
+    values.update(agent_rnn=True, td_lambda=0.6)  # as such a run saved them
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(values))
+    saved = load_saved_config(path)
+    assert (saved.recurrent, saved.recurrent_dim, saved.net_dims) == ("gru", 64, [64])
+    check_config(saved)
+    save_atomic({"format": CHECKPOINT_FORMAT, "config": values}, tmp_path / "checkpoint/state.pt")
+    settings = RunSettings(saved, torch.device("cpu"), "torch", 1, tmp_path, [], [])
+    assert open_checkpoint(settings, tmp_path, resume=True)
+    with pytest.raises(ConfigError, match="'agent_rnn' was replaced: .* `recurrent: gru`"):
+        load_config(path)  # a config file: today's fields
+    with pytest.raises(ConfigError, match="'agent_rnn' was replaced"):
+        Config(algo="qmix", agent_rnn=True)
+    feed_forward = config_from_saved({**values, "agent_rnn": False, "td_lambda": 0.0})
+    assert (feed_forward.recurrent, feed_forward.net_dims) == (None, [64, 64])
+
+
 def test_numpy_scalars_are_taken_as_python_values():
     import numpy as np
 

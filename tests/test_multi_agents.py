@@ -180,7 +180,8 @@ def test_two_step_game_qmix_finds_8_and_vdn_settles_at_7(tmp_path):
 
 @pytest.mark.parametrize(("algo", "env_id", "extra"), [
     ("vdn", "SpreadDiscrete-v0", {}), ("maddpg", "SpreadContinuous-v0", {}),
-    ("mappo", "SpreadDiscrete-v0", {}), ("qmix", "SpreadDiscrete-v0", {"agent_rnn": True}),
+    ("mappo", "SpreadDiscrete-v0", {}),
+    ("qmix", "SpreadDiscrete-v0", {"recurrent": "lstm", "recurrent_dim": 32}),
     # (an epsilon decay of its own: the automatic one follows each run's budget)
     ("pqn_vdn", "SpreadDiscrete-v0", {"explore_decay_steps": 300}),
 ], ids=["vdn", "maddpg", "mappo", "qmix-rnn", "pqn_vdn"])  # fmt: skip
@@ -203,7 +204,7 @@ def test_resume_is_bit_exact_for_each_family(tmp_path, algo, env_id, extra):
             assert torch.equal(value, b["agent"]["nets"][name][key]), f"{name}.{key}"
     assert torch.equal(a["agent"]["last_state"], b["agent"]["last_state"])
     assert torch.equal(a["env"]["sim_state"], b["env"]["sim_state"])
-    if extra.get("agent_rnn"):  # the exploring agents' hidden states mid-episode
+    if extra.get("recurrent"):  # the exploring agents' hidden states mid-episode
         assert a["agent"]["hidden"].abs().sum() > 0
         assert torch.equal(a["agent"]["hidden"], b["agent"]["hidden"])
 
@@ -363,10 +364,11 @@ def test_value_decomposition_standardises_team_rewards_when_asked():
         check_config(Config(algo="dqn", reward_norm=True))
 
 
-# --- recurrent agent networks (agent_rnn) ------------------------------------------------------
-def test_recurrent_q_net_unrolls_as_it_steps():
+# --- recurrent agent networks (recurrent) ------------------------------------------------------
+@pytest.mark.parametrize(("kind", "width"), [("gru", 8), ("lstm", 16)])
+def test_recurrent_q_net_unrolls_as_it_steps(kind, width):
     torch.manual_seed(0)
-    net = RecurrentQNet(7, 5, [16, 8], RunningNorm(7, enabled=False))
+    net = RecurrentQNet(7, 5, [16], RunningNorm(7, enabled=False), hidden_dim=8, kind=kind)
     states = torch.randn(6, 4, 7)  # (T, B, S)
     q, hidden = net.unroll(states)
     h = net.initial_hidden(4)
@@ -374,7 +376,7 @@ def test_recurrent_q_net_unrolls_as_it_steps():
         q_t, h = net.step(states[t], h)
         torch.testing.assert_close(q_t, q[t])
         torch.testing.assert_close(h, hidden[t])
-    assert q.shape == (6, 4, 5) and hidden.shape == (6, 4, 8)
+    assert q.shape == (6, 4, 5) and hidden.shape == (6, 4, width)  # an LSTM: h and c
 
 
 @pytest.mark.parametrize("lam", [0.0, 0.6])
@@ -385,7 +387,7 @@ def test_recurrent_episode_update_matches_a_step_by_step_reference(lam):
     with `td_lambda` the targets are the episode's TD(lambda) returns, written out backwards:
     G_t = r_t + gamma ((1 - lam) Q_tot'(s_t+1) + lam G_t+1), from r + gamma Q_tot' at the
     episode's last stored step (no bootstrap where it terminated)."""
-    agent, env = make_agent("qmix", "SpreadDiscrete-v0", agent_rnn=True, batch_size=1000,
+    agent, env = make_agent("qmix", "SpreadDiscrete-v0", recurrent="gru", batch_size=1000,
                             gamma=0.9, td_lambda=lam)  # fmt: skip
     for _ in range(8):  # warm-up rollouts, then updates with exploring by the GRU agents
         agent.update_net(agent.explore_env(env, 16))
@@ -432,21 +434,23 @@ def test_recurrent_episode_update_matches_a_step_by_step_reference(lam):
     assert count == int(episodes.mask.sum())
     assert logs["critic_loss"].item() == pytest.approx(sum(errors) / count, rel=1e-5)
     if lam:
-        with pytest.raises(ConfigError, match="agent_rnn"):
+        with pytest.raises(ConfigError, match="td_lambda=0.6 without recurrent"):
             check_config(Config(algo="qmix", env_id="SpreadDiscrete-v0", td_lambda=lam))
 
 
-def test_recurrent_agents_explore_act_and_save_a_policy(tmp_path):
-    """GRU agents keep one hidden state per sub-env and agent while exploring (zeroed where an
-    episode ends), the evaluator's policy keeps its own, masks hold, a saved recurrent policy
-    acts as the agent's, and the refusals are clear (PER, export, `act`)."""
+@pytest.mark.parametrize(("kind", "width"), [("gru", 32), ("lstm", 64)])
+def test_recurrent_agents_explore_act_and_save_a_policy(tmp_path, kind, width):
+    """GRU or LSTM agents keep one hidden state per sub-env and agent while exploring (zeroed
+    where an episode ends), the evaluator's policy keeps its own, masks hold, a saved recurrent
+    policy acts as the agent's, and the refusals are clear (PER, export, `act`)."""
     from xiaoyarl.agents.multi import AgentRecurrentVDN, AgentVDN
 
-    agent, env = make_agent("vdn", "SpreadDiscrete-v0", agent_rnn=True)
+    memory = {"recurrent": kind, "recurrent_dim": 32}  # an LSTM's state: its h and c
+    agent, env = make_agent("vdn", "SpreadDiscrete-v0", **memory)
     assert isinstance(agent, AgentRecurrentVDN)  # the variant chosen once, at construction
     assert type(make_agent("vdn", "SpreadDiscrete-v0")[0]) is AgentVDN
     rollout = agent.explore_env(env, 25)  # one whole episode of every sub-env: all just reset
-    assert agent.hidden.shape == (4 * 3, 32) and agent.hidden.abs().sum() == 0
+    assert agent.hidden.shape == (4 * 3, width) and agent.hidden.abs().sum() == 0
     agent.explore_env(env, 3)
     assert agent.hidden.abs().sum() > 0
     assert rollout.truncates[-1].all()
@@ -454,12 +458,12 @@ def test_recurrent_agents_explore_act_and_save_a_policy(tmp_path):
         agent.act(torch.zeros(4, 3, env.spec.obs_dim))
     config = Config(algo="qmix", env_id="SpreadDiscrete-v0", num_envs=4, horizon_len=25,
                     max_steps=400, eval_every=200, eval_episodes=2, cwd=str(tmp_path / "r"),
-                    threads=1, agent_rnn=True, **{**SMALL, "batch_size": 50})  # fmt: skip
+                    threads=1, **memory, **{**SMALL, "batch_size": 50})  # fmt: skip
     summary = train_agent(config, log=None)
     assert math.isfinite(summary["final_eval_mean"])
     policy = load_policy(tmp_path / "r")
     assert policy.recurrent
-    trained, _ = make_agent("qmix", "SpreadDiscrete-v0", agent_rnn=True)
+    trained, _ = make_agent("qmix", "SpreadDiscrete-v0", **memory)
     trained.qnet.load_state_dict(load_plain(tmp_path / "r" / "actor.pt")["actor"])
     greedy = trained.evaluation_policy()
     obs = torch.randn(5, 6, 3, env.spec.obs_dim)  # 5 steps of 6 envs
@@ -478,11 +482,11 @@ def test_recurrent_agents_explore_act_and_save_a_policy(tmp_path):
     for t in range(5):
         got, state = policy.step(obs[t].numpy(), state, avail=avail[t].numpy())
         np.testing.assert_array_equal(got, greedy(obs[t], avail[t]).numpy())
-        assert state.shape == (6, 3, 32)
+        assert state.shape == (6, 3, width)
     restarted, _ = policy.step(obs[0].numpy(), state, episode_start=np.ones(6, bool))
     np.testing.assert_array_equal(restarted, policy.step(obs[0].numpy())[0])
     with pytest.raises(ConfigError, match="per"):
-        check_config(Config(algo="qmix", env_id="SpreadDiscrete-v0", agent_rnn=True, per=True))
+        check_config(Config(algo="qmix", env_id="SpreadDiscrete-v0", per=True, **memory))
     from xiaoyarl.export import export_policy
 
     with pytest.raises(ConfigError, match="recurrent"):

@@ -90,9 +90,9 @@ def test_multi_agent_evaluators_sample_as_their_saved_policies_do(algo, env_id):
 
 
 def test_recurrent_agents_sample_epsilon_greedy_among_the_available_actions():
-    """QMIX with agent_rnn evaluates (and its saved policy predicts) epsilon-greedily where told
-    to; before, a recurrent multi-agent policy refused `deterministic=False`."""
-    agent, spec = build("qmix", "SpreadDiscrete-v0", multi=True, agent_rnn=True,
+    """QMIX with recurrent agents evaluates (and its saved policy predicts) epsilon-greedily
+    where told to; before, a recurrent multi-agent policy refused `deterministic=False`."""
+    agent, spec = build("qmix", "SpreadDiscrete-v0", multi=True, recurrent="gru",
                         eval_deterministic=False, explore_rate=1.0)  # fmt: skip
     sampler = agent.evaluation_policy()
     assert isinstance(sampler, RecurrentGreedy) and sampler.explore_rate == 1.0

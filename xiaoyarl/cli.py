@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from xiaoyarl.config import Config
-from xiaoyarl.config_io import default_run_dir, field_choices, field_docs, load_config
+from xiaoyarl.config_io import default_run_dir, field_choices, field_docs
 from xiaoyarl.errors import ConfigError, XiaoyaError
 from xiaoyarl.presets import (
     ALGO_PRESETS,
@@ -553,7 +553,9 @@ def _plot(args: argparse.Namespace) -> int:
     run_dir = runs[0]
     title = target = None
     if not (run_dir / "plot.json").is_file() and (run_dir / "config.yaml").is_file():
-        title, target = _plot_info_of_old_run(load_config(run_dir / "config.yaml"))
+        from xiaoyarl.agents.settings import load_saved_config
+
+        title, target = _plot_info_of_old_run(load_saved_config(run_dir / "config.yaml"))
     print(plot_learning_curve(run_dir, title, target, out=args.out))
     return 0
 

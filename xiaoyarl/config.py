@@ -35,8 +35,20 @@ def option(default: Any, help: str, choices: tuple | None = None) -> Any:
     return dataclasses.field(default=default, metadata=metadata)
 
 
+# fields a setting of today replaced: what to write instead
+REPLACED_FIELDS = {
+    "agent_rnn": "recurrent agent networks of vdn and qmix are `recurrent: gru` (or lstm), as "
+    "for ppo and a2c: net_dims are the layers before it and recurrent_dim its width (agent_rnn "
+    "with net_dims [64, 64] is recurrent gru, net_dims [64], recurrent_dim 64). Runs saved with "
+    "agent_rnn resume as they are.",
+}
+
+
 def unknown_field_error(name: str, names: list[str], source: str) -> ConfigError:
-    """The error for a field name that is not one of `names`, with the closest ones."""
+    """The error for a field name that is not one of `names`, with the closest ones (or what
+    replaced it)."""
+    if name in REPLACED_FIELDS:
+        return ConfigError(f"{source}: the field '{name}' was replaced: {REPLACED_FIELDS[name]}")
     close = difflib.get_close_matches(name, names, n=3)
     hint = f" Did you mean {', '.join(close)}?" if close else ""
     return ConfigError(f"{source}: unknown config field '{name}'.{hint} Run `xiaoyarl list "
@@ -122,8 +134,10 @@ class Config:
     schedule_steps: int | None = option(None, "... after this many env steps; None: max_steps")
     encoder: str = option("auto", "auto (by obs shape), mlp, nature, impala, minatar, module:Class")
     share_encoder: bool = option(True, "ppo, a2c: actor and critic share an image encoder")
-    recurrent: str | None = option(None, "ppo, a2c: an LSTM or GRU policy", ("lstm", "gru"))
-    recurrent_dim: int = option(128, "ppo, a2c with recurrent: units of the LSTM or GRU")
+    recurrent: str | None = option(None, "an LSTM or GRU policy (ppo, a2c); recurrent agent "
+        "networks (vdn, qmix: a DRQN, whole episodes replayed)", ("lstm", "gru"))  # fmt: skip
+    recurrent_dim: int = option(128, "with recurrent: units of the LSTM or GRU (vdn, qmix: "
+        "after the net_dims layers; the QMIX paper: [64] and 64)")  # fmt: skip
     clip_grad_norm: float = option(0.5, "max global gradient norm per network")
     weight_decay: float = option(0.0, "decoupled weight decay of every optimizer (AdamW); 0: Adam")
     optimizer: str = option("adam", "the networks' optimizer (radam: PQN's)", ("adam", "radam"))
@@ -194,10 +208,7 @@ class Config:
         "num_critics for more members)", ("min", "mean"))  # fmt: skip
 
     # --- value decomposition (vdn, qmix; agents/multi/value_decomposition.py) ---
-    agent_rnn: bool = option(False, "VDN / QMIX: recurrent agent networks (a GRU cell of width "
-        "net_dims[-1], as the QMIX paper's agents) for partial observability; each gradient step "
-        "then replays batch_size // max_step whole episodes, not single transitions")  # fmt: skip
-    td_lambda: float = option(0.0, "VDN / QMIX with agent_rnn: lambda of TD(lambda) targets over "
+    td_lambda: float = option(0.0, "VDN / QMIX with recurrent: lambda of TD(lambda) targets over "
         "the replayed episodes (0: one-step, as PyMARL; PyMARL2 and JaxMARL: 0.6)")  # fmt: skip
     mixer_embed_dim: int = option(32, "QMIX: width of the mixing network's hidden layer")
     hypernet_layers: int = option(2, "QMIX: layers of the hypernetworks (state -> mixing weights); "

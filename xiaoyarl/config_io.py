@@ -177,11 +177,6 @@ def validate_config(config: Config) -> Config:
                     "can give (e.g. -1700 and 0 for Pendulum-v1)")  # fmt: skip
         if config.critic_v_min >= config.critic_v_max:  # type: ignore[operator]
             bad("critic_v_max", f"greater than critic_v_min ({config.critic_v_min})")
-    if config.agent_rnn and config.per:
-        bad("per", "false with agent_rnn (recurrent agents replay whole episodes, uniformly)")
-    if config.td_lambda and not config.agent_rnn:
-        bad("td_lambda", "0 without agent_rnn (TD(lambda) targets run over whole replayed "
-            "episodes; set agent_rnn=true for them)")  # fmt: skip
     if not (math.isfinite(config.hypernet_init_gain) and config.hypernet_init_gain > 0):
         bad("hypernet_init_gain", "a finite number > 0, e.g. 0.001")
     if not (math.isfinite(config.huber_delta) and config.huber_delta > 0):
@@ -194,8 +189,6 @@ def validate_config(config: Config) -> Config:
     if config.net_dims is not None and any(d < 1 for d in config.net_dims):
         bad("net_dims", "a list of positive layer widths, e.g. [64, 64] ([]: output layers on "
             "the inputs or an image encoder's features)")  # fmt: skip
-    if config.net_dims == [] and config.agent_rnn:
-        bad("net_dims", "a non-empty list with agent_rnn (the last width is the GRU's)")
     lr = config.learning_rate
     if lr is not None and not (math.isfinite(lr) and 0 < lr < 1):
         bad("learning_rate", "a number in (0, 1), e.g. 3e-4")

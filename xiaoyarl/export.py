@@ -106,7 +106,7 @@ def export_policy(run_dir: str | Path, out: str | Path | None = None, fmt: str =
     policy = load_policy(run_dir)  # CheckpointError for a missing folder or actor.pt
     if isinstance(policy, MultiAgentPolicy) and policy.recurrent:
         raise ConfigError(
-            f"the policy of {run_dir} is recurrent (agent_rnn): it keeps each agent's hidden "
+            f"the policy of {run_dir} has recurrent agents: it keeps each agent's hidden "
             f"state from step to step, which the exported multi-agent models do not carry yet. "
             f"Use it through `load_policy` (with `reset()` between episode batches)."
         )

@@ -15,7 +15,6 @@ import torch
 from torch import nn
 
 from xiaoyarl.config import Config
-from xiaoyarl.config_io import load_config
 from xiaoyarl.core.nets import ActorDiscretePPO, RunningNorm
 from xiaoyarl.core.off_policy_nets import ActorGumbel, QNet, RecurrentQNet
 from xiaoyarl.errors import CheckpointError, ConfigError
@@ -91,7 +90,10 @@ class Policy:
         nvec = meta.get("action_nvec")  # multi-discrete actions: each component's choices
         extra = {} if nvec is None else {"nvec": tuple(nvec)}
         extra.update(meta.get("actor_kwargs", _saved_before_kwargs(meta)))
-        self.actor = actor(width, meta["action_dim"], meta["net_dims"], encoder, **extra)
+        net_dims = meta["net_dims"]
+        if issubclass(actor, RecurrentQNet) and "hidden_dim" not in extra:
+            *net_dims, extra["hidden_dim"] = net_dims  # saved with agent_rnn: the last, the GRU's
+        self.actor = actor(width, meta["action_dim"], net_dims, encoder, **extra)
         self.actor.load_state_dict(meta["actor"])
         self.actor.to(self.device).eval()
 
@@ -339,7 +341,7 @@ class MultiAgentPolicy(Policy):
         """The agents' hidden states, `(batch, num_agents, H)` a step (agent_rnn)."""
         if self._greedy is None:
             return None
-        return self._greedy.hiddens, (self.num_agents, self._greedy.qnet.hidden_dim)
+        return self._greedy.hiddens, (self.num_agents, self._greedy.qnet.state_width)
 
     def _joint(self, obs: torch.Tensor, avail: torch.Tensor | None, sample: bool) -> torch.Tensor:
         """Actions as agents see them `(E, A[, U])` for a torch batch `(E, A, O)` on the device."""
@@ -514,6 +516,7 @@ def evaluate(
     (first) run evaluated (its `eval_deterministic`).
 
     Returns {"mean", "std", "returns"}; episodes run as parallel sub-envs."""
+    from xiaoyarl.agents.settings import load_saved_config  # the agents: a run's own config
     from xiaoyarl.envs.build import build_env
     from xiaoyarl.train.evaluator import run_episodes
 
@@ -526,7 +529,7 @@ def evaluate(
         config_path = folder / "config.yaml"
         if not config_path.is_file():
             raise CheckpointError(f"{folder} has no config.yaml: it is not a xiaoyarl run folder.")
-        configs.append(load_config(config_path))
+        configs.append(load_saved_config(config_path))
     config = configs[0]
     for folder, other in zip(run_dirs[1:], configs[1:], strict=True):
         if (other.env_id, other.env_kwargs) != (config.env_id, config.env_kwargs):

@@ -40,8 +40,8 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from xiaoyarl.agents.settings import load_saved_config
 from xiaoyarl.config import Config
-from xiaoyarl.config_io import load_config
 from xiaoyarl.envs.base import VecEnv
 from xiaoyarl.envs.multi.base import MultiAgentEnvSpec, MultiAgentVecEnv
 from xiaoyarl.errors import CheckpointError, ConfigError, EnvError, XiaoyaError
@@ -91,7 +91,7 @@ def record_video(
     config_path = run_dir / "config.yaml"
     if not config_path.is_file():
         raise CheckpointError(f"{run_dir} has no config.yaml: it is not a xiaoyarl run folder.")
-    config = load_config(config_path)
+    config = load_saved_config(config_path)
     player = _make_player(config, policy, run_dir)
     player.deterministic = config.eval_deterministic if deterministic is None else deterministic
     try:

@@ -69,6 +69,12 @@ ALGORITHMS: dict[str, tuple[type[AgentBase] | None, type[AgentBase] | None]] = {
 }
 
 
+# the recurrent variant of each agent that has one (`recurrent`)
+RECURRENT_VARIANTS: dict[type, type] = {
+    base: variant for table in (RECURRENT, RECURRENT_AGENTS) for base, variant in table.items()
+}
+
+
 def _either(pair: tuple[type[AgentBase] | None, type[AgentBase] | None]) -> type[AgentBase]:
     """An algorithm's continuous-action agent, or its discrete-action one where it has none."""
     agent = pair[0] or pair[1]
@@ -128,12 +134,10 @@ def _resolve(
                           f"are multi-discrete {list(nvec)}")  # fmt: skip
     if getattr(spec, "action_mask", False):  # the env says which actions are allowed
         chosen = _variant(chosen, MASKED, recurrent, f"honour the action masks of {spec.name}")
-    if recurrent:  # the same agent with a recurrent policy (ppo, a2c)
-        if chosen not in RECURRENT:
+    if recurrent:  # the same agent with a recurrent policy (ppo, a2c; vdn, qmix)
+        if chosen not in RECURRENT_VARIANTS:
             raise _Unfit("train with a recurrent policy")
-        chosen = RECURRENT[chosen]
-    if config is not None and config.agent_rnn and chosen in RECURRENT_AGENTS:
-        chosen = RECURRENT_AGENTS[chosen]  # recurrent agent networks (vdn, qmix)
+        chosen = RECURRENT_VARIANTS[chosen]
     return chosen
 
 

@@ -18,7 +18,7 @@ from xiaoyarl.agents import ALGORITHMS
 from xiaoyarl.agents.actor_critic import AgentActorCritic
 from xiaoyarl.agents.base import AgentBase
 from xiaoyarl.agents.hterm import FIELDS as H_TERM_FIELDS
-from xiaoyarl.config import Config
+from xiaoyarl.config import REPLACED_FIELDS, Config
 from xiaoyarl.config_io import (
     apply_overrides,
     config_from_dict,
@@ -289,7 +289,8 @@ def config_from_saved(values: dict, source: str = "config") -> Config:
     that reproduce that run (`saved_run_values`), not today's defaults."""
     if not isinstance(values, dict):
         raise ConfigError(f"{source}: expected a mapping of field: value, got {values!r}.")
-    return config_from_dict({**values, **saved_run_values(values)}, source=source)
+    merged = {**values, **saved_run_values(values)}
+    return config_from_dict({k: v for k, v in merged.items() if k not in REPLACED_FIELDS}, source)
 
 
 def command_config(source: str | Path | None, given: dict, pairs: list[str],
@@ -316,6 +317,9 @@ def saved_run_values(saved: dict) -> dict:
     that mean something else today; they replace the saved values.
     - Until 2026-11-29 (`replay_ratio` is written since) an off-policy agent's gradient steps
       per env step were its `repeat_times`.
+    - Until 2026-11-29 (`agent_rnn` is no longer written) VDN's and QMIX's recurrent agents were
+      `agent_rnn: true`, a GRU as wide as the last of `net_dims`; `recurrent_dim` was written
+      for every run, read by recurrent PPO and A2C only.
     - Until 2026-11-26 (`value_norm` is written since) the value settings were MAPPO's own
       (normalised, and since 2026-11-25 clipped with the Huber loss, `value_clip` written),
       other agents that read them today (PPO, A2C) trained with the squared error on raw
@@ -327,6 +331,9 @@ def saved_run_values(saved: dict) -> dict:
     values: dict = {}
     if agent.if_off_policy and "replay_ratio" not in saved:
         values.update(replay_ratio=saved.get("repeat_times"), repeat_times=None)
+    if saved.get("agent_rnn") and saved.get("net_dims"):
+        *body, width = saved["net_dims"]
+        values.update(recurrent="gru", recurrent_dim=width, net_dims=body)
     if "value_norm" in saved:
         return values
     if "value_norm" not in agent.config_fields:

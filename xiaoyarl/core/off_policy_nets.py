@@ -20,7 +20,7 @@ from xiaoyarl.core.nets import (
     gaussian_logprob,
     sample_categorical,
 )
-from xiaoyarl.core.recurrent import rnn_sequence, rnn_step
+from xiaoyarl.core.recurrent import rnn_sequence, rnn_step, state_width
 
 # This process's (rank, number of ranks) in data-parallel training (`scale/distributed.py`).
 DATA_SHARD = [0, 1]
@@ -97,43 +97,60 @@ class QNetDuel(QNet):
 
 class RecurrentQNet(nn.Module):
     """A DRQN agent network (Hausknecht & Stone 2015; the agents of the QMIX paper): the
-    observation through ReLU layers (`net_dims[:-1]`), then a GRU cell of width `net_dims[-1]`
-    whose hidden state carries the episode so far, then a linear layer to the Q-values.
+    observation through ReLU layers (`net_dims`), then a GRU or an LSTM (`kind`) of
+    `hidden_dim` units whose hidden state carries the episode so far, then a linear layer to
+    the Q-values (PyTorch's default initialisation throughout, as PyMARL's agents).
     `step(state (B, S), hidden (B, H)) -> (q (B, U), hidden' (B, H))` is one time step;
     `unroll(states (T, B, S)) -> (q (T, B, U), hidden (T, B, H))` runs a whole episode from a
-    zero hidden state (`hidden[t]` is the state after step t). A zero hidden state starts every
-    episode (`initial_hidden`). `layer_norm`: a LayerNorm before each ReLU of the body."""
+    zero hidden state (`hidden[t]` is the state after step t). H is `state_width`: the GRU's
+    width, or the LSTM's h and c side by side. A zero hidden state starts every episode
+    (`initial_hidden`). `layer_norm`: a LayerNorm before each ReLU of the body."""
 
     def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module,
-                 layer_norm: bool = False) -> None:  # fmt: skip
+                 layer_norm: bool = False, hidden_dim: int = 64, kind: str = "gru",
+                 ) -> None:  # fmt: skip
         super().__init__()
         self.norm = norm
-        *body, self.hidden_dim = net_dims
-        self.encoder = (build_mlp([state_dim, *body], nn.ReLU, layer_norm=layer_norm) if body
-                        else nn.Identity())  # fmt: skip
-        self.relu: nn.Module = nn.ReLU() if body else nn.Identity()
-        if body and layer_norm:
-            self.relu = nn.Sequential(nn.LayerNorm(body[-1]), nn.ReLU())
-        # one GRU layer (nn.GRU runs a whole sequence in one call; a step is a sequence of 1)
-        self.gru = nn.GRU(body[-1] if body else state_dim, self.hidden_dim)
-        self.head = build_mlp([self.hidden_dim, action_dim])
+        self.hidden_dim, self.kind, self.layer_norm = hidden_dim, kind, layer_norm
+        self.encoder = (build_mlp([state_dim, *net_dims], nn.ReLU, layer_norm=layer_norm)
+                        if net_dims else nn.Identity())  # fmt: skip
+        self.relu: nn.Module = nn.ReLU() if net_dims else nn.Identity()
+        if net_dims and layer_norm:
+            self.relu = nn.Sequential(nn.LayerNorm(net_dims[-1]), nn.ReLU())
+        # one layer (nn.GRU runs a whole sequence in one call; a step is a sequence of 1)
+        self.rnn = (nn.LSTM if kind == "lstm" else nn.GRU)(net_dims[-1] if net_dims
+                                                            else state_dim, hidden_dim)  # fmt: skip
+        self.state_width = state_width(self.rnn)
+        self.head = build_mlp([hidden_dim, action_dim])
+        # networks saved when the layer was a GRU named `gru`
+        self._register_load_state_dict_pre_hook(_renamed_gru)
+
+    def init_kwargs(self) -> dict:
+        """Its constructor's arguments besides the sizes (a saved policy rebuilds it so)."""
+        return {"layer_norm": self.layer_norm, "hidden_dim": self.hidden_dim, "kind": self.kind}
 
     def initial_hidden(self, batch: int) -> torch.Tensor:
         first = cast(nn.Linear, self.head[0])  # build_mlp's first layer is a Linear
-        return torch.zeros(batch, self.hidden_dim, device=first.weight.device)
+        return torch.zeros(batch, self.state_width, device=first.weight.device)
 
     def features(self, state: torch.Tensor) -> torch.Tensor:
         return self.relu(self.encoder(self.norm(state)))
 
     def step(self, state: torch.Tensor, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        out, hidden = rnn_step(self.gru, self.features(state), hidden)  # core/recurrent.py's
+        out, hidden = rnn_step(self.rnn, self.features(state), hidden)  # core/recurrent.py's
         return self.head(out), hidden
 
     def unroll(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         features = self.features(states)  # (T, B, F)
         zero = self.initial_hidden(features.shape[1])
-        hidden, _ = rnn_sequence(self.gru, features, zero, None)  # (T, B, H), one episode
-        return self.head(hidden), hidden
+        out, hidden = rnn_sequence(self.rnn, features, zero, None)  # (T, B, H), one episode
+        return self.head(out), hidden
+
+
+def _renamed_gru(state_dict: dict, prefix: str, *args: object) -> None:
+    """A `RecurrentQNet`'s weights saved before its recurrent layer was named `rnn`."""
+    for key in [k for k in state_dict if k.startswith(f"{prefix}gru.")]:
+        state_dict[f"{prefix}rnn.{key.removeprefix(f'{prefix}gru.')}"] = state_dict.pop(key)
 
 
 class EnsembleLinear(nn.Module):

@@ -89,14 +89,14 @@ def backtest(
     Returns {"period", "tickers", "agent", "equal_weight", "assets", "series", ...}: metrics
     by strategy (`METRICS`) and the daily account values behind them.
     """
-    from xiaoyarl.config_io import load_config
+    from xiaoyarl.agents.settings import load_saved_config
     from xiaoyarl.policy import load_policy
 
     run_dir = Path(run_dir)
     config_path = run_dir / "config.yaml"
     if not config_path.is_file():
         raise CheckpointError(f"{run_dir} has no config.yaml: it is not a xiaoyarl run folder.")
-    config = load_config(config_path)
+    config = load_saved_config(config_path)
     if config.env_id != ENV_ID:
         raise CheckpointError(
             f"run {run_dir} was trained on {config.env_id}, not on {ENV_ID}: a backtest needs a "

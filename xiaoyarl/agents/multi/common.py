@@ -150,7 +150,7 @@ class MultiAgentOffPolicy(AgentOffPolicy):
             raise ConfigError(
                 f"n_step={config.n_step}: n-step returns are for the single-agent off-policy "
                 "agents; the multi-agent ones learn from one-step targets (vdn and qmix with "
-                "agent_rnn take td_lambda instead). Leave n_step at 1."
+                "recurrent take td_lambda instead). Leave n_step at 1."
             )
         if config.critic_atoms or config.crossq or config.explore_noise_std_max is not None:
             raise ConfigError(

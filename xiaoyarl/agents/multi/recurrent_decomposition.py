@@ -1,6 +1,7 @@
-"""VDN and QMIX with recurrent agent networks (`--set agent_rnn=true`), as the QMIX paper's
-agents: the shared agent network is a `RecurrentQNet` (a DRQN: Hausknecht and Stone 2015) whose
-GRU carries each agent's episode so far.
+"""VDN and QMIX with recurrent agent networks (`--set recurrent=gru`, or lstm), as the QMIX
+paper's agents: the shared agent network is a `RecurrentQNet` (a DRQN: Hausknecht and Stone
+2015) whose GRU or LSTM of `recurrent_dim` units, after the layers of `net_dims`, carries each
+agent's episode so far (the paper's agents: `net_dims: [64]`, `recurrent_dim: 64`).
 
 What changes against the feed-forward agents (`value_decomposition.py`):
 - exploring carries each agent's hidden state from step to step (`HiddenStates`, the carrier
@@ -11,11 +12,12 @@ What changes against the feed-forward agents (`value_decomposition.py`):
 - evaluation and saved policies keep their own hidden states (`RecurrentGreedy`, `reset()`
   starts anew); the exploring hidden states are part of the checkpoint.
 Shapes: B = batch, A = agents, O = observation, S = global state, U = actions, T = steps,
-E = sub-envs, H = the GRU's width.
+E = sub-envs, H = the width of a hidden state.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
@@ -64,10 +66,8 @@ class RecurrentAgents:
     """The recurrent version of a value-decomposition agent (mixed in before it: see the
     module)."""
 
-    # differs: DRQN agents. A RecurrentQNet is no QNet (it has no `q_values`), but what of DQN
-    # needs one is overridden here, and the methods here get it from `drqn`
-    qnet_class = cast("type[QNet]", RecurrentQNet)
     # set by the value-decomposition agent this is mixed into
+    qnet_class: type[QNet]
     config: Any
     device: torch.device
     qnet: QNet
@@ -82,6 +82,12 @@ class RecurrentAgents:
 
     def __init__(self, spec, config, device, learner: bool = True,
                  kit: OptimizerKit | None = None) -> None:  # fmt: skip
+        # differs: DRQN agents, with the memory the config asks for. A RecurrentQNet is no QNet
+        # (it has no `q_values`), but what of DQN needs one is overridden here, and the methods
+        # here get it from `drqn`
+        drqn = functools.partial(RecurrentQNet, hidden_dim=config.recurrent_dim,
+                                 kind=config.recurrent)  # fmt: skip
+        self.qnet_class = cast("type[QNet]", drqn)
         super().__init__(spec, config, device, learner, kit)  # type: ignore[call-arg]
         self.hiddens = HiddenStates(self.drqn(self.qnet).initial_hidden)  # (E * A, H) exploring
         self.step_q: torch.Tensor | None = None  # (E, A, U) of the current step
@@ -208,5 +214,5 @@ class AgentRecurrentQMIX(RecurrentAgents, AgentQMIX):
     """QMIX with recurrent agent networks (the paper's agents)."""
 
 
-# the recurrent agent of each feed-forward one (`agent_rnn`)
+# the recurrent agent of each feed-forward one (`recurrent`)
 RECURRENT_AGENTS = {AgentVDN: AgentRecurrentVDN, AgentQMIX: AgentRecurrentQMIX}

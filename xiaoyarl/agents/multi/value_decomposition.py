@@ -9,7 +9,7 @@ Q(o_i, .); a mixer turns the Q-values of the actions taken into the team's Q_tot
 DQN's machinery (replay, epsilon-greedy, target networks, prioritized replay) on the team
 reward: Q_tot(s, a) -> r + gamma (1 - terminal) Q_tot'(s', a*), with double Q (the online
 network picks each agent's a* among its available actions, the target networks score it), and
-the squared TD error as the loss, as in both papers. Their recurrent agents (`agent_rnn`) are
+the squared TD error as the loss, as in both papers. Their recurrent agents (`recurrent`) are
 `recurrent_decomposition.py`'s.
 Shapes: B = batch, A = agents, O = observation, S = global state, U = actions.
 """
@@ -31,9 +31,11 @@ from xiaoyarl.agents.multi.common import (
 from xiaoyarl.core.buffer import Batch, Transitions
 from xiaoyarl.core.nets import RunningNorm, build_mlp
 from xiaoyarl.core.off_policy_nets import QNet
+from xiaoyarl.errors import ConfigError
 
 if TYPE_CHECKING:
     from xiaoyarl.agents.protocols import Optimizer, OptimizerKit
+    from xiaoyarl.config import Config
 
 
 class VDNMixer(nn.Module):
@@ -83,12 +85,28 @@ def masked(q: torch.Tensor, avail: torch.Tensor | None) -> torch.Tensor:
 
 
 class AgentVDN(MultiAgentOffPolicy, AgentDQN):
-    """VDN: DQN on the team reward with Q_tot the sum of the agents' Q-values. With `agent_rnn`
+    """VDN: DQN on the team reward with Q_tot the sum of the agents' Q-values. With `recurrent`
     the agent network is recurrent (`recurrent_decomposition.py`)."""
 
     mixer_class: type[nn.Module] = VDNMixer
     config_fields = (AgentDQN.config_fields - {"critic_atoms", "critic_v_min", "critic_v_max"}) | {
-        "reward_norm", "agent_rnn", "td_lambda"}  # fmt: skip
+        "reward_norm", "recurrent", "recurrent_dim", "td_lambda"}  # fmt: skip
+
+    @classmethod
+    def check(cls, config: Config) -> None:
+        # differs: recurrent agents replay whole episodes (uniformly), over which TD(lambda) runs
+        if config.recurrent and config.per:
+            raise ConfigError(
+                f"per=true with recurrent={config.recurrent}: recurrent agents replay whole "
+                f"episodes, uniformly; set per=false."
+            )
+        if config.td_lambda and not config.recurrent:
+            raise ConfigError(
+                f"td_lambda={config.td_lambda} without recurrent: TD(lambda) targets run over "
+                f"whole replayed episodes, which the recurrent agents replay; set recurrent=gru "
+                f"(or lstm) for them, or td_lambda=0."
+            )
+        super().check(config)
 
     def __init__(self, spec, config, device, learner: bool = True,
                  kit: OptimizerKit | None = None) -> None:  # fmt: skip
