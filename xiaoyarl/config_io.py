@@ -6,6 +6,15 @@ with a message naming the field, the value and the type. `validate_config` conve
 the same way, then checks each field on its own (what depends on the algorithm is
 `agents/settings.py`'s `check_config`). `agents/settings.py`'s
 `config_from_saved` reads what a run saved, keeping the meaning of fields that changed since.
+
+The conversion (`_convert`, about 60 lines over the fields' type hints) is our own rather than
+pydantic's or attrs' validators, for three reasons: the six kinds a field can be (bool, int,
+float, str, a list of ints, a mapping, each optional) need no more; the values come from YAML
+and from `--set` text, whose rules a validation library does not know (YAML 1.1 reads `1e5` as
+text, `--set net_dims=64,64` is a list, a folder named `yes` stays a string); and every refusal
+is one line naming the source, the field, the value and the type, which the command line prints
+as it is. A dependency with a compiled core (pydantic's) for this would add install weight to
+every user for no check we lack.
 """
 
 from __future__ import annotations
