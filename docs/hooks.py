@@ -5,6 +5,7 @@
   the same rows as `xiaoyarl list --fields`);
 - `reference/cli.md`: every command and flag from the parser (`xiaoyarl.cli.build_parser`);
 - `guides/algorithms.md`: each algorithm's main defaults, as the agents resolve them;
+- `guides/matrix.md`: what works with what, from the agents themselves (`agents/matrix.py`);
 - `guides/tuning.md`: the table of task presets, from `xiaoyarl/presets.py` and the files;
 - `design.md`: the picture of the layers, from the contract the tests check;
 - `benchmarks.md`: BENCHMARKS.md itself, with the plots it shows copied into the site and its
@@ -229,8 +230,39 @@ def demo_transcript() -> str:
     return "```text\n" + demo_run()[0] + "\n```"
 
 
+def support_matrix() -> str:
+    """What works with what (`xiaoyarl.agents.matrix`): a table per dimension, an algorithm a
+    row, "yes" or the refusal's reason (the sentence that names it) in each cell."""
+    import torch
+
+    from xiaoyarl.agents.matrix import columns, refusal, single_agent_algorithms
+
+    torch.set_num_threads(1)
+    algos = single_agent_algorithms()
+    titles = {"actions": "Actions (vector observations)",
+              "observations": "Observations (the algorithm's own kind of action)",
+              "masks": "Action masks (Discrete actions)",
+              "memory": "Memory (vector observations)"}  # fmt: skip
+    parts = []
+    for table, title in titles.items():
+        heads = list(columns(algos[0])[table])
+        parts += [f"### {title}", "", "| algorithm | " + " | ".join(heads) + " |",
+                  "| --- |" + " --- |" * len(heads)]  # fmt: skip
+        for algo in algos:
+            row = columns(algo)[table]
+            shown = []
+            for head in heads:
+                why = refusal(algo, row[head])
+                reason = None if why is None else why.split(". ")[0].split(f"'{algo}' ")[-1]
+                shown.append("yes" if reason is None else f"no: {_cell(reason)}")
+            parts.append(f"| `{algo}` | " + " | ".join(shown) + " |")
+        parts.append("")
+    return "\n".join(parts)
+
+
 GENERATED = {"config-fields": config_fields, "cli-commands": cli_commands,
              "benchmarks": benchmarks, "algorithm-defaults": algorithm_defaults,
+             "support-matrix": support_matrix,
              "layers-picture": layers_picture, "presets-table": presets_table,
              "demo-transcript": demo_transcript}  # fmt: skip
 

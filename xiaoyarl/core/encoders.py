@@ -71,7 +71,11 @@ class Encoder(nn.Module):
     output for the next call only; if that next call is on the very same tensor, unchanged, with
     the parameters unchanged, it returns the same output, so the features are computed, and
     back-propagated, once (as CleanRL's and Stable-Baselines3's shared CNNs do). The same
-    numbers as computing them twice: the features are a deterministic function of both."""
+    numbers as computing them twice: the features are a deterministic function of both. A
+    backward pass through the output ends the memory: the graph it belongs to is spent, and the
+    optimizer step that follows changes the parameters without a version a key could read
+    (torch's fused Adam does not bump it), as SAC's critic reads one batch before its step and
+    after it."""
 
     out_dim: int
     _memo: tuple | None = None
@@ -84,9 +88,14 @@ class Encoder(nn.Module):
         if memo is not None and key is not None and memo[0] is obs and memo[1] == key:
             return memo[2]
         out = super().__call__(obs)
-        if key is not None:
+        if key is not None and out.requires_grad:
             self._memo = (obs, key, out)
+            out.register_hook(self._forget)
         return out
+
+    def _forget(self, grad: torch.Tensor) -> None:
+        """A backward pass reached the remembered output: forget it (see the class)."""
+        self._memo = None
 
     def _memo_key(self, obs: torch.Tensor) -> tuple[int, ...] | None:
         """The versions of the input and of the parameters (in-place changes bump them); None
