@@ -5,7 +5,6 @@ too, before the run has a folder. So no cell changes state unnoticed."""
 
 from __future__ import annotations
 
-import matrix_envs  # noqa: F401  (registers Probe-v0)
 import numpy as np
 import pytest
 import torch
