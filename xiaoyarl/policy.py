@@ -78,7 +78,8 @@ class Policy:
             layer_norm = meta.get("encoder_layer_norm", False)
             encoder = make_encoder(meta["encoder"], self, norm, layer_norm)
         # what the agent put around that encoder, innermost first (`encoder_wrappers`)
-        for wrapper in meta.get("encoder_wrappers", _saved_before_wrappers(meta, actor)):
+        wrappers = meta.get("encoder_wrappers")
+        for wrapper in _saved_before_wrappers(meta, actor) if wrappers is None else wrappers:
             wrap = saved_class(wrapper["class"], [wrapper["module"]], "encoder")
             encoder = wrap(encoder, **wrapper["kwargs"])
             if hasattr(encoder, "context"):  # a memory: hidden states carried between calls

@@ -72,10 +72,7 @@ def policy_state(agent: AgentBase) -> dict:
     weights; and for a multi-agent agent, its env's agents and sizes."""
     config, spec = agent.config, agent.spec
     assert config.net_dims is not None, "resolve_config sets net_dims"
-    encoder: Any = agent.actor.norm
-    wrappers = encoder_wrappers(encoder)
-    for _ in wrappers:
-        encoder = encoder.inner  # to the encoder of the observations themselves
+    encoder, wrappers = encoder_wrappers(agent.actor.norm)
     state = {
         "actor_class": type(agent.actor).__name__,
         "actor_module": type(agent.actor).__module__,  # where `load_policy` finds the class
@@ -113,18 +110,19 @@ def policy_state(agent: AgentBase) -> dict:
     return state
 
 
-def encoder_wrappers(encoder: Any) -> list[dict]:
-    """The modules an agent put around its encoder, innermost first, each as its class, module
-    and constructor arguments: a wrapper has `inner` (what it wraps) and `init_kwargs()` (its
-    other constructor arguments), so `Class(inner, **kwargs)` rebuilds it (a recurrent memory,
-    the masked DQN family's slice of the observation, or a user's own)."""
+def encoder_wrappers(encoder: Any) -> tuple[Any, list[dict]]:
+    """The encoder of the observations themselves inside `encoder`, and the modules an agent
+    put around it, innermost first, each as its class, module and constructor arguments: a
+    wrapper has `inner` (what it wraps) and `init_kwargs()` (its other constructor arguments),
+    so `Class(inner, **kwargs)` rebuilds it (a recurrent memory, the masked DQN family's slice
+    of the observation, or a user's own)."""
     wrappers = []
     while hasattr(encoder, "inner") and hasattr(encoder, "init_kwargs"):
         kind = type(encoder)
         wrappers.append({"module": kind.__module__, "class": kind.__name__,
                          "kwargs": encoder.init_kwargs()})  # fmt: skip
         encoder = encoder.inner
-    return wrappers[::-1]
+    return encoder, wrappers[::-1]
 
 
 def save_atomic(obj: dict, path: str | Path) -> None:
