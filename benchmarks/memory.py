@@ -1,16 +1,17 @@
-"""Memory: recurrent PPO against feed-forward PPO on CartPole without its velocities.
+"""Memory: recurrent policies against feed-forward ones on CartPole without its velocities.
 
 `CartPoleNoVelocity-v1` observes only the cart's position and the pole's angle, so one
 observation does not tell where they are heading: a policy must remember. Every run is
 
-    xiaoyarl train ppo CartPoleNoVelocity-v1 --seed S --max-steps BUDGET --threads 1 \
+    xiaoyarl train ALGO CartPoleNoVelocity-v1 --seed S --max-steps BUDGET --threads 1 \
         [--set recurrent=lstm|gru] --summary-json F
 
-with the library's defaults otherwise (PPO's own; the recurrent encoder's 128 units), and counts
-as solved when an evaluation reaches 475 and 50 fresh episodes confirm it (the usual rule).
-Runs go two at a time (`--jobs`), one torch thread each.
+with the library's defaults otherwise (the algorithm's own; the recurrent encoder's 128 units),
+and counts as solved when an evaluation reaches 475 and 50 fresh episodes confirm it (the usual
+rule). Runs go two at a time (`--jobs`), one torch thread each.
 
-Usage: python benchmarks/memory.py [--seeds 0 1 2] [--max-steps 300000] [--json out.json]
+Usage: python benchmarks/memory.py [--algo ppo] [--policies feed-forward lstm gru]
+       [--seeds 0 1 2] [--max-steps 300000] [--json out.json]
 """
 
 from __future__ import annotations
@@ -30,33 +31,35 @@ POLICIES = {"feed-forward": [], "lstm": ["--set", "recurrent=lstm"],
             "gru": ["--set", "recurrent=gru"]}  # fmt: skip
 
 
-def train(policy: str, seed: int, budget: int, root: Path) -> dict:
-    name = f"{policy}_{seed}"
+def train(algo: str, policy: str, seed: int, budget: int, root: Path) -> dict:
+    name = f"{algo}_{policy}_{seed}"
     summary = root / f"{name}.json"
-    command = [sys.executable, "-m", "xiaoyarl", "train", "ppo", ENV, "--seed", str(seed),
+    command = [sys.executable, "-m", "xiaoyarl", "train", algo, ENV, "--seed", str(seed),
                "--max-steps", str(budget), "--threads", "1", "--cwd", str(root / name),
                "--summary-json", str(summary), "--quiet", *POLICIES[policy]]  # fmt: skip
     subprocess.run(command, check=True)
     result = json.loads(summary.read_text())
-    return {"policy": policy, "seed": seed, **{k: result[k] for k in (
+    return {"algo": algo, "policy": policy, "seed": seed, **{k: result[k] for k in (
         "solved", "steps_to_target", "seconds_to_target", "best_eval_mean", "total_steps",
         "train_seconds")}}  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algo", default="ppo")
+    parser.add_argument("--policies", nargs="+", choices=list(POLICIES), default=list(POLICIES))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--max-steps", type=int, default=300_000)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="xiaoyarl-memory-"))
-    tasks = [(policy, seed) for policy in POLICIES for seed in args.seeds]
+    tasks = [(policy, seed) for policy in args.policies for seed in args.seeds]
     with ThreadPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(lambda t: train(*t, args.max_steps, root), tasks))
+        results = list(pool.map(lambda t: train(args.algo, *t, args.max_steps, root), tasks))
     print("| policy | solved | env steps to 475 | seconds to 475 | best eval |")
     print("| --- | --- | --- | --- | --- |")
-    for policy in POLICIES:
+    for policy in args.policies:
         rows = [r for r in results if r["policy"] == policy]
         solved = sum(r["solved"] for r in rows)
         steps = " / ".join(f"{r['steps_to_target']:,}" if r["solved"] else "-" for r in rows)
@@ -64,7 +67,7 @@ def main() -> None:
         best = " / ".join(f"{r['best_eval_mean']:.0f}" for r in rows)
         print(f"| {policy} | {solved}/{len(rows)} | {steps} | {secs} | {best} |")
     if args.json:
-        args.json.write_text(json.dumps({"machine": machine(), "env": ENV,
+        args.json.write_text(json.dumps({"machine": machine(), "algo": args.algo, "env": ENV,
                                          "max_steps": args.max_steps, "runs": results},
                                         indent=1) + "\n")  # fmt: skip
 

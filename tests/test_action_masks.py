@@ -1,7 +1,7 @@
 """Single-agent action masks (`info["action_mask"]`): read by the gymnasium adapter, and never
-taken by PPO, A2C or the DQN family, when exploring, when evaluating, or in the DQN target's
-max and argmax; saved policies pick among the allowed actions; the agents that cannot honour
-masks say which can."""
+taken by PPO, A2C, PQN, discrete SAC or the DQN family, when exploring, when evaluating, or
+in the targets' max, argmax and soft values; saved policies pick among the allowed actions;
+the agents that cannot honour masks say which can."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from xiaoyarl.agents.masked import (
     AgentMaskedD3QN,
     AgentMaskedDQN,
     AgentMaskedPPO,
+    AgentMaskedPQN,
+    AgentMaskedSACDiscrete,
     masked_greedy,
     random_allowed,
 )
@@ -92,6 +94,9 @@ def test_the_td_targets_max_and_argmax_run_over_the_allowed_next_actions(algo, a
         ("ppo", {"num_envs": 8, "horizon_len": 32, "max_steps": 60_000}, AgentMaskedPPO),
         ("dqn", {"num_envs": 4, "max_steps": 12_000, "learning_starts": 500,
                  "explore_decay_steps": 3_000}, AgentMaskedDQN),
+        ("pqn", {"num_envs": 8, "horizon_len": 32, "max_steps": 60_000}, AgentMaskedPQN),
+        ("sac_discrete", {"num_envs": 4, "max_steps": 12_000, "learning_starts": 500},
+         AgentMaskedSACDiscrete),
     ],
 )  # fmt: skip
 def test_never_takes_a_masked_action_and_learns_to_pick_among_the_allowed(algo, fields, agent,
@@ -111,13 +116,55 @@ def test_never_takes_a_masked_action_and_learns_to_pick_among_the_allowed(algo, 
     assert set(explored[1::2].tolist()) <= {1, 2}
 
 
-@pytest.mark.parametrize(
-    ("algo", "fields"), [("sac_discrete", {}), ("pqn", {}), ("ppo", {"recurrent": "lstm"})]
-)
+@pytest.mark.parametrize(("algo", "fields"), [("ppo", {"recurrent": "lstm"})])
 def test_agents_that_cannot_honour_masks_say_which_can(algo, fields):
     with make_env(ENV, 2) as env:
         config = resolve_config(Config(algo=algo, env_id=ENV, **fields), batched=False)
-        fits = r"(Algorithms that can|No algorithm can with a recurrent policy; feed-forward)"
-        with pytest.raises(ConfigError, match=rf"action masks of .*\. {fits}: a2c, d3qn, "
-                                              r"double_dqn, dqn, ppo\.$"):  # fmt: skip
+        fits = r"No algorithm can with a recurrent policy; feed-forward"
+        with pytest.raises(ConfigError, match=rf"action masks of .*\. {fits}: a2c, d3qn, double_"
+                                              r"dqn, dqn, ppo, pqn, sac_discrete\.$"):  # fmt: skip
             make_agent(algo, env.spec, config, torch.device("cpu"))
+
+
+def test_pqn_bootstraps_from_the_best_allowed_action_of_each_state_reached():
+    with make_env(ENV, 2) as env:
+        config = resolve_config(Config(algo="pqn", env_id=ENV, num_envs=2), batched=False)
+        torch.manual_seed(0)
+        agent = make_agent("pqn", env.spec, config, torch.device("cpu"))
+    assert type(agent) is AgentMaskedPQN
+    next_states = torch.rand(3, 2, 4)
+    next_masks = torch.rand(3, 2, 4) < 0.5
+    next_masks[..., 0] |= ~next_masks.any(-1)
+    zeros = torch.zeros(3, 2)
+    rollout = agent.rollout_class(next_states, zeros.long(), zeros, zeros.bool(), zeros.bool(),
+                                  next_states, next_masks)  # fmt: skip
+    with torch.no_grad():
+        got = agent.next_values(rollout)
+        q = agent.qnet.q_values(next_states.flatten(0, 1))
+    allowed = next_masks.flatten(0, 1)
+    expected = torch.stack([q[i][allowed[i]].max() for i in range(6)])
+    torch.testing.assert_close(got, expected)
+    assert (got != q.max(-1).values).any()  # the masks changed some targets
+
+
+def test_discrete_sac_puts_no_probability_on_a_masked_action_and_sums_over_the_allowed():
+    with make_env(ENV, 2) as env:
+        config = resolve_config(Config(algo="sac_discrete", env_id=ENV, num_envs=2,
+                                       buffer_size=64), batched=False)  # fmt: skip
+        torch.manual_seed(0)
+        agent = make_agent("sac_discrete", env.spec, config, torch.device("cpu"))
+    assert type(agent) is AgentMaskedSACDiscrete
+    mask = torch.tensor([[True, False, True, False], [False, True, False, False]])
+    packed = agent.pack(torch.rand(2, 4), mask)
+    probs, logprobs = agent.policy(packed)
+    assert torch.all(probs[~mask] == 0) and torch.allclose(probs.sum(-1), torch.ones(2))
+    assert torch.isfinite(probs * logprobs).all()
+    target = agent.state_target_entropy(packed)  # half the uniform policy's over 2 and 1 actions
+    torch.testing.assert_close(target, torch.tensor([0.5 * float(np.log(2)), 0.0]))
+    picks = agent.masked_explore_action(packed.repeat(100, 1), mask.repeat(100, 1))
+    assert mask.repeat(100, 1).gather(1, picks.unsqueeze(1)).all()
+    assert agent.act(packed[:, :4], mask).tolist()[1] == 1
+    batch = Batch(packed, torch.tensor([0, 1]), torch.zeros(2), torch.zeros(2, dtype=torch.bool),
+                  packed, torch.arange(2), torch.ones(2), torch.full((2,), 0.99))  # fmt: skip
+    logs, _ = agent.update_step(batch)
+    assert all(torch.isfinite(value) for value in logs.values())

@@ -1,6 +1,7 @@
-"""Multi-discrete actions (MultiDiscrete, MultiBinary) for PPO and A2C: the log-probability is
-the sum of the components' (a reference by hand), the adapter's offsets, learning, saved
-policies, and the algorithms that cannot take them."""
+"""Multi-discrete actions (MultiDiscrete, MultiBinary): for PPO and A2C the log-probability is
+the sum of the components' (a reference by hand); for the DQN family and PQN, action branching's
+targets and dueling heads (references by hand); the adapter's offsets, learning, saved policies,
+and the algorithms that cannot take them."""
 
 from __future__ import annotations
 
@@ -9,10 +10,17 @@ import pytest
 import torch
 
 from xiaoyarl import load_policy, train_agent
-from xiaoyarl.agents.multi_discrete import AgentMultiDiscreteA2C, AgentMultiDiscretePPO
+from xiaoyarl.agents.multi_discrete import (
+    AgentBranchingD3QN,
+    AgentBranchingDQN,
+    AgentBranchingPQN,
+    AgentMultiDiscreteA2C,
+    AgentMultiDiscretePPO,
+)
 from xiaoyarl.agents.registry import make_agent
 from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.config import Config
+from xiaoyarl.core.buffer import Batch
 from xiaoyarl.core.multi_discrete import ActorMultiDiscretePPO
 from xiaoyarl.core.nets import RunningNorm
 from xiaoyarl.envs import make_env
@@ -52,6 +60,58 @@ def test_the_log_probability_is_the_sum_of_the_components():
         assert torch.equal(greedy[:, k], logits[:, start : start + n].argmax(-1))
 
 
+@pytest.mark.parametrize("algo", ["dqn", "double_dqn", "d3qn"])
+def test_branching_targets_are_the_mean_of_each_branchs_next_value(algo):
+    """y = r + gamma * mean_k Q'_k(s', a'_k): a'_k the target's argmax in branch k (DQN) or the
+    online network's (Double DQN, D3QN); each branch's Q of its component is regressed on y."""
+    env_id, nvec = "action_envs:CopyDigits-v0", (3, 2)
+    with make_env(env_id, 2) as env:
+        config = resolve_config(Config(algo=algo, env_id=env_id, buffer_size=64), batched=False)
+        torch.manual_seed(0)
+        agent = make_agent(algo, env.spec, config, torch.device("cpu"))
+    for p in agent.qnet_target.parameters():  # a target network unlike the online one
+        p.data.add_(torch.randn_like(p) * 0.3)
+    next_states = torch.rand(16, 5)
+    with torch.no_grad():
+        got = agent.next_q(next_states)
+        target_q, online_q = (net.q_values(next_states) for net in (agent.qnet_target, agent.qnet))
+    expected = torch.zeros(16)
+    for i in range(16):
+        start = 0
+        for n in nvec:
+            chooser = (target_q if algo == "dqn" else online_q)[i, start : start + n]
+            expected[i] += target_q[i, start + int(chooser.argmax())] / len(nvec)
+            start += n
+    torch.testing.assert_close(got, expected)
+    actions = torch.tensor([[2.0, 1.0]] * 4)  # the buffer keeps the components as a vector
+    batch = Batch(next_states[:4], actions, torch.ones(4), torch.zeros(4, dtype=torch.bool),
+                  next_states[4:8], torch.arange(4), torch.ones(4),
+                  torch.full((4,), 0.9))  # fmt: skip
+    loss, q, _ = agent.q_kind.loss(agent, batch)
+    with torch.no_grad():
+        now = agent.qnet.q_values(next_states[:4])
+        y = 1.0 + 0.9 * agent.next_q(next_states[4:8])
+    chosen = torch.stack([now[:, 2], now[:, 3 + 1]], 1)
+    want = torch.nn.functional.huber_loss(chosen, y.unsqueeze(1).expand(4, 2))
+    torch.testing.assert_close(loss, want)
+    torch.testing.assert_close(q, chosen.mean(1))
+
+
+def test_a_dueling_branch_subtracts_its_own_mean_advantage():
+    from xiaoyarl.core.off_policy_nets import QNetDuel
+
+    torch.manual_seed(0)
+    net = QNetDuel(4, 5, [8], RunningNorm(4, enabled=False), nvec=(3, 2))
+    state = torch.rand(6, 4)
+    hidden = net.net(state)
+    value, advantage = net.value_head(hidden), net.advantage_head(hidden)
+    first, second = advantage[:, :3], advantage[:, 3:]
+    expected = torch.cat([value + first - first.mean(1, keepdim=True),
+                          value + second - second.mean(1, keepdim=True)], 1)  # fmt: skip
+    torch.testing.assert_close(net.q_values(state), expected)
+    assert net(state).shape == (6, 2) and net.init_kwargs()["nvec"] == [3, 2]
+
+
 @pytest.mark.parametrize(("env_id", "nvec"),
                          [("action_envs:CopyDigits-v0", (3, 2)),
                           ("action_envs:CopyBits-v0", (2, 2, 2))])  # fmt: skip
@@ -70,7 +130,10 @@ def test_the_adapter_describes_and_takes_multi_discrete_actions(env_id, nvec):
 @pytest.mark.parametrize(
     ("algo", "env_id", "agent"),
     [("ppo", "action_envs:CopyDigits-v0", AgentMultiDiscretePPO),
-     ("a2c", "action_envs:CopyBits-v0", AgentMultiDiscreteA2C)],
+     ("a2c", "action_envs:CopyBits-v0", AgentMultiDiscreteA2C),
+     ("dqn", "action_envs:CopyBits-v0", AgentBranchingDQN),
+     ("d3qn", "action_envs:CopyDigits-v0", AgentBranchingD3QN),
+     ("pqn", "action_envs:CopyDigits-v0", AgentBranchingPQN)],
 )  # fmt: skip
 def test_learns_to_copy_and_the_saved_policy_answers(algo, env_id, agent, tmp_path):
     with make_env(env_id, 2) as env:
@@ -94,10 +157,12 @@ def test_learns_to_copy_and_the_saved_policy_answers(algo, env_id, agent, tmp_pa
 @pytest.mark.parametrize(
     ("algo", "fields", "words"),
     [
-        ("dqn", {}, r"multi-discrete \[2, 2, 2\]\. Algorithms that can: a2c, ppo\.$"),
-        ("sac_discrete", {}, r"multi-discrete \[2, 2, 2\]\. Algorithms that can: a2c, ppo\.$"),
-        ("sac", {}, r"actions are discrete\. Algorithms that can: a2c, ppo\.$"),  # not dqn or vdn
-        ("ppo", {"recurrent": "gru"}, r"a recurrent policy; feed-forward: a2c, ppo\.$"),
+        ("sac_discrete", {}, r"multi-discrete \[2, 2, 2\]\. Algorithms that can: a2c, d3qn, "
+                             r"double_dqn, dqn, ppo, pqn\.$"),
+        ("sac", {}, r"actions are discrete\. Algorithms that can: a2c, d3qn, double_dqn, dqn, "
+                    r"ppo, pqn\.$"),  # not sac_discrete or vdn
+        ("ppo", {"recurrent": "gru"}, r"a recurrent policy; feed-forward: a2c, d3qn, double_dqn, "
+                                      r"dqn, ppo, pqn\.$"),
     ],
 )  # fmt: skip
 def test_algorithms_that_cannot_take_multi_discrete_actions_say_which_can(algo, fields, words):

@@ -155,13 +155,13 @@ class Policy:
         from xiaoyarl.agents.acting import masked_greedy
 
         actor: Any = self.actor
-        if isinstance(actor, QNet):  # the DQN family reads [observation, mask] rows
-            state = torch.cat([state, mask.float()], dim=-1)
-            if deterministic:
-                return masked_greedy(actor.q_values(state), mask)
-        elif deterministic:  # PPO, A2C: the masked categorical policy
-            return actor(state, mask)
-        return self._sample(state, mask)
+        if getattr(getattr(actor, "norm", None), "reads_mask", False):  # [observation, mask] rows
+            state = torch.cat([state, mask.float()], dim=-1)  # (the masked DQN family)
+        if not deterministic:
+            return self._sample(state, mask)
+        if isinstance(actor, QNet):  # the best allowed action
+            return masked_greedy(actor.q_values(state), mask)
+        return actor(state, mask)  # PPO, A2C: the masked categorical policy
 
     def predict(
         self,

@@ -55,6 +55,8 @@ def sampled_action(actor: nn.Module, state: torch.Tensor, avail: torch.Tensor | 
             greedy, random = masked_greedy(q, avail), random_allowed(avail)
         explore = torch.rand(greedy.shape, device=greedy.device) < explore_rate
         return torch.where(explore, random, greedy)
+    if hasattr(net, "sample"):  # discrete SAC: a sample of the categorical policy
+        return net.sample(state) if avail is None else net.sample(state, allowed_or_all(avail))
     if hasattr(net, "logits"):  # Gumbel-softmax actors: a sample of the softmax
         logits = net.logits(state)
         if avail is not None:
@@ -65,8 +67,6 @@ def sampled_action(actor: nn.Module, state: torch.Tensor, avail: torch.Tensor | 
         return net.convert_action_for_env(action)
     if hasattr(net, "get_action_logprob"):  # SAC: a squashed Gaussian sample
         return net.get_action_logprob(state)[0]
-    if hasattr(net, "sample"):  # discrete SAC
-        return net.sample(state)
     action = net(state)  # DDPG, TD3: Gaussian noise
     return (action + torch.randn_like(action) * noise_std).clamp(-1.0, 1.0)
 

@@ -18,7 +18,8 @@ gives: its next action and penalty in s' (`next_action`: TD3's smoothed target a
 sampled action and entropy term) and how its target combines the critics (`TargetReduce`).
 
 The value-based agents (the DQN family) take a Q-network kind the same way (`q_kind`):
-`ExpectedQ`, Q(s, .) regressed with the Huber loss, or `C51Q` (`critic_atoms`; Bellemare et
+`ExpectedQ`, Q(s, .) regressed with the Huber loss (with action branches, each branch's Q of
+its component on the one target), or `C51Q` (`critic_atoms`; Bellemare et
 al., "A Distributional Perspective on Reinforcement Learning", ICML 2017).
 """
 
@@ -212,7 +213,11 @@ class ExpectedQ:
             not_terminal = (~batch.terminals).float()
             next_q = agent.next_q(batch.next_states)
             target = batch.rewards + batch.discounts * not_terminal * next_q
-        q = agent.qnet.q_values(batch.states).gather(1, batch.actions.unsqueeze(1)).squeeze(1)
+        q = agent.qnet.action_values(agent.qnet.q_values(batch.states), batch.actions)
+        if q.dim() == 2:  # branches (multi-discrete actions): each regressed on the target
+            target = target.unsqueeze(1).expand_as(q)
+            losses = F.huber_loss(q, target, reduction="none").mean(1)
+            return (batch.weights * losses).mean(), q.mean(1), (target - q).abs().mean(1)
         td_errors = target - q
         return (batch.weights * F.huber_loss(q, target, reduction="none")).mean(), q, td_errors
 

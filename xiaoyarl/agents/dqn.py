@@ -70,17 +70,19 @@ class AgentDQN(EpsilonGreedy, AgentOffPolicy):
 
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
         greedy = self.qnet(state)
-        return self.epsilon_greedy(greedy, torch.randint_like(greedy, self.spec.action_dim))
+        return self.epsilon_greedy(greedy, self.qnet.random_like(greedy))
 
     def next_q(self, next_states: torch.Tensor) -> torch.Tensor:
-        """Q_target(s', a') `(B,)` of the next action a' that `next_action` picks."""
+        """Q_target(s', a') `(B,)` of the next action a' that `next_action` picks (with
+        branches, the mean over them)."""
         q = self.qnet_target.q_values(next_states)
-        return q.gather(1, self.next_action(next_states, q).unsqueeze(1)).squeeze(1)
+        return self.qnet.state_values(q, self.next_action(next_states, q))
 
     def next_action(self, next_states: torch.Tensor, target_q: torch.Tensor) -> torch.Tensor:
-        """The next action a' `(B,)` of the targets, given Q_target(s', .) `(B, A)`:
-        argmax_a Q_target(s', a), the target network both selects and evaluates."""
-        return target_q.argmax(-1)
+        """The next action a' `(B,)` (with branches `(B, K)`) of the targets, given
+        Q_target(s', .) `(B, A)`: argmax_a Q_target(s', a), the target network both selects and
+        evaluates."""
+        return self.qnet.greedy(target_q)
 
     def update_step(self, batch: Batch) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """A step on the Q-network's loss (its kind's: `agents/critics.py`), then the target
@@ -95,7 +97,7 @@ class AgentDoubleDQN(AgentDQN):
     """Double DQN: the online network selects the next action, the target network scores it."""
 
     def next_action(self, next_states: torch.Tensor, target_q: torch.Tensor) -> torch.Tensor:
-        return self.qnet.q_values(next_states).argmax(-1)  # differs: online selects
+        return self.qnet.greedy(self.qnet.q_values(next_states))  # differs: online selects
 
 
 class AgentD3QN(AgentDoubleDQN):

@@ -1,6 +1,6 @@
 """Single-agent action masks (an env whose info says which actions are allowed, as
-`info["action_mask"]`, MaskablePPO's convention; `EnvSpec.action_mask`): honoured by PPO, A2C
-and the DQN family when exploring, in the loss, and when evaluating.
+`info["action_mask"]`, MaskablePPO's convention; `EnvSpec.action_mask`): honoured by PPO, A2C,
+PQN, discrete SAC and the DQN family when exploring, in the loss, and when evaluating.
 
 - PPO and A2C keep each step's mask in the rollout: exploring samples among the allowed
   actions, the loss's log-probabilities and entropy are those of the masked policy (a masked
@@ -11,6 +11,13 @@ and the DQN family when exploring, in the loss, and when evaluating.
   networks read the observation part. Exploring picks the best allowed action, or (epsilon) a
   uniformly random allowed one; the TD target's max (DQN) or argmax (Double DQN, D3QN) runs
   over the next state's allowed actions only.
+- Discrete SAC packs the mask as the DQN family does: exploring samples the masked policy, the
+  soft value of the target and the actor's loss sum over the allowed actions only, and the
+  temperature's target entropy is a share of the uniform policy's over each state's allowed
+  actions.
+- PQN keeps the mask of each state a step reached in its rollout: exploring picks the best
+  allowed action, or (epsilon) a uniformly random allowed one, and the Q(lambda) returns
+  bootstrap from the max over the allowed actions.
 """
 
 from __future__ import annotations
@@ -21,9 +28,11 @@ import torch
 from torch import nn
 
 from xiaoyarl.agents.a2c import AgentDiscreteA2C
-from xiaoyarl.agents.acting import masked_greedy, random_allowed, sampling_policy
+from xiaoyarl.agents.acting import allowed_or_all, masked_greedy, random_allowed, sampling_policy
 from xiaoyarl.agents.dqn import AgentD3QN, AgentDoubleDQN, AgentDQN
 from xiaoyarl.agents.ppo import AgentDiscretePPO
+from xiaoyarl.agents.pqn import AgentPQN
+from xiaoyarl.agents.sac import AgentSACDiscrete
 from xiaoyarl.core.buffer import Transitions
 from xiaoyarl.core.encoders import Encoder
 from xiaoyarl.errors import ConfigError
@@ -47,31 +56,28 @@ class MaskedRollout(NamedTuple):
     next_critic_states: torch.Tensor | None = None
 
 
-class MaskedPPO:
-    """Mixed in before a discrete PPO-family agent (see the module)."""
+class MaskedPQNRollout(NamedTuple):
+    """PQN's `Rollout` (agents/pqn.py) with the actions allowed in each state a step reached."""
 
-    rollout_class: ClassVar[Any] = MaskedRollout
-    actor: Any
+    states: torch.Tensor  # (T, N, *obs_shape)
+    actions: torch.Tensor  # (T, N) int64
+    rewards: torch.Tensor  # (T, N)
+    terminals: torch.Tensor  # (T, N) bool
+    truncates: torch.Tensor  # (T, N) bool
+    next_states: torch.Tensor  # (T, N, *obs_shape)
+    next_action_masks: torch.Tensor  # (T, N, A) bool: the actions allowed where a step arrived
+
+
+class CarriesMask:
+    """An on-policy agent's mask of the actions allowed where each sub-env's exploring goes on,
+    read from the env's info and kept in its checkpoints."""
+
     device: torch.device
     mask: torch.Tensor | None = None  # (N, A) the actions allowed where exploring goes on
 
     def next_observation(self, state: torch.Tensor, info: dict) -> torch.Tensor:
         self.mask = info["action_mask"]
         return state
-
-    def explore_step(self, state: torch.Tensor) -> tuple[torch.Tensor, tuple]:
-        action, logprob = self.actor.get_action(state, self.mask)
-        return action, (state, action, logprob, self.mask)
-
-    def record(self, kept: tuple, reward: torch.Tensor, terminal: torch.Tensor,
-               truncate: torch.Tensor, info: dict) -> tuple[torch.Tensor, ...]:  # fmt: skip
-        state, action, logprob, mask = kept
-        return state, action, logprob, reward, terminal, truncate, info["final_state"], mask
-
-    @torch.no_grad()
-    def act(self, state: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """The most likely allowed action (all allowed without a mask)."""
-        return self.actor(state, mask)
 
     def sub_env_state(self) -> dict:
         return {**super().sub_env_state(), "mask": self.mask}  # type: ignore[misc]
@@ -89,9 +95,64 @@ class MaskedPPO:
         self.mask = None if mask is None else mask.to(self.device)
 
 
+class MaskedPPO(CarriesMask):
+    """Mixed in before a discrete PPO-family agent (see the module)."""
+
+    rollout_class: ClassVar[Any] = MaskedRollout
+    actor: Any
+
+    def explore_step(self, state: torch.Tensor) -> tuple[torch.Tensor, tuple]:
+        action, logprob = self.actor.get_action(state, self.mask)
+        return action, (state, action, logprob, self.mask)
+
+    def record(self, kept: tuple, reward: torch.Tensor, terminal: torch.Tensor,
+               truncate: torch.Tensor, info: dict) -> tuple[torch.Tensor, ...]:  # fmt: skip
+        state, action, logprob, mask = kept
+        return state, action, logprob, reward, terminal, truncate, info["final_state"], mask
+
+    @torch.no_grad()
+    def act(self, state: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The most likely allowed action (all allowed without a mask)."""
+        return self.actor(state, mask)
+
+
+class MaskedPQN(CarriesMask):
+    """Mixed in before PQN (see the module)."""
+
+    rollout_class: ClassVar[Any] = MaskedPQNRollout
+    qnet: Any
+    spec: Any
+
+    def explore_step(self, state: torch.Tensor, epsilon: float | torch.Tensor | None = None,
+                     ) -> tuple[torch.Tensor, tuple]:  # fmt: skip
+        assert self.mask is not None, "next_observation keeps the env's mask"
+        greedy = masked_greedy(self.qnet.q_values(state), self.mask)
+        action = self.epsilon_greedy(greedy, random_allowed(self.mask), epsilon)  # type: ignore[attr-defined]
+        return action, (state, action)
+
+    def record(self, kept: tuple, reward: torch.Tensor, terminal: torch.Tensor,
+               truncate: torch.Tensor, info: dict) -> tuple[torch.Tensor, ...]:  # fmt: skip
+        steps = super().record(kept, reward, terminal, truncate, info)  # type: ignore[misc]
+        return (*steps, info["final_action_mask"])
+
+    def next_values(self, rollout: Any) -> torch.Tensor:
+        """max over the allowed actions of Q(s', a) `(T * N,)` of the states the steps reached."""
+        q = self.qnet.q_values(rollout.next_states.flatten(0, 1))
+        allowed = allowed_or_all(rollout.next_action_masks.flatten(0, 1))
+        return q.masked_fill(~allowed, -torch.inf).max(-1).values
+
+    @torch.no_grad()
+    def act(self, state: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The best allowed action (all allowed without a mask)."""
+        q = self.qnet.q_values(state)
+        return q.argmax(-1) if mask is None else masked_greedy(q, mask)
+
+
 class MaskSlice(Encoder):
     """An encoder of packed `[observation, mask]` rows `(B, S + A)`: `inner` on the first S
     values (the masked DQN family's networks)."""
+
+    reads_mask = True  # what acts through it packs the mask beside the observation
 
     def __init__(self, inner: nn.Module, obs_dim: int) -> None:
         super().__init__()
@@ -107,21 +168,21 @@ class MaskSlice(Encoder):
         return self.inner(packed[:, : self.obs_dim])
 
 
-class MaskedDQN:
-    """Mixed in before a DQN-family agent (see the module)."""
+class PacksMask:
+    """An off-policy agent's mask packed beside each observation (see the module): the replay
+    buffer keeps it, the networks read the observation part (`MaskSlice`). Exploring takes a
+    uniformly random allowed action before learning starts, then `masked_explore_action`."""
 
     spec: Any
     config: Any
     device: torch.device
     explored: int
-    qnet: Any
-    qnet_target: Any
     state_norm: RunningNorm
 
     def __init__(self, spec, config, device, learner=True, kit=None) -> None:  # noqa: ANN001
         if len(spec.obs_shape) != 1 or spec.obs_keys:
             raise ConfigError(
-                f"{spec.name}: the DQN family reads action masks with vector observations; for "
+                f"{spec.name}: {config.algo} reads action masks with vector observations; for "
                 f"images or Dict observations with masks use ppo or a2c."
             )
         super().__init__(spec, config, device, learner, kit)  # type: ignore[call-arg]
@@ -138,6 +199,11 @@ class MaskedDQN:
     def split(self, packed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return packed[:, : self.spec.state_dim], packed[:, self.spec.state_dim :] > 0.5
 
+    def all_allowed(self, state: torch.Tensor) -> torch.Tensor:
+        """A mask `(B, A)` allowing every action, for rows of `state` acted on without one."""
+        return torch.ones(state.shape[0], self.spec.action_dim, dtype=torch.bool,
+                          device=state.device)  # fmt: skip
+
     def buffer_sizes(self) -> tuple:
         capacity, n, s, a, discrete, max_step = super().buffer_sizes()  # type: ignore[misc]
         return capacity, n, s + a, a, discrete, max_step
@@ -153,9 +219,12 @@ class MaskedDQN:
         if self.explored < self.config.learning_starts:
             action = random_allowed(mask)
         else:
-            greedy = masked_greedy(self.qnet.q_values(packed), mask)
-            action = self.epsilon_greedy(greedy, random_allowed(mask))  # type: ignore[attr-defined]
+            action = self.masked_explore_action(packed, mask)
         return action, (packed, action)
+
+    def masked_explore_action(self, packed: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The agent's exploring action `(B,)` among the allowed ones, once learning started."""
+        raise NotImplementedError
 
     def record(self, kept: tuple, reward: torch.Tensor, terminal: torch.Tensor,
                truncate: torch.Tensor, info: dict) -> tuple[torch.Tensor, ...]:  # fmt: skip
@@ -166,18 +235,27 @@ class MaskedDQN:
     def update_normalizers(self, rollout: Transitions) -> None:
         self.state_norm.update(self.split(rollout.states.flatten(0, 1))[0])
 
+    def evaluation_policy(self) -> Any:
+        if self.config.eval_deterministic:
+            return self.act  # type: ignore[attr-defined]
+        sample = sampling_policy(self.actor, self.config)  # type: ignore[attr-defined]
+        return lambda state, mask: sample(self.pack(state, mask), mask)  # it reads packed rows
+
+
+class MaskedDQN(PacksMask):
+    """Mixed in before a DQN-family agent (see the module)."""
+
+    qnet: Any
+
+    def masked_explore_action(self, packed: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        greedy = masked_greedy(self.qnet.q_values(packed), mask)
+        return self.epsilon_greedy(greedy, random_allowed(mask))  # type: ignore[attr-defined]
+
     @torch.no_grad()
     def act(self, state: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """The best allowed action of raw observations (all allowed without a mask)."""
-        mask = torch.ones(state.shape[0], self.spec.action_dim, dtype=torch.bool,
-                          device=state.device) if mask is None else mask  # fmt: skip
+        mask = self.all_allowed(state) if mask is None else mask
         return masked_greedy(self.qnet.q_values(self.pack(state, mask)), mask)
-
-    def evaluation_policy(self) -> Any:
-        if self.config.eval_deterministic:
-            return self.act
-        sample = sampling_policy(self.qnet, self.config)  # the Q-network reads packed rows
-        return lambda state, mask: sample(self.pack(state, mask), mask)
 
 
 class MaskedDQNTarget(MaskedDQN):
@@ -194,12 +272,44 @@ class MaskedDoubleTarget(MaskedDQN):
         return masked_greedy(self.qnet.q_values(next_states), self.split(next_states)[1])
 
 
+class MaskedSACDiscrete(PacksMask):
+    """Mixed in before discrete SAC (see the module)."""
+
+    actor: Any
+
+    def masked_explore_action(self, packed: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return self.actor.sample(packed, allowed_or_all(mask))
+
+    def policy(self, packed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.actor.probs_logprobs(packed, allowed_or_all(self.split(packed)[1]))
+
+    def state_target_entropy(self, packed: torch.Tensor) -> torch.Tensor:
+        """`entropy_fraction` of the uniform policy's entropy over each state's allowed
+        actions (0 where one is allowed)."""
+        allowed = allowed_or_all(self.split(packed)[1]).sum(-1).float()
+        return self.entropy_fraction * allowed.log()  # type: ignore[attr-defined]
+
+    @torch.no_grad()
+    def act(self, state: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The most likely allowed action of raw observations (all allowed without a mask)."""
+        mask = self.all_allowed(state) if mask is None else mask
+        return self.actor(self.pack(state, mask), allowed_or_all(mask))
+
+
 class AgentMaskedPPO(MaskedPPO, AgentDiscretePPO):
     """PPO honouring action masks."""
 
 
 class AgentMaskedA2C(MaskedPPO, AgentDiscreteA2C):
     """A2C honouring action masks."""
+
+
+class AgentMaskedPQN(MaskedPQN, AgentPQN):
+    """PQN honouring action masks."""
+
+
+class AgentMaskedSACDiscrete(MaskedSACDiscrete, AgentSACDiscrete):
+    """Discrete SAC honouring action masks."""
 
 
 class AgentMaskedDQN(MaskedDQNTarget, AgentDQN):
@@ -217,5 +327,6 @@ class AgentMaskedD3QN(MaskedDoubleTarget, AgentD3QN):
 # the masked agent of each agent that honours masks
 MASKED: dict[type, type] = {
     AgentDiscretePPO: AgentMaskedPPO, AgentDiscreteA2C: AgentMaskedA2C, AgentDQN: AgentMaskedDQN,
-    AgentDoubleDQN: AgentMaskedDoubleDQN, AgentD3QN: AgentMaskedD3QN,
+    AgentDoubleDQN: AgentMaskedDoubleDQN, AgentD3QN: AgentMaskedD3QN, AgentPQN: AgentMaskedPQN,
+    AgentSACDiscrete: AgentMaskedSACDiscrete,
 }  # fmt: skip

@@ -18,6 +18,7 @@ from xiaoyarl.agents.base import AgentBase
 from xiaoyarl.agents.epsilon_greedy import EpsilonGreedy
 from xiaoyarl.agents.ppo import on_policy_eval_every, on_policy_num_envs
 from xiaoyarl.core.off_policy_nets import QNetLayerNorm
+from xiaoyarl.core.reduce import MiniBatches
 from xiaoyarl.core.returns import lambda_returns
 
 if TYPE_CHECKING:
@@ -44,9 +45,11 @@ class AgentPQN(EpsilonGreedy, AgentBase):
 
     if_off_policy = False
     if_discrete = True
-    config_fields = frozenset({"repeat_times", "explore_rate", "explore_decay_steps", "q_lambda"})
+    config_fields = frozenset({"repeat_times", "explore_rate", "explore_decay_steps", "q_lambda",
+                               "recurrent", "recurrent_dim"})  # fmt: skip
     member_fields = frozenset({"learning_rate", "clip_grad_norm"})
     rollout_class: ClassVar[Callable[..., Steps]] = Rollout
+    qnet_class: Callable[..., QNetLayerNorm] = QNetLayerNorm
 
     @classmethod
     def defaults(cls, config: Config, batched: bool, device_type: str) -> dict:
@@ -78,7 +81,7 @@ class AgentPQN(EpsilonGreedy, AgentBase):
         super().__init__(spec, config, device, learner, kit)
         assert config.net_dims is not None, "resolve_config sets net_dims"
         encoder = self.make_encoder(layer_norm=True)  # LayerNorm in its CNNs too, as the paper's
-        self.qnet = QNetLayerNorm(encoder.out_dim, spec.action_dim, config.net_dims, encoder)
+        self.qnet = self.qnet_class(encoder.out_dim, spec.action_dim, config.net_dims, encoder)
         self.qnet.to(device)
         self.actor = self.qnet  # the greedy policy
         self.nets = {"qnet": self.qnet}
@@ -89,8 +92,7 @@ class AgentPQN(EpsilonGreedy, AgentBase):
     ) -> tuple[torch.Tensor, tuple]:
         """Epsilon-greedy actions (`epsilon`: None, this agent's schedule's)."""
         greedy = self.qnet(state)
-        random = torch.randint_like(greedy, self.spec.action_dim)
-        action = self.epsilon_greedy(greedy, random, epsilon)
+        action = self.epsilon_greedy(greedy, self.qnet.random_like(greedy), epsilon)
         return action, (state, action)
 
     def record(self, kept: tuple, reward: torch.Tensor, terminal: torch.Tensor,
@@ -107,18 +109,26 @@ class AgentPQN(EpsilonGreedy, AgentBase):
         network as it is now."""
         horizon_len, num_envs = rollout.rewards.shape
         with torch.no_grad():
-            next_q = self.greedy_values(rollout.next_states.flatten(0, 1))
+            next_q = self.next_values(rollout)
             return lambda_returns(rollout.rewards, next_q.view(horizon_len, num_envs),
                                   rollout.terminals, rollout.truncates, self.config.gamma,
                                   self.config.q_lambda)  # fmt: skip
 
+    def next_values(self, rollout: Rollout) -> torch.Tensor:
+        """max_a Q(s', a) `(T * N,)` of the states the rollout's steps reached."""
+        return self.greedy_values(rollout.next_states.flatten(0, 1))
+
     def greedy_values(self, states: torch.Tensor) -> torch.Tensor:
-        """max_a Q(s, a) `(B,)` of states `(B, ...)`, what the returns bootstrap from."""
-        return self.qnet.q_values(states).max(-1).values
+        """max_a Q(s, a) `(B,)` of states `(B, ...)`, what the returns bootstrap from (with
+        branches, the mean over them of each one's max)."""
+        q = self.qnet.q_values(states)
+        return q.max(-1).values if self.qnet.nvec is None else self.qnet.state_values(
+            q, self.qnet.greedy(q))  # fmt: skip
 
     def chosen_values(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        """Q(s, a) `(B,)` of the actions taken, what is regressed onto the returns."""
-        return self.qnet.q_values(states).gather(1, actions.unsqueeze(1)).squeeze(1)
+        """Q(s, a) `(B,)` of the actions taken, what is regressed onto the returns (with
+        branches `(B, K)`, each branch's value of its component)."""
+        return self.qnet.action_values(self.qnet.q_values(states), actions)
 
     def update_state_norm(self, states: torch.Tensor) -> None:
         """Take in a rollout's states `(T * N, ...)` into the observation normaliser."""
@@ -128,21 +138,33 @@ class AgentPQN(EpsilonGreedy, AgentBase):
         """The rollout's Q(lambda) returns, then `repeat_times` epochs of mini-batch steps on
         the squared error of Q(s, a) against them; returns the mean loss and Q-value. The
         mini-batches are the whole batch's (`reducer`)."""
-        cfg = self.config
         horizon_len, num_envs = rollout.rewards.shape
         returns = self.q_lambda_targets(rollout).flatten()
         states, actions = rollout.states.flatten(0, 1), rollout.actions.flatten(0, 1)
-        assert cfg.batch_size and cfg.repeat_times, "resolve_config sets them"
-        batches = self.reducer.minibatches(horizon_len * num_envs, num_envs, cfg.batch_size,
-                                           cfg.repeat_times, self.device)  # fmt: skip
+        batches = self.minibatches(horizon_len, num_envs)
         logs = torch.zeros(2, device=self.device)
         for idx in batches.indices:
-            loss, step_logs = self.pqn_loss(states[idx], actions[idx], returns[idx], batches.mean)
+            loss, step_logs = self.minibatch_loss((states, actions, returns), idx, batches.mean)
             self.optimizer_step(self.optimizers["qnet"], self.qnet, loss)
             logs += step_logs
         self.update_state_norm(states)  # after the update, as the on-policy agents
         logs /= len(batches.indices)
         return {"critic_loss": logs[0], "q_value": logs[1]}
+
+    def minibatches(self, horizon_len: int, num_envs: int) -> MiniBatches:
+        """`repeat_times` epochs of `batch_size` transitions drawn from the whole batch
+        (`reducer`)."""
+        assert self.config.batch_size and self.config.repeat_times, "resolve_config sets them"
+        return self.reducer.minibatches(horizon_len * num_envs, num_envs, self.config.batch_size,
+                                        self.config.repeat_times, self.device)  # fmt: skip
+
+    def minibatch_loss(self, data: tuple[torch.Tensor, ...], idx: torch.Tensor,
+                       mean: Callable[[torch.Tensor], torch.Tensor],
+                       ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+        """`pqn_loss` of the transitions `idx` `(B,)` of the flat batch's (states, actions,
+        returns)."""
+        states, actions, returns = data
+        return self.pqn_loss(states[idx], actions[idx], returns[idx], mean)
 
     def pqn_loss(
         self,
@@ -154,5 +176,6 @@ class AgentPQN(EpsilonGreedy, AgentBase):
         """Half the squared error of Q(s, a) against the Q(lambda) returns of a mini-batch, its
         mean taken by `mean` (the mini-batches'); and `(loss, mean Q)` detached, to log."""
         q = self.chosen_values(states, actions)
+        returns = returns.view(-1, *([1] * (q.dim() - 1)))  # one per branch where q has them
         loss = 0.5 * mean((q - returns).square())
         return loss, torch.stack([loss.detach(), mean(q.detach())])

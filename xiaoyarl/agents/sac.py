@@ -120,11 +120,14 @@ class AgentSAC(AgentActorCritic):
         return {"actor_loss": actor_loss.detach(), **aux_log,
                 **self.update_temperature(logprob.detach())}  # fmt: skip
 
-    def update_temperature(self, logprob: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Gradient step on J(alpha) = E[-log(alpha) * (log pi + target_entropy)] (none with
-        `alpha_auto` off: alpha stays `alpha_init`, as SB3's fixed `ent_coef`)."""
+    def update_temperature(self, logprob: torch.Tensor, target: torch.Tensor | float | None = None,
+                           ) -> dict[str, torch.Tensor]:  # fmt: skip
+        """Gradient step on J(alpha) = E[-log(alpha) * (log pi + target entropy)] (none with
+        `alpha_auto` off: alpha stays `alpha_init`, as SB3's fixed `ent_coef`); the target is
+        `target_entropy` unless `target` gives one (per state)."""
         if self.config.alpha_auto:
-            loss = -(self.temperature.log_alpha * (logprob + self.target_entropy)).mean()
+            target = self.target_entropy if target is None else target
+            loss = -(self.temperature.log_alpha * (logprob + target)).mean()
             self.optimizer_step(self.optimizers["temperature"], self.temperature, loss)
         return {"alpha": self.temperature().detach(), "entropy": -logprob.mean()}
 
@@ -215,19 +218,29 @@ class AgentSACDiscrete(AgentSAC):
         return QEnsemble(self.feature_dim, spec.action_dim, cfg.net_dims, encoder, cfg.num_critics,
                          cfg.layer_norm)  # fmt: skip
 
+    entropy_fraction = 0.5  # the target entropy's share of the uniform policy's
+
     def default_target_entropy(self) -> float:
-        return 0.5 * math.log(self.spec.action_dim)
+        return self.entropy_fraction * math.log(self.spec.action_dim)
 
     def categorical_actor(self) -> ActorDiscreteSAC:
         """The actor, which `actor_class` built as an `ActorDiscreteSAC`."""
         return cast(ActorDiscreteSAC, self.actor)
+
+    def policy(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """pi(.|s) and log pi(.|s) `(B, A)` of the actor on `states`."""
+        return self.categorical_actor().probs_logprobs(states)
+
+    def state_target_entropy(self, states: torch.Tensor) -> torch.Tensor | float:
+        """The temperature's target entropy at `states`: the same everywhere."""
+        return self.target_entropy
 
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
         return self.categorical_actor().sample(state)
 
     def td_target(self, batch: Batch) -> torch.Tensor:
         # differs: the exact soft value V(s') = sum_a pi(a|s') (min Q'(s', a) - alpha log pi(a|s'))
-        probs, logprobs = self.categorical_actor().probs_logprobs(batch.next_states)
+        probs, logprobs = self.policy(batch.next_states)
         q = self.reduce_target_q(self.critic_target(batch.next_states))  # (B, A)
         next_value = (probs * (q - self.temperature() * logprobs)).sum(-1)
         not_terminal = (~batch.terminals).float()
@@ -239,11 +252,13 @@ class AgentSACDiscrete(AgentSAC):
         return q.gather(-1, index).squeeze(-1)
 
     def update_actor(self, states: torch.Tensor) -> dict[str, torch.Tensor]:
-        probs, logprobs = self.categorical_actor().probs_logprobs(states)
+        probs, logprobs = self.policy(states)
         with torch.no_grad():
             q = self.reduce_actor_q(self.critic(states))  # (B, A)
         alpha = self.temperature().detach()
         actor_loss = (probs * (alpha * logprobs - q)).sum(-1).mean()
         self.optimizer_step(self.optimizers["actor"], self.actor, actor_loss)
         expected_logprob = (probs * logprobs).sum(-1).detach()  # -entropy per state
-        return {"actor_loss": actor_loss.detach(), **self.update_temperature(expected_logprob)}
+        target = self.state_target_entropy(states)
+        return {"actor_loss": actor_loss.detach(),
+                **self.update_temperature(expected_logprob, target)}  # fmt: skip

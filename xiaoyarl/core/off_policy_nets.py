@@ -8,6 +8,7 @@ uses; an on-policy agent does not load this module.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import cast
 
 import torch
@@ -41,25 +42,68 @@ def batch_randn_like(x: torch.Tensor) -> torch.Tensor:
 
 class QNet(nn.Module):
     """Q-values for discrete actions: `q_values(state) -> (batch, action_dim)`; calling the
-    module gives the greedy action `(batch,)` int64, so it doubles as the policy."""
+    module gives the greedy action `(batch,)` int64, so it doubles as the policy.
+
+    Multi-discrete actions (`nvec`: the choices of each of K components, `action_dim` their
+    sum) are action branching (Tavakoli, Pardo and Kormushev, "Action Branching Architectures
+    for Deep Reinforcement Learning", AAAI 2018): the outputs are K branches side by side, one
+    Q-value per choice of each component; the greedy action `(batch, K)` is each branch's
+    argmax, and the value of a state is the mean over branches of their greedy values (the
+    paper's mean operator)."""
 
     def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module,
-                 layer_norm: bool = False) -> None:  # fmt: skip
+                 layer_norm: bool = False, nvec: Sequence[int] | None = None) -> None:  # fmt: skip
         super().__init__()
+        assert nvec is None or sum(nvec) == action_dim, "every branch's values side by side"
         self.norm = norm
         self.layer_norm = layer_norm
+        self.action_dim = action_dim
+        self.nvec = None if nvec is None else tuple(int(n) for n in nvec)
         self.net = build_mlp([state_dim, *net_dims, action_dim], nn.ReLU, layer_norm=layer_norm)
 
     def init_kwargs(self) -> dict:
         """The constructor's arguments beyond the sizes and the encoder, as plain data: what a
         saved policy (`actor.pt`) rebuilds the network with."""
-        return {"layer_norm": self.layer_norm}
+        return {"layer_norm": self.layer_norm, **self.branching()}
+
+    def branching(self) -> dict:
+        """`nvec` as a constructor argument, where the actions are multi-discrete."""
+        return {} if self.nvec is None else {"nvec": list(self.nvec)}
 
     def q_values(self, state: torch.Tensor) -> torch.Tensor:
         return self.net(self.norm(state))
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
-        return self.q_values(state).argmax(-1)
+        return self.greedy(self.q_values(state))
+
+    # --- actions of Q-values `(batch, action_dim)`: one index, or one per branch ---
+    def greedy(self, q: torch.Tensor) -> torch.Tensor:
+        """The greedy action: `(batch,)`, or `(batch, K)` each branch's argmax."""
+        if self.nvec is None:
+            return q.argmax(-1)
+        return torch.stack([part.argmax(-1) for part in q.split(self.nvec, -1)], -1)
+
+    def random_like(self, actions: torch.Tensor) -> torch.Tensor:
+        """Uniformly random actions of the shape of `actions` (each component among its own
+        choices)."""
+        if self.nvec is None:
+            return torch.randint_like(actions, self.action_dim)
+        return torch.stack([torch.randint_like(actions[:, k], n) for k, n in
+                            enumerate(self.nvec)], -1)  # fmt: skip
+
+    def action_values(self, q: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """Q(s, a) of `actions`: `(batch,)`, or `(batch, K)` each branch's value of its own
+        component (integer-valued float actions are read as indices)."""
+        actions = actions.long()
+        if self.nvec is None:
+            return q.gather(1, actions.unsqueeze(1)).squeeze(1)
+        offsets = torch.tensor((0, *self.nvec[:-1]), device=q.device).cumsum(0)
+        return q.gather(1, actions + offsets)
+
+    def state_values(self, q: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """The value `(batch,)` of taking `actions`: Q(s, a), or the mean over branches."""
+        values = self.action_values(q, actions)
+        return values if self.nvec is None else values.mean(-1)
 
 
 class QNetLayerNorm(QNet):
@@ -67,19 +111,21 @@ class QNetLayerNorm(QNet):
     without a target network (PQN: Gallici et al., "Simplifying Deep Temporal Difference
     Learning", 2025)."""
 
-    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module):
-        super().__init__(state_dim, action_dim, net_dims, norm, layer_norm=True)
+    def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module,
+                 nvec: Sequence[int] | None = None) -> None:  # fmt: skip
+        super().__init__(state_dim, action_dim, net_dims, norm, layer_norm=True, nvec=nvec)
 
     def init_kwargs(self) -> dict:
-        return {}  # its LayerNorm is its class's
+        return self.branching()  # its LayerNorm is its class's
 
 
 class QNetDuel(QNet):
-    """Dueling Q-network (Wang et al. 2016): `Q = V(s) + A(s, a) - mean_a A(s, a)`."""
+    """Dueling Q-network (Wang et al. 2016): `Q = V(s) + A(s, a) - mean_a A(s, a)`; with
+    branches, each branch's advantages less their own mean (the paper of action branching)."""
 
     def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module,
-                 layer_norm: bool = False) -> None:  # fmt: skip
-        super().__init__(state_dim, action_dim, net_dims, norm)
+                 layer_norm: bool = False, nvec: Sequence[int] | None = None) -> None:  # fmt: skip
+        super().__init__(state_dim, action_dim, net_dims, norm, nvec=nvec)
         self.layer_norm = layer_norm
         self.net = build_mlp([state_dim, *net_dims[:-1], net_dims[-1]], nn.ReLU,
                              layer_norm=layer_norm)  # fmt: skip
@@ -92,7 +138,10 @@ class QNetDuel(QNet):
     def q_values(self, state: torch.Tensor) -> torch.Tensor:
         hidden = self.net(self.norm(state))
         advantage = self.advantage_head(hidden)
-        return self.value_head(hidden) + advantage - advantage.mean(-1, keepdim=True)
+        if self.nvec is None:
+            return self.value_head(hidden) + advantage - advantage.mean(-1, keepdim=True)
+        centred = [part - part.mean(-1, keepdim=True) for part in advantage.split(self.nvec, -1)]
+        return self.value_head(hidden) + torch.cat(centred, -1)
 
 
 class RecurrentQNet(nn.Module):
@@ -393,22 +442,29 @@ class ActorGSDE(nn.Module):
 
 class ActorDiscreteSAC(nn.Module):
     """Categorical policy for discrete SAC: `probs_logprobs(state) -> (batch, A), (batch, A)`;
-    `forward` gives the most probable action."""
+    `forward` gives the most probable action. Each takes the allowed actions `avail` `(batch,
+    A)` bool where the env masks some: a masked action's probability is then 0 (its logit a
+    finite floor, so that probabilities times log-probabilities stay finite)."""
 
     def __init__(self, state_dim: int, action_dim: int, net_dims: list[int], norm: nn.Module):
         super().__init__()
         self.norm = norm
         self.net = build_mlp([state_dim, *net_dims, action_dim], nn.ReLU, out_gain=0.01)
 
-    def forward(self, state: torch.Tensor) -> torch.Tensor:
-        return self.net(self.norm(state)).argmax(-1)
+    def logits(self, state: torch.Tensor, avail: torch.Tensor | None = None) -> torch.Tensor:
+        logits = self.net(self.norm(state))
+        return logits if avail is None else logits.masked_fill(~avail, MASKED_LOGIT)
 
-    def probs_logprobs(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        logprobs = self.net(self.norm(state)).log_softmax(-1)
+    def forward(self, state: torch.Tensor, avail: torch.Tensor | None = None) -> torch.Tensor:
+        return self.logits(state, avail).argmax(-1)
+
+    def probs_logprobs(self, state: torch.Tensor, avail: torch.Tensor | None = None,
+                       ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+        logprobs = self.logits(state, avail).log_softmax(-1)
         return logprobs.exp(), logprobs
 
-    def sample(self, state: torch.Tensor) -> torch.Tensor:
-        return sample_categorical(self.net(self.norm(state)).log_softmax(-1))
+    def sample(self, state: torch.Tensor, avail: torch.Tensor | None = None) -> torch.Tensor:
+        return sample_categorical(self.logits(state, avail).log_softmax(-1))
 
 
 class ActorGumbel(nn.Module):
