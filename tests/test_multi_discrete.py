@@ -157,10 +157,12 @@ def test_learns_to_copy_and_the_saved_policy_answers(algo, env_id, agent, tmp_pa
 @pytest.mark.parametrize(
     ("algo", "fields", "words"),
     [
-        ("sac_discrete", {}, r"multi-discrete \[2, 2, 2\]\. Algorithms that can: a2c, d3qn, "
-                             r"double_dqn, dqn, ppo, pqn\.$"),
-        ("sac", {}, r"actions are discrete\. Algorithms that can: a2c, d3qn, double_dqn, dqn, "
-                    r"ppo, pqn\.$"),  # not sac_discrete or vdn
+        ("sac_discrete", {}, r"multi-discrete \[2, 2, 2\]: its exact sums run over every joint "
+                             r"action.*\. Algorithms that can: a2c, d3qn, double_dqn, dqn, ppo, "
+                             r"pqn\.$"),
+        ("sac", {}, r"actions are discrete: its actor learns through the gradient of the "
+                    r"critic's Q-value with respect to a continuous action\. Algorithms that "
+                    r"can: a2c, d3qn, double_dqn, dqn, ppo, pqn\.$"),  # not sac_discrete or vdn
         ("ppo", {"recurrent": "gru"}, r"a recurrent policy; feed-forward: a2c, d3qn, double_dqn, "
                                       r"dqn, ppo, pqn\.$"),
     ],

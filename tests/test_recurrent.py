@@ -1,7 +1,8 @@
-"""Recurrent PPO and A2C (`recurrent: lstm | gru`): the loss on a rollout against a step-by-step
-reference written out by hand (LSTM gates, resets at episode starts, the categorical policy,
-the clipped surrogate), sequence mini-batches, stateful evaluation and saved policies, and
-learning a task a feed-forward policy cannot (CartPole without its velocities)."""
+"""Recurrent PPO, A2C and PQN (`recurrent: lstm | gru`): the loss on a rollout against a
+step-by-step reference written out by hand (LSTM gates, resets at episode starts, the
+categorical policy, the clipped surrogate; PQN's bootstrapped values), sequence mini-batches,
+stateful evaluation and saved policies, and learning a task a feed-forward policy cannot
+(CartPole without its velocities)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ import pytest
 import torch
 
 from xiaoyarl import load_policy, train_agent
-from xiaoyarl.agents.recurrent import AgentRecurrentA2C, AgentRecurrentDiscretePPO
+from xiaoyarl.agents.recurrent import (
+    AgentRecurrentA2C,
+    AgentRecurrentDiscretePPO,
+    AgentRecurrentPQN,
+)
 from xiaoyarl.agents.registry import make_agent
 from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.config import Config
@@ -101,6 +106,33 @@ def test_the_value_of_the_state_a_step_reached_continues_from_the_hidden_state_a
     env.close()
 
 
+def test_pqn_bootstraps_from_the_hidden_state_after_each_step_along_each_sequence():
+    """max_a Q(s', a) of each step's reached state, computed one step and one sub-env at a
+    time: the GRU zeroed where an episode starts, the reached state read from the hidden state
+    after its step (before any reset)."""
+    agent, env = agent_and_env("pqn", recurrent="gru", horizon_len=24, batch_size=32)
+    assert type(agent) is AgentRecurrentPQN
+    rollout = agent.explore_env(env, 24)
+    assert rollout.starts[1:].any()  # episodes ended inside the rollout
+    agent.read_sequences(rollout)
+    with torch.no_grad():
+        got = agent.next_values(rollout).view(24, 4)
+        rnn, net = agent.memory.rnn, agent.qnet.net
+        h = rollout.hiddens[0]
+        for t in range(24):
+            h = h * (~rollout.starts[t]).float().unsqueeze(1)
+            h = rnn(agent.state_norm(rollout.states[t]).unsqueeze(0), h.unsqueeze(0))[1][0]
+            reached = rnn(agent.state_norm(rollout.next_states[t]).unsqueeze(0), h.unsqueeze(0))[0]
+            expected = net(reached[0]).max(-1).values
+            torch.testing.assert_close(got[t], expected, rtol=1e-5, atol=1e-5)
+    before = [p.clone() for p in agent.memory.rnn.parameters()]
+    logs = agent.update_net(rollout)
+    assert all(torch.isfinite(v) for v in logs.values())
+    assert any(not torch.equal(a, b) for a, b in zip(before, agent.memory.rnn.parameters(),
+                                                     strict=True))  # fmt: skip
+    env.close()
+
+
 def test_minibatches_are_whole_sequences_of_sub_envs():
     agent, env = agent_and_env(num_envs=8, horizon_len=16, batch_size=32, repeat_times=2.0)
     batches = agent.minibatches(16, 8)
@@ -156,3 +188,27 @@ def test_learns_cartpole_without_velocities_and_the_saved_policy_remembers(tmp_p
         returns += reward.numpy() * running
         running &= ~(terminated | truncated).numpy()
     assert returns.mean() >= 475, returns
+
+
+@pytest.mark.learning
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_pqn_with_a_gru_learns_cartpole_without_velocities(seed, tmp_path):
+    """A recurrent PQN (its defaults) solves what a feed-forward one cannot (BENCHMARKS.md,
+    "Memory"); its saved policy plays it through `predict`, carrying its hidden state."""
+    config = Config(algo="pqn", env_id=ENV, recurrent="gru", seed=seed, threads=1,
+                    max_steps=300_000, cwd=str(tmp_path))  # fmt: skip
+    summary = train_agent(config, log=None)
+    assert summary["solved"], summary
+    policy = load_policy(tmp_path)
+    env = make_env(ENV, 4, seed=123)
+    state, _ = env.reset(seed=123)
+    policy.reset()
+    returns = np.zeros(4)
+    running = np.ones(4, dtype=bool)
+    for _ in range(500):
+        action = policy.predict(state.numpy())
+        state, reward, terminated, truncated, _ = env.step(torch.as_tensor(action))
+        returns += reward.numpy() * running
+        running &= ~(terminated | truncated).numpy()
+    assert returns.mean() >= 400, returns

@@ -35,6 +35,8 @@ class AgentActorCritic(AgentOffPolicy):
     penalty its target takes in s'), `explore_action` and `update_step`."""
 
     if_discrete = False
+    action_reason = ("its actor learns through the gradient of the critic's Q-value with "
+                     "respect to a continuous action")  # fmt: skip
     config_fields = OFF_POLICY_FIELDS | CRITIC_FIELDS
     actor_class: type[nn.Module] = Actor
     uses_target_actor = False

@@ -64,6 +64,11 @@ class AgentBase:
     if_off_policy: ClassVar[bool]
     if_discrete: ClassVar[bool]
     if_multi_agent: ClassVar[bool] = False  # acts in multi-agent envs (`agents/multi/`)
+    # Why an algorithm with agents of one kind of action only (`if_discrete`) cannot take the
+    # other: the mathematics it rests on, which the registry's refusal and the docs' matrix state.
+    action_reason: ClassVar[str] = ""
+    # Why it cannot take multi-discrete actions, where an agent of discrete actions cannot.
+    multi_discrete_reason: ClassVar[str] = ""
     # The algorithm-specific Config fields this agent reads (others of that kind it ignores, and
     # setting them gets a warning); general fields (gamma, net_dims, ...) are not listed.
     config_fields: ClassVar[frozenset[str]] = frozenset()

@@ -18,6 +18,7 @@ class EpsilonGreedy:
     config: Config
     explored: int
     device: torch.device
+    action_reason = "it acts by a max over one Q-value per action, so over finitely many actions"
 
     def epsilon(self) -> float:
         cfg = self.config

@@ -126,12 +126,14 @@ def _resolve(
     chosen = discrete if spec.if_discrete else continuous
     if chosen is None:
         kind = "discrete" if spec.if_discrete else "continuous"
-        raise _Unfit(f"act in {spec.name}, whose actions are {kind}")
+        why = _either((continuous, discrete)).action_reason
+        raise _Unfit(f"act in {spec.name}, whose actions are {kind}{': ' + why if why else ''}")
     recurrent = bool(config is not None and config.recurrent)
     nvec = getattr(spec, "action_nvec", None)  # multi-discrete actions (single-agent envs)
     if nvec is not None:
         chosen = _variant(chosen, MULTI_DISCRETE, recurrent, f"act in {spec.name}, whose actions "
-                          f"are multi-discrete {list(nvec)}")  # fmt: skip
+                          f"are multi-discrete {list(nvec)}",
+                          getattr(chosen, "multi_discrete_reason", ""))  # fmt: skip
     if getattr(spec, "action_mask", False):  # the env says which actions are allowed
         chosen = _variant(chosen, MASKED, recurrent, f"honour the action masks of {spec.name}")
     if recurrent:  # the same agent with a recurrent policy (ppo, a2c; vdn, qmix)
@@ -161,9 +163,11 @@ def make_agent(
     return agent
 
 
-def _variant(chosen: type, table: dict, recurrent: bool, what: str) -> type:
+def _variant(chosen: type, table: dict, recurrent: bool, what: str, why: str = "") -> type:
     """The agent `table` gives for `chosen` (its multi-discrete or masked variant), or `_Unfit`
-    saying what it cannot do (feed-forward variants only)."""
+    saying what it cannot do (feed-forward variants only) and `why`, where the algorithm says."""
     if chosen not in table or recurrent:
-        raise _Unfit(f"{what}{' with a recurrent policy' if recurrent else ''}")
+        why = "" if recurrent else why
+        raise _Unfit(f"{what}{' with a recurrent policy' if recurrent else ''}"
+                     f"{': ' + why if why else ''}")  # fmt: skip
     return table[chosen]

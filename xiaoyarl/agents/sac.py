@@ -205,6 +205,11 @@ class AgentSACDiscrete(AgentSAC):
     0.5 alpha settles near 0.2 (BENCHMARKS.md, "The divergence guard and discrete SAC")."""
 
     if_discrete = True
+    action_reason = ("its critics give one Q-value per action and its expectations over the "
+                     "policy are exact sums over them, so over finitely many actions")  # fmt: skip
+    # differs: what it cannot do with multi-discrete actions, and why
+    multi_discrete_reason = ("its exact sums run over every joint action, as many as the "
+                             "product of the components' choices")  # fmt: skip
     actor_class = ActorDiscreteSAC
     takes_h_term = False  # differs: neither SAC's H-term nor its search space
     tune_space: ClassVar[str | None] = None
