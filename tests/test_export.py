@@ -151,8 +151,9 @@ def model_runs(tmp_path_factory, tiny_run):
     from xiaoyarl.config_io import config_from_dict
 
     folder = tmp_path_factory.mktemp("model_runs")
-    out = {"ppo-gru": folder / "ppo-gru"}
+    out = {"ppo-gru": folder / "ppo-gru", "ppo-minatar": folder / "ppo-minatar"}
     shutil.copytree(tiny_run("ppo-gru-CartPoleNoVelocity"), out["ppo-gru"])
+    shutil.copytree(tiny_run("ppo-MinAtar-Breakout"), out["ppo-minatar"])
     threads = torch.get_num_threads()
     for name, fields in MODEL_RUNS.items():
         out[name] = folder / name
@@ -250,6 +251,65 @@ def test_a_dict_policy_exports_taking_the_envs_keys_as_named_inputs(model_runs, 
     (action,) = run_model(**obs)
     np.testing.assert_array_equal(action, policy.predict(obs))
     assert len(np.unique(action)) == 2
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_minatar_policy_exported_acts_as_the_policy_over_whole_episodes(model_runs, fmt):
+    """The exported model takes the torch-native MinAtar env's own observations (its boolean
+    channels, as the `minatar` package gives them) and, step after step over whole episodes,
+    picks `load_policy`'s actions."""
+    from xiaoyarl.envs import make_env
+
+    run_model, names = exported(model_runs["ppo-minatar"], fmt)
+    if names is not None:
+        ort = pytest.importorskip("onnxruntime")
+        path = str(model_runs["ppo-minatar"] / FORMATS[fmt])
+        (obs_input,) = ort.InferenceSession(path).get_inputs()
+        assert (obs_input.type, obs_input.shape[1:]) == ("tensor(bool)", [4, 10, 10])
+    policy = load_policy(model_runs["ppo-minatar"])
+    env = make_env("MinAtar/Breakout-v1", 1, seed=5)
+    obs = env.reset(seed=5)[0].numpy()
+    episodes, steps, actions = 0, 0, set()
+    while True:
+        (model_action,) = run_model(obs=obs)
+        action = policy.predict(obs)
+        np.testing.assert_array_equal(model_action, action)
+        actions.update(action.tolist())
+        obs, _, terminal, truncate, _ = env.step(torch.as_tensor(action))
+        obs, steps = obs.numpy(), steps + 1
+        if (terminal | truncate)[0]:  # (the env starts the next one itself)
+            episodes += 1
+            if episodes >= 2 and steps >= 60:  # whole episodes, at least 60 steps in all
+                break
+    assert len(actions) > 1  # the comparison is not vacuous
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_dict_policy_exported_acts_as_the_policy_over_whole_episodes_of_the_envs_dicts(
+        model_runs, fmt):  # fmt: skip
+    """The gymnasium env's own Dict observations (less the text key the run left out), step
+    after step over whole episodes: the exported model's named inputs and `load_policy`'s
+    `predict` pick the same actions."""
+    import gymnasium
+
+    run_model, _ = exported(model_runs["ppo-dict"], fmt)
+    policy = load_policy(model_runs["ppo-dict"])
+    env = gymnasium.make("pixel_envs:BrightSideDict-v0")
+    obs, _ = env.reset(seed=7)
+    episodes, steps, actions = 0, 0, set()
+    while episodes < 3:
+        kept = {key: np.asarray(obs[key])[None] for key in ("cue", "image", "steps")}
+        (model_action,) = run_model(**kept)
+        action = policy.predict(kept)
+        np.testing.assert_array_equal(model_action, action)
+        actions.add(int(action[0]))
+        obs, _, terminated, truncated, _ = env.step(int(action[0]))
+        steps += 1
+        if terminated or truncated:
+            obs, _ = env.reset()
+            episodes += 1
+    assert steps >= 3 * 10 and actions == {0, 1}
+    env.close()
 
 
 @pytest.mark.parametrize(
