@@ -94,7 +94,7 @@ def test_the_td_targets_max_and_argmax_run_over_the_allowed_next_actions(algo, a
         ("ppo", {"num_envs": 8, "horizon_len": 32, "max_steps": 60_000}, AgentMaskedPPO),
         ("dqn", {"num_envs": 4, "max_steps": 12_000, "learning_starts": 500,
                  "explore_decay_steps": 3_000}, AgentMaskedDQN),
-        ("pqn", {"num_envs": 8, "horizon_len": 32, "max_steps": 60_000}, AgentMaskedPQN),
+        ("pqn", {"max_steps": 60_000}, AgentMaskedPQN),  # its defaults
         ("sac_discrete", {"num_envs": 4, "max_steps": 12_000, "learning_starts": 500},
          AgentMaskedSACDiscrete),
     ],
