@@ -167,16 +167,10 @@ def test_settings_a_recurrent_policy_cannot_take():
         resolve_config(Config(recurrent="rnn"), batched=True)
 
 
-@pytest.mark.learning
-@pytest.mark.timeout(600)
-def test_learns_cartpole_without_velocities_and_the_saved_policy_remembers(tmp_path):
-    """A GRU policy solves what a feed-forward one cannot (BENCHMARKS.md: 3 of 3 seeds each);
-    the saved policy plays it through `predict`, carrying its hidden state."""
-    config = Config(algo="ppo", env_id=ENV, recurrent="gru", seed=0, threads=1,
-                    max_steps=150_000, cwd=str(tmp_path))  # fmt: skip
-    summary = train_agent(config, log=None)
-    assert summary["solved"], summary
-    policy = load_policy(tmp_path)
+def saved_policy_returns(run) -> np.ndarray:
+    """The returns of the run's saved policy over one episode in each of 4 sub-envs, played
+    through `predict`, which carries its hidden state from call to call."""
+    policy = load_policy(run)
     env = make_env(ENV, 4, seed=123)
     state, _ = env.reset(seed=123)
     policy.reset()
@@ -187,6 +181,19 @@ def test_learns_cartpole_without_velocities_and_the_saved_policy_remembers(tmp_p
         state, reward, terminated, truncated, _ = env.step(torch.as_tensor(action))
         returns += reward.numpy() * running
         running &= ~(terminated | truncated).numpy()
+    return returns
+
+
+@pytest.mark.learning
+@pytest.mark.timeout(600)
+def test_learns_cartpole_without_velocities_and_the_saved_policy_remembers(tmp_path):
+    """A GRU policy solves what a feed-forward one cannot (BENCHMARKS.md: 3 of 3 seeds each);
+    the saved policy plays it through `predict`, carrying its hidden state."""
+    config = Config(algo="ppo", env_id=ENV, recurrent="gru", seed=0, threads=1,
+                    max_steps=150_000, cwd=str(tmp_path))  # fmt: skip
+    summary = train_agent(config, log=None)
+    assert summary["solved"], summary
+    returns = saved_policy_returns(tmp_path)
     assert returns.mean() >= 475, returns
 
 
@@ -200,15 +207,5 @@ def test_pqn_with_a_gru_learns_cartpole_without_velocities(seed, tmp_path):
                     max_steps=300_000, cwd=str(tmp_path))  # fmt: skip
     summary = train_agent(config, log=None)
     assert summary["solved"], summary
-    policy = load_policy(tmp_path)
-    env = make_env(ENV, 4, seed=123)
-    state, _ = env.reset(seed=123)
-    policy.reset()
-    returns = np.zeros(4)
-    running = np.ones(4, dtype=bool)
-    for _ in range(500):
-        action = policy.predict(state.numpy())
-        state, reward, terminated, truncated, _ = env.step(torch.as_tensor(action))
-        returns += reward.numpy() * running
-        running &= ~(terminated | truncated).numpy()
+    returns = saved_policy_returns(tmp_path)
     assert returns.mean() >= 400, returns
