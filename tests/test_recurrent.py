@@ -199,7 +199,9 @@ def test_learns_cartpole_without_velocities_and_the_saved_policy_remembers(tmp_p
 
 @pytest.mark.learning
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize(
+    "seed", [0, pytest.param(1, marks=pytest.mark.seeds), pytest.param(2, marks=pytest.mark.seeds)]
+)
 def test_pqn_with_a_gru_learns_cartpole_without_velocities(seed, tmp_path):
     """A recurrent PQN (its defaults) solves what a feed-forward one cannot (BENCHMARKS.md,
     "Memory"); its saved policy plays it through `predict`, carrying its hidden state."""
