@@ -207,19 +207,18 @@ class ExpectedQ:
                                 layer_norm=cfg.layer_norm)  # fmt: skip
 
     def loss(self, agent: QOwner, batch: Batch) -> CriticLoss:
-        """The Huber loss of Q(s, a) against the target, weighted for prioritized replay; Q(s, a)
-        and the TD errors `(B,)`."""
+        """The Huber loss of Q(s, a) against the target (with branches, its mean over them),
+        weighted for prioritized replay; Q(s, a) and the size of the TD errors `(B,)`."""
         with torch.no_grad():
             not_terminal = (~batch.terminals).float()
             next_q = agent.next_q(batch.next_states)
             target = batch.rewards + batch.discounts * not_terminal * next_q
         q = agent.qnet.action_values(agent.qnet.q_values(batch.states), batch.actions)
-        if q.dim() == 2:  # branches (multi-discrete actions): each regressed on the target
-            target = target.unsqueeze(1).expand_as(q)
-            losses = F.huber_loss(q, target, reduction="none").mean(1)
-            return (batch.weights * losses).mean(), q.mean(1), (target - q).abs().mean(1)
-        td_errors = target - q
-        return (batch.weights * F.huber_loss(q, target, reduction="none")).mean(), q, td_errors
+        q = q.view(q.shape[0], -1)  # (B, branches): one branch, or one per action component
+        target = target.unsqueeze(1).expand_as(q)  # each branch regressed on the one target
+        losses = F.huber_loss(q, target, reduction="none").mean(1)
+        # the TD errors' size per transition (branches of opposite errors do not cancel)
+        return (batch.weights * losses).mean(), q.mean(1), (target - q).abs().mean(1)
 
 
 class C51Q(ExpectedQ):

@@ -121,9 +121,7 @@ class AgentPQN(EpsilonGreedy, AgentBase):
     def greedy_values(self, states: torch.Tensor) -> torch.Tensor:
         """max_a Q(s, a) `(B,)` of states `(B, ...)`, what the returns bootstrap from (with
         branches, the mean over them of each one's max)."""
-        q = self.qnet.q_values(states)
-        return q.max(-1).values if self.qnet.nvec is None else self.qnet.state_values(
-            q, self.qnet.greedy(q))  # fmt: skip
+        return self.qnet.greedy_values(self.qnet.q_values(states))
 
     def chosen_values(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """Q(s, a) `(B,)` of the actions taken, what is regressed onto the returns (with

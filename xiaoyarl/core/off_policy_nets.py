@@ -100,6 +100,13 @@ class QNet(nn.Module):
         offsets = torch.tensor((0, *self.nvec[:-1]), device=q.device).cumsum(0)
         return q.gather(1, actions + offsets)
 
+    def greedy_values(self, q: torch.Tensor) -> torch.Tensor:
+        """The value `(batch,)` of the greedy action: max_a Q(s, a), or the mean over branches
+        of each branch's max."""
+        if self.nvec is None:
+            return q.max(-1).values
+        return torch.stack([part.max(-1).values for part in q.split(self.nvec, -1)], -1).mean(-1)
+
     def state_values(self, q: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """The value `(batch,)` of taking `actions`: Q(s, a), or the mean over branches."""
         values = self.action_values(q, actions)
