@@ -297,6 +297,9 @@ FAST_TD3_OPTIONS = {"explore_noise_std": 0.001, "explore_noise_std_max": 0.4, "c
         # the hidden states and episode starts of recurrent policies
         ("ppo", "CartPoleNoVelocity-v1", {"num_envs": 4, "horizon_len": 32, "recurrent": "lstm"}),
         ("a2c", "Pendulum-v1", {"num_envs": 16, "horizon_len": 8, "recurrent": "gru"}),
+        # and the replay agents' stored hidden states (n-step windows)
+        ("sac", "PendulumNoVelocity-v1", {**TINY_OFF, "recurrent": "gru", "n_step": 2}),
+        ("d3qn", "CartPoleNoVelocity-v1", {**TINY_OFF, "recurrent": "lstm"}),
         # schedules: the values of the resumed half follow from the saved step count
         (
             "ppo",

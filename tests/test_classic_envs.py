@@ -20,8 +20,9 @@ from xiaoyarl.envs.base import TorchVecEnv
 from xiaoyarl.envs.classic import TORCH_ENVS
 from xiaoyarl.envs.targets import DEFAULT_TARGET_RETURNS
 
-# the envs with a gymnasium twin (CartPoleNoVelocity-v1 is CartPole-v1 observed in part)
-ENV_IDS = [env_id for env_id in TORCH_ENVS if env_id != "CartPoleNoVelocity-v1"]
+# the envs with a gymnasium twin (the NoVelocity ones are CartPole-v1 and Pendulum-v1 observed in
+# part)
+ENV_IDS = [env_id for env_id in TORCH_ENVS if "NoVelocity" not in env_id]
 NUM_TRANSITIONS = 600
 
 
@@ -351,6 +352,24 @@ def test_cartpole_without_velocities_is_cartpole_observed_in_part():
     for _ in range(300):
         action = torch.randint(2, (8,), generator=generator)
         torch.testing.assert_close(b, a[:, [0, 2]])
+        a, ra, ta, ua, _ = full.step(action)
+        b, rb, tb, ub, _ = part.step(action)
+        assert torch.equal(ra, rb) and torch.equal(ta, tb) and torch.equal(ua, ub)
+
+
+def test_pendulum_without_velocity_is_pendulum_observed_in_part():
+    """Same dynamics, costs and limits as Pendulum-v1 from the same seed; it observes the
+    angle's cosine and sine only."""
+    full = TORCH_ENVS["Pendulum-v1"](8, seed=3)
+    part = TORCH_ENVS["PendulumNoVelocity-v1"](8, seed=3)
+    assert part.spec.state_dim == 2 and part.spec.max_step == full.spec.max_step == 200
+    assert part.spec.target_return == full.spec.target_return
+    a, _ = full.reset(seed=3)
+    b, _ = part.reset(seed=3)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(300):
+        action = torch.rand((8, 1), generator=generator) * 2 - 1
+        torch.testing.assert_close(b, a[:, :2])
         a, ra, ta, ua, _ = full.step(action)
         b, rb, tb, ub, _ = part.step(action)
         assert torch.equal(ra, rb) and torch.equal(ta, tb) and torch.equal(ua, ub)

@@ -202,9 +202,9 @@ def torch_replay(run_dir, episodes: int, seed: int) -> tuple[list[np.ndarray], l
             while not done:
                 if multi:
                     action = policy.predict(state[0].numpy(), avail=info.get("avail_actions"))
-                else:
-                    action = policy.predict(state[0].numpy())
-                action = torch.as_tensor(np.asarray(action)).unsqueeze(0)
+                    action = torch.as_tensor(np.asarray(action)).unsqueeze(0)
+                else:  # as the torch env takes it (continuous: in [-1, 1])
+                    action = policy.act_normalized(state)
                 state, _, terminated, truncated, info = env.step(action)
                 pictures.append(env.render_state(info["final_state"][0]))
                 steps, done = steps + 1, bool(terminated[0] | truncated[0])
@@ -223,6 +223,20 @@ def test_a_recurrent_run_on_cartpole_without_velocities_is_filmed(tiny_run, tmp_
     assert len(frames) == sum(n + 1 for n in lengths)  # the first state, then one per step
     assert_shows(frames, pictures)
     assert frames[0].shape == (400, 600, 3)  # gymnasium's CartPole picture
+
+
+def test_a_recurrent_replay_run_on_pendulum_without_velocity_is_filmed(tiny_run, tmp_path):
+    """gymnasium has no PendulumNoVelocity-v1: the recurrent SAC run plays its own torch env,
+    drawn by gymnasium's Pendulum renderer; an episode is 200 steps, so 201 frames."""
+    pytest.importorskip("pygame")
+    run = tiny_run("sac-gru-PendulumNoVelocity")
+    out = record_video(run, tmp_path / "pendulum.gif", episodes=1, seed=3)
+    pictures, lengths = torch_replay(run, episodes=1, seed=3)
+    assert lengths == [200]
+    frames = shown_frames(out, 30)  # Pendulum's render_fps is 30 (GIF: hundredths of a second)
+    assert len(frames) == 201
+    assert_shows(frames, pictures)
+    assert frames[0].shape == (500, 500, 3)  # gymnasium's Pendulum picture
 
 
 def test_a_multi_agent_spread_run_is_filmed(tiny_run, tmp_path):

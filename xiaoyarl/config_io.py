@@ -151,13 +151,14 @@ def validate_config(config: Config) -> Config:
                  "buffer_size", "target_update_every", "policy_delay", "redq_subset",
                  "per_beta_steps", "h_term_k", "h_term_start",
                  "h_term_capacity", "mixer_embed_dim", "hypernet_dim",
-                 "recurrent_dim", "n_step"):  # fmt: skip
+                 "recurrent_dim", "n_step", "sequence_len"):  # fmt: skip
         if getattr(config, name) < 1:
             bad(name, "a positive integer")
     if config.seed < 0:
         bad("seed", "a non-negative integer")
-    if config.learning_starts < 0:
-        bad("learning_starts", "a non-negative integer")
+    for name in ("learning_starts", "burn_in"):
+        if getattr(config, name) < 0:
+            bad(name, "a non-negative integer")
     for name in ("soft_update_tau", "per_beta"):
         if not 0 < getattr(config, name) <= 1:
             bad(name, "in (0, 1]")

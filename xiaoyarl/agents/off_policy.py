@@ -24,6 +24,7 @@ OFF_POLICY_FIELDS = frozenset({
     "replay_ratio", "buffer_size", "learning_starts", "soft_update_tau", "target_update_every",
     "n_step", "layer_norm", "per",
     "per_alpha", "per_beta", "per_beta_steps",
+    "recurrent", "recurrent_dim", "sequence_len", "burn_in",  # the recurrent variants'
 })  # fmt: skip
 
 Net = TypeVar("Net", bound=nn.Module)
@@ -40,7 +41,7 @@ class AgentOffPolicy(AgentBase):
     def __init__(self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True,
                  kit: OptimizerKit | None = None) -> None:  # fmt: skip
         super().__init__(spec, config, device, learner, kit)
-        self.buffer: ReplayBuffer | None = self._make_buffer() if learner else None
+        self.buffer: ReplayBuffer | None = self.make_buffer() if learner else None
         self._target_params: dict[tuple[int, int], tuple[list, list]] = {}  # update_targets
 
     # --- what an algorithm implements ---
@@ -129,14 +130,14 @@ class AgentOffPolicy(AgentBase):
         """The shape and dtype of a stored observation (images stay uint8)."""
         return self.spec.obs_shape, self.spec.obs_dtype
 
-    def _make_buffer(self) -> ReplayBuffer:
+    def make_buffer(self) -> ReplayBuffer | None:
+        """The replay buffer the config asks for, refused where it cannot fit in free memory."""
         cfg, spec = self.config, self.spec
         sizes = self.buffer_sizes()
-        buffer_class = PrioritizedReplayBuffer if cfg.per else ReplayBuffer
         obs_shape, obs_dtype = self.buffer_obs()
         # stacked frames (Atari) are stored once each, unless the agent stores its own layout
         stack = spec.frame_stack if obs_shape == spec.obs_shape else 1
-        need = buffer_class.bytes_needed(*sizes, obs_dtype.itemsize, stack)
+        need = self.buffer_bytes(sizes, obs_dtype.itemsize, stack)
         free = _free_memory(self.device)
         if free is not None and need > 0.8 * free:
             raise ConfigError(
@@ -144,6 +145,17 @@ class AgentOffPolicy(AgentBase):
                 f"{spec.name} needs {need / 2**30:.2f} GiB, but only {free / 2**30:.2f} GiB is "
                 f"free on {self.device}; lower buffer_size (e.g. --set buffer_size=100000)."
             )
+        return self.build_buffer(sizes, obs_shape, obs_dtype, stack)
+
+    def buffer_bytes(self, sizes: tuple, obs_bytes: int, stack: int) -> int:
+        """Bytes the replay buffer of `sizes` (`buffer_sizes`) will take."""
+        buffer_class = PrioritizedReplayBuffer if self.config.per else ReplayBuffer
+        return buffer_class.bytes_needed(*sizes, obs_bytes, stack)
+
+    def build_buffer(self, sizes: tuple, obs_shape: tuple[int, ...] | None,
+                     obs_dtype: torch.dtype, stack: int) -> ReplayBuffer:  # fmt: skip
+        """The replay buffer: uniform, or prioritized (`per`)."""
+        cfg = self.config
         if cfg.per:
             assert cfg.replay_ratio is not None, "resolve_config sets replay_ratio"
             return PrioritizedReplayBuffer(

@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 import torch
 
 from xiaoyarl.agents.a2c import AgentA2C, AgentDiscreteA2C
-from xiaoyarl.agents.acting import sampling_policy
+from xiaoyarl.agents.memory import Memory
 from xiaoyarl.agents.ppo import AgentDiscretePPO, AgentPPO, PPOBatch, Rollout
 from xiaoyarl.agents.pqn import AgentPQN
-from xiaoyarl.core.recurrent import HiddenStates, RecurrentEncoder
+from xiaoyarl.core.recurrent import RecurrentEncoder
 from xiaoyarl.core.reduce import MiniBatches
 from xiaoyarl.errors import ConfigError
 
@@ -73,16 +73,12 @@ class RecurrentPQNRollout(NamedTuple):
     starts: torch.Tensor  # (T, N) bool: the step begins an episode (its hidden state is zeroed)
 
 
-class Recurrent:
+class Recurrent(Memory):
     """The recurrent version of an on-policy agent, mixed in before it (see the module): what
     every such agent shares; `RecurrentActorCritic` and `RecurrentQ` say where the PPO family
     and PQN read their rollouts' sequences."""
 
-    # set by the agent this is mixed into
-    config: Any
-    device: torch.device
-    actor: Any
-    feature_dim: int
+    feature_dim: int  # set by the agent this is mixed into
 
     def __init__(self, spec, config, device, learner=True, kit=None) -> None:  # noqa: ANN001
         super().__init__(spec, config, device, learner, kit)  # type: ignore[call-arg]
@@ -99,10 +95,6 @@ class Recurrent:
         return encoder.to(self.device)  # type: ignore[return-value]
 
     # --- exploring ---
-    def observe(self, state: torch.Tensor, info: dict) -> torch.Tensor:
-        self.starts.fill_(True)  # the env was reset: every sub-env begins an episode
-        return super().observe(state, info)  # type: ignore[misc]
-
     def explore_step(self, state: torch.Tensor, *args: Any) -> tuple[torch.Tensor, tuple]:
         """The agent's step, its networks continuing each sub-env's hidden state; keeps the
         hidden state before the step and the episode starts too."""
@@ -165,42 +157,6 @@ class Recurrent:
         with self.memory.context(first[group], starts[:, group]):
             return super().minibatch_loss(data, idx, mean)  # type: ignore[misc]
 
-    # --- acting, evaluating, checkpoints ---
-    @torch.no_grad()
-    def act(self, state: torch.Tensor) -> torch.Tensor:
-        """Not for a recurrent policy: it acts on the episode so far (`evaluation_policy`)."""
-        raise RuntimeError("a recurrent agent acts through evaluation_policy(), which keeps "
-                           "its hidden states")  # fmt: skip
-
-    def evaluation_policy(self) -> RecurrentActing:
-        config = self.config
-        act = self.actor if config.eval_deterministic else sampling_policy(self.actor, config)
-        return RecurrentActing(act, self.memory)
-
-    def explore_logprob(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError("the H-term is not available with recurrent policies")
-
-    def recurrent_state(self) -> dict:
-        return {"hidden": self.hidden.clone(), "starts": self.starts.clone()}
-
-    def load_recurrent_state(self, state: dict) -> None:
-        self.hidden = state["hidden"].to(self.device).clone()
-        self.starts = state["starts"].to(self.device).clone()
-
-    def state_dict(self) -> dict:
-        return {**super().state_dict(), "recurrent": self.recurrent_state()}  # type: ignore[misc]
-
-    def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)  # type: ignore[misc]
-        self.load_recurrent_state(state["recurrent"])
-
-    def sub_env_state(self) -> dict:
-        return {**super().sub_env_state(), "recurrent": self.recurrent_state()}  # type: ignore[misc]
-
-    def load_sub_env_state(self, state: dict) -> None:
-        super().load_sub_env_state(state)  # type: ignore[misc]
-        self.load_recurrent_state(state["recurrent"])
-
 
 class RecurrentActorCritic(Recurrent):
     """Recurrent PPO and A2C: values along each sub-env's sequence, one encoder (and hidden
@@ -242,25 +198,6 @@ class RecurrentQ(Recurrent):
 
     def next_values(self, rollout: Any) -> torch.Tensor:
         return self.along_rollout(self.greedy_values, rollout.states, rollout.next_states)[1]
-
-
-class RecurrentActing:
-    """A recurrent actor's policy over one batch of episodes: `(state (B, ...)) -> action` of
-    `act` (the greedy action, or a sample), carrying a hidden state per sub-env from call to
-    call; `reset()` (the evaluator calls it when its env resets) starts new episodes."""
-
-    def __init__(self, act: Callable[[torch.Tensor], torch.Tensor],
-                 memory: RecurrentEncoder) -> None:  # fmt: skip
-        self.act, self.memory = act, memory
-        self.hiddens = HiddenStates(memory.initial)
-
-    def reset(self) -> None:
-        self.hiddens.reset()
-
-    @torch.no_grad()
-    def __call__(self, state: torch.Tensor) -> torch.Tensor:
-        with self.hiddens.continued(self.memory, state.shape[0]):
-            return self.act(state)
 
 
 class AgentRecurrentPPO(RecurrentActorCritic, AgentPPO):

@@ -32,6 +32,7 @@ from xiaoyarl.agents.multi_discrete import MULTI_DISCRETE
 from xiaoyarl.agents.ppo import AgentDiscretePPO, AgentPPO
 from xiaoyarl.agents.pqn import AgentPQN
 from xiaoyarl.agents.recurrent import RECURRENT
+from xiaoyarl.agents.recurrent_replay import RECURRENT_REPLAY
 from xiaoyarl.agents.redq import AgentREDQ
 from xiaoyarl.agents.sac import AgentModSAC, AgentSAC, AgentSACDiscrete
 from xiaoyarl.agents.td3 import AgentTD3
@@ -71,7 +72,9 @@ ALGORITHMS: dict[str, tuple[type[AgentBase] | None, type[AgentBase] | None]] = {
 
 # the recurrent variant of each agent that has one (`recurrent`)
 RECURRENT_VARIANTS: dict[type, type] = {
-    base: variant for table in (RECURRENT, RECURRENT_AGENTS) for base, variant in table.items()
+    base: variant
+    for table in (RECURRENT, RECURRENT_REPLAY, RECURRENT_AGENTS)
+    for base, variant in table.items()
 }
 
 

@@ -547,6 +547,12 @@ class ReplayBuffer:
 
     def _gather(self, indices: torch.Tensor, weights: torch.Tensor) -> Batch:
         """The transitions at flat positions `indices (B,)`."""
+        return self._gather_last(indices, weights)[0]
+
+    def _gather_last(self, indices: torch.Tensor, weights: torch.Tensor,
+                     ) -> tuple[Batch, torch.Tensor]:  # fmt: skip
+        """`_gather`, and the flat position `(B,)` of each transition's last step (itself, or
+        its n-th where transitions span n steps)."""
         if self.n_step > 1:
             last, rewards, discounts = self._n_steps(indices)
         else:
@@ -564,7 +570,7 @@ class ReplayBuffer:
         else:
             states = self.store.index_select(0, indices)
             next_states = self.store.index_select(0, next_index)
-        return Batch(
+        batch = Batch(
             states=states.view(shape),
             actions=self.actions.flatten(0, 1).index_select(0, indices),
             rewards=rewards,
@@ -574,6 +580,7 @@ class ReplayBuffer:
             weights=weights,
             discounts=discounts,
         )
+        return batch, last
 
     def _shape_info(self) -> dict:
         info = {

@@ -1,6 +1,7 @@
 """Recurrent layers: one step or a whole sequence of a GRU or an LSTM with a hidden state that
 restarts where episodes start, and `RecurrentEncoder`, an encoder whose features carry the
-episode so far (recurrent PPO and A2C, `agents/recurrent.py`).
+episode so far (the on-policy agents with memory, `agents/recurrent.py`; the replay agents,
+`agents/recurrent_replay.py`, which read replayed windows of steps through `ReplayWindow`).
 
 A hidden state is one tensor per sequence, `(batch, hidden_size)`: a GRU's h, or an LSTM's h and
 c side by side (`2 * hidden_size` wide), so rollouts and checkpoints store either the same way.
@@ -51,10 +52,24 @@ def rnn_sequence(rnn: nn.GRU | nn.LSTM, x: torch.Tensor, hidden: torch.Tensor,
     """A sequence: inputs `(T, B, F)` from hidden state `(B, state_width)`, with `starts` `(T, B)`
     bool marking the steps that begin an episode (the hidden state is zeroed before them; None:
     one episode throughout) -> outputs `(T, B, H)` and the hidden state after each step
-    `(T, B, state_width)`. A GRU over one episode runs as one call (its outputs are its hidden
-    states); otherwise step by step."""
+    `(T, B, state_width)`. A GRU runs as one call per stretch of steps without an episode start
+    (its outputs are its hidden states; finding the stretches reads `starts` back, so under
+    CUDA-graph capture it goes step by step); an LSTM step by step (its cell states are not
+    among its outputs)."""
     if starts is None and isinstance(rnn, nn.GRU):
         outputs, _ = rnn(x, hidden.unsqueeze(0).contiguous())
+        return outputs, outputs
+    capturing = x.is_cuda and torch.cuda.is_current_stream_capturing()
+    if isinstance(rnn, nn.GRU) and not capturing:
+        assert starts is not None
+        cuts = (starts[1:].any(1).nonzero().squeeze(1) + 1).tolist()  # stretches' first steps
+        pieces = []
+        for first, end in zip([0, *cuts], [*cuts, x.shape[0]], strict=True):
+            hidden = hidden * (~starts[first]).unsqueeze(-1)
+            out, _ = rnn(x[first:end], hidden.unsqueeze(0).contiguous())
+            pieces.append(out)
+            hidden = out[-1]
+        outputs = torch.cat(pieces)
         return outputs, outputs
     if starts is None:
         starts = torch.zeros(x.shape[:2], dtype=torch.bool, device=x.device)
@@ -125,7 +140,11 @@ class RecurrentEncoder(nn.Module):
         self.out_dim = hidden_dim
         self.state_dim = state_width(self.rnn)
         self._context: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._replay: ReplayWindow | None = None
         self.hiddens: torch.Tensor | None = None
+        # which of its agent's stored hidden states it continues in replay (a target network's
+        # copy continues its online network's)
+        self.slot = 0
 
     def init_kwargs(self) -> dict:
         """Its constructor's arguments besides `inner` (a saved policy rebuilds it from them)."""
@@ -144,10 +163,21 @@ class RecurrentEncoder(nn.Module):
         finally:
             self._context = None
 
+    @contextlib.contextmanager
+    def replaying(self, window: ReplayWindow) -> Iterator[RecurrentEncoder]:
+        """Calls inside read the replayed `window`'s states or next states (`ReplayWindow`)."""
+        self._replay = window
+        try:
+            yield self
+        finally:
+            self._replay = None
+
     def update(self, obs: torch.Tensor) -> None:
         """No statistics of its own (the agent updates its running normaliser)."""
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        if self._replay is not None:
+            return self._replay.features(self, obs)
         if self._context is None:
             raise RuntimeError(
                 "a recurrent encoder needs its context (hidden state and episode starts): call "
@@ -157,3 +187,82 @@ class RecurrentEncoder(nn.Module):
         features = self.inner(obs).view(*starts.shape, -1)  # (T, B, F)
         outputs, self.hiddens = rnn_sequence(self.rnn, features, hidden, starts)
         return outputs.flatten(0, 1)
+
+
+class ReplayWindow:
+    """One gradient step's replayed windows (`core/sequence_replay.py`, R2D2) as the recurrent
+    encoders of an agent read them, so that a loss written for transitions runs unchanged: an
+    encoder called on the batch's `states` `(L * B, ...)` runs its memory along each window from
+    its stored hidden state (`first[encoder.slot]`), the burn-in without gradients, and returns
+    the trained steps' features; called on the batch's `next_states`, it continues, by one step,
+    the hidden state after each transition's last step (without gradients through it). Any other
+    input is refused: a loss must hand the batch's tensors to its networks as they are.
+
+    `states` `(W * B, ...)` and `starts` `(W, B)` are the windows' (`Sequences`), `last`
+    `(L * B,)` each transition's last step in the window (flat)."""
+
+    def __init__(self, states: torch.Tensor, starts: torch.Tensor, first: list[torch.Tensor],
+                 burn_in: int, last: torch.Tensor, train_states: torch.Tensor,
+                 next_states: torch.Tensor) -> None:  # fmt: skip
+        self.states, self.starts, self.first = states, starts, first
+        self.burn_in, self.last = burn_in, last
+        self.train_states, self.next_states = train_states, next_states
+        self.trained = last.shape[0] // starts.shape[1]  # L
+        self.after: dict[int, torch.Tensor] = {}  # each encoder's hidden states after each step
+
+    def features(self, encoder: RecurrentEncoder, obs: torch.Tensor) -> torch.Tensor:
+        if obs is self.train_states:
+            return self._along(encoder)
+        if obs is self.next_states:
+            hidden = self._after(encoder).flatten(0, 1).index_select(0, self.last)
+            return rnn_step(encoder.rnn, encoder.inner(obs), hidden)[0]
+        raise RuntimeError(
+            "a recurrent encoder replaying sequences reads the batch's states or next states "
+            "themselves (it finds each one's hidden state by which of them it is); pass "
+            "batch.states or batch.next_states to the network as they are"
+        )
+
+    def _along(self, encoder: RecurrentEncoder) -> torch.Tensor:
+        """The trained steps' features `(L * B, H)`, the burn-in run without gradients."""
+        burn, batch = self.burn_in, self.starts.shape[1]
+        hidden, afters = self.first[encoder.slot], []
+        if burn:
+            with torch.no_grad():
+                x = encoder.inner(self.states[: burn * batch]).unflatten(0, (burn, batch))
+                _, after = rnn_sequence(encoder.rnn, x, hidden, self.starts[:burn])
+            hidden = after[-1]
+            afters.append(after)
+        x = encoder.inner(self.states[burn * batch :]).unflatten(0, (-1, batch))
+        outputs, after = rnn_sequence(encoder.rnn, x, hidden, self.starts[burn:])
+        afters.append(after.detach())
+        self.after.setdefault(id(encoder), torch.cat(afters))
+        return outputs[: self.trained].flatten(0, 1)
+
+    @torch.no_grad()
+    def _after(self, encoder: RecurrentEncoder) -> torch.Tensor:
+        """The encoder's hidden states after each window step `(W, B, state_dim)`."""
+        if id(encoder) not in self.after:
+            batch = self.starts.shape[1]
+            x = encoder.inner(self.states).unflatten(0, (-1, batch))
+            _, after = rnn_sequence(encoder.rnn, x, self.first[encoder.slot], self.starts)
+            self.after[id(encoder)] = after
+        return self.after[id(encoder)]
+
+
+class RecurrentActing:
+    """A recurrent actor's policy over one batch of episodes: `(state (B, ...)) -> action` of
+    `act` (the greedy action, or a sample), carrying a hidden state per sub-env from call to
+    call; `reset()` (the evaluator calls it when its env resets) starts new episodes."""
+
+    def __init__(self, act: Callable[[torch.Tensor], torch.Tensor],
+                 memory: RecurrentEncoder) -> None:  # fmt: skip
+        self.act, self.memory = act, memory
+        self.hiddens = HiddenStates(memory.initial)
+
+    def reset(self) -> None:
+        self.hiddens.reset()
+
+    @torch.no_grad()
+    def __call__(self, state: torch.Tensor) -> torch.Tensor:
+        with self.hiddens.continued(self.memory, state.shape[0]):
+            return self.act(state)

@@ -265,10 +265,49 @@ class CartPoleNoVelocityEnv(CartPoleEnv):
             self._painter = None
 
 
+class PendulumNoVelocityEnv(PendulumEnv):
+    """Pendulum-v1 observed without its angular velocity: `(cos th, sin th)` only, `(n, 2)`. One
+    observation does not tell which way the pendulum swings or how fast, so a policy must
+    remember (recurrent SAC or TD3); the dynamics, costs and limits are Pendulum-v1's. As RL
+    Zoo's `PendulumNoVel-v1` (sb3-contrib's recurrent benchmarks).
+
+    gymnasium has no env of this id, so the env draws its own pictures (`render_state`, for
+    `xiaoyarl record`) with gymnasium's Pendulum-v1 renderer."""
+
+    name = "PendulumNoVelocity-v1"
+    state_dim = 2
+    render_fps = 30  # gymnasium Pendulum-v1's metadata["render_fps"]
+    _painter: Any = None  # gymnasium's Pendulum-v1, made on the first picture
+
+    def _observe(self, sim_state: torch.Tensor) -> torch.Tensor:
+        th = sim_state[:, 0]
+        return _rows_to_batch(torch.cos(th), torch.sin(th))  # (n, 2)
+
+    def render_state(self, state: torch.Tensor) -> np.ndarray:
+        """One observation `(2,)` (cos and sin of the angle) as gymnasium's Pendulum-v1 draws
+        it, `(500, 500, 3)` uint8, without its torque arrow. Needs pygame, as gymnasium's
+        renderer does (`pip install -e '.[render]'`)."""
+        if self._painter is None:
+            import gymnasium
+
+            self._painter = gymnasium.make("Pendulum-v1", render_mode="rgb_array").unwrapped
+        cos, sin = state.tolist()
+        self._painter.state = np.array([math.atan2(sin, cos), 0.0])
+        self._painter.last_u = None
+        return self._painter.render()
+
+    def close(self) -> None:
+        """Close gymnasium's renderer, if a picture was drawn."""
+        if self._painter is not None:
+            self._painter.close()
+            self._painter = None
+
+
 TORCH_ENVS: dict[str, type[TorchVecEnv]] = {
     "CartPole-v1": CartPoleEnv,
     "CartPoleNoVelocity-v1": CartPoleNoVelocityEnv,
     "Pendulum-v1": PendulumEnv,
+    "PendulumNoVelocity-v1": PendulumNoVelocityEnv,
     "Acrobot-v1": AcrobotEnv,
     "MountainCarContinuous-v0": MountainCarContinuousEnv,
 }

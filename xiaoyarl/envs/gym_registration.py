@@ -22,6 +22,7 @@ TORCH_ENV_LIMITS = {
     "CartPole-v1": (500, 475.0),
     "CartPoleNoVelocity-v1": (500, 475.0),
     "Pendulum-v1": (200, -200.0),
+    "PendulumNoVelocity-v1": (200, -200.0),
     "Acrobot-v1": (500, -100.0),
     "MountainCarContinuous-v0": (999, 90.0),
     "Chase-v0": (1024, 6.3),
