@@ -10,8 +10,9 @@ Which env is filmed, and what draws it:
   acting as the evaluator acts; single- and multi-agent runs alike (`VecPlayer`). These are the
   torch-native envs that draw their states (`render_state`: the MinAtar games,
   CartPoleNoVelocity-v1, PendulumNoVelocity-v1, SpreadDiscrete-v0 and SpreadContinuous-v0),
-  each filmed in the state a step reached before its auto-reset, and PettingZoo envs (`module:env_fn`, e.g. mpe2's), made
-  with `render_mode="rgb_array"` and pictured by their own `render()` (`render_frame`).
+  each filmed in the state a step reached before its auto-reset, and PettingZoo envs
+  (`module:env_fn`, e.g. mpe2's), made with `render_mode="rgb_array"` and pictured by their
+  own `render()` (`render_frame`).
 - Any other run is played on gymnasium's own `env_id` made with `render_mode="rgb_array"`,
   whatever backend it trained on (`GymPlayer`): gymnasium's envs, with the run's kwargs, an Atari
   game's preprocessing and a Dict observation's packing, and the torch-native classic-control
