@@ -71,7 +71,7 @@ def test_a_window_is_consecutive_steps_of_one_sub_env_from_its_stored_hidden_sta
     assert torch.equal(batch.actions.view(4, num).float(), states[3:7])
     # each transition's next state is the one its last step reached: `last` names that step
     reached = states.flatten()[windows.last] + 10  # the row after the last step
-    true_last = (states.flatten()[windows.last] == 91)  # row 9 of sub-env 1: truncated
+    true_last = states.flatten()[windows.last] == 91  # row 9 of sub-env 1: truncated
     reached[true_last] = -1.0
     terminal = batch.terminals
     assert torch.equal(batch.next_states.flatten()[~terminal], reached[~terminal])
