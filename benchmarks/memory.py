@@ -1,17 +1,18 @@
-"""Memory: recurrent policies against feed-forward ones on CartPole without its velocities.
+"""Memory: recurrent policies against feed-forward ones on tasks observed without velocities.
 
-`CartPoleNoVelocity-v1` observes only the cart's position and the pole's angle, so one
-observation does not tell where they are heading: a policy must remember. Every run is
+`CartPoleNoVelocity-v1` observes only the cart's position and the pole's angle,
+`PendulumNoVelocity-v1` only the pendulum's angle (its cosine and sine), so one observation does
+not tell where they are heading: a policy must remember. Every run is
 
-    xiaoyarl train ALGO CartPoleNoVelocity-v1 --seed S --max-steps BUDGET --threads 1 \
+    xiaoyarl train ALGO ENV --seed S --max-steps BUDGET --threads 1 \
         [--set recurrent=lstm|gru] --summary-json F
 
 with the library's defaults otherwise (the algorithm's own; the recurrent encoder's 128 units),
-and counts as solved when an evaluation reaches 475 and 50 fresh episodes confirm it (the usual
-rule). Runs go two at a time (`--jobs`), one torch thread each.
+and counts as solved when an evaluation reaches the env's target (475; -200) and 50 fresh
+episodes confirm it (the usual rule). Runs go two at a time (`--jobs`), one torch thread each.
 
-Usage: python benchmarks/memory.py [--algo ppo] [--policies feed-forward lstm gru]
-       [--seeds 0 1 2] [--max-steps 300000] [--json out.json]
+Usage: python benchmarks/memory.py [--algo ppo] [--env CartPoleNoVelocity-v1]
+       [--policies feed-forward lstm gru] [--seeds 0 1 2] [--max-steps 300000] [--json out.json]
 """
 
 from __future__ import annotations
@@ -26,15 +27,14 @@ from pathlib import Path
 
 from machine import machine
 
-ENV = "CartPoleNoVelocity-v1"
 POLICIES = {"feed-forward": [], "lstm": ["--set", "recurrent=lstm"],
             "gru": ["--set", "recurrent=gru"]}  # fmt: skip
 
 
-def train(algo: str, policy: str, seed: int, budget: int, root: Path) -> dict:
+def train(algo: str, env: str, policy: str, seed: int, budget: int, root: Path) -> dict:
     name = f"{algo}_{policy}_{seed}"
     summary = root / f"{name}.json"
-    command = [sys.executable, "-m", "xiaoyarl", "train", algo, ENV, "--seed", str(seed),
+    command = [sys.executable, "-m", "xiaoyarl", "train", algo, env, "--seed", str(seed),
                "--max-steps", str(budget), "--threads", "1", "--cwd", str(root / name),
                "--summary-json", str(summary), "--quiet", *POLICIES[policy]]  # fmt: skip
     subprocess.run(command, check=True)
@@ -47,6 +47,7 @@ def train(algo: str, policy: str, seed: int, budget: int, root: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--algo", default="ppo")
+    parser.add_argument("--env", default="CartPoleNoVelocity-v1")
     parser.add_argument("--policies", nargs="+", choices=list(POLICIES), default=list(POLICIES))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--max-steps", type=int, default=300_000)
@@ -56,8 +57,9 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="xiaoyarl-memory-"))
     tasks = [(policy, seed) for policy in args.policies for seed in args.seeds]
     with ThreadPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(lambda t: train(args.algo, *t, args.max_steps, root), tasks))
-    print("| policy | solved | env steps to 475 | seconds to 475 | best eval |")
+        results = list(pool.map(lambda t: train(args.algo, args.env, *t, args.max_steps, root),
+                                tasks))  # fmt: skip
+    print("| policy | solved | env steps to target | seconds to target | best eval |")
     print("| --- | --- | --- | --- | --- |")
     for policy in args.policies:
         rows = [r for r in results if r["policy"] == policy]
@@ -67,7 +69,7 @@ def main() -> None:
         best = " / ".join(f"{r['best_eval_mean']:.0f}" for r in rows)
         print(f"| {policy} | {solved}/{len(rows)} | {steps} | {secs} | {best} |")
     if args.json:
-        args.json.write_text(json.dumps({"machine": machine(), "algo": args.algo, "env": ENV,
+        args.json.write_text(json.dumps({"machine": machine(), "algo": args.algo, "env": args.env,
                                          "max_steps": args.max_steps, "runs": results},
                                         indent=1) + "\n")  # fmt: skip
 

@@ -131,12 +131,15 @@ def test_export_errors_are_clear(runs, tmp_path, monkeypatch):
     assert not (tmp_path / "x.onnx").exists()
 
 
-# runs whose exported models take more than a vector: a recurrent policy's state (GRU, LSTM),
-# uint8 images, a Dict env's keys; short runs (only a saved policy is needed)
+# runs whose exported models take more than a vector: a recurrent policy's state (GRU, LSTM; of
+# on-policy agents and of a replay agent), uint8 images, a Dict env's keys; short runs (only a
+# saved policy is needed)
 SHORT = {"seed": 0, "threads": 1, "eval_episodes": 2, "max_steps": 512, "eval_every": 256}
 MODEL_RUNS = {
     "a2c-lstm": {"algo": "a2c", "env_id": "CartPoleNoVelocity-v1", "recurrent": "lstm",
                  "recurrent_dim": 8, "num_envs": 8},
+    "d3qn-lstm": {"algo": "d3qn", "env_id": "CartPoleNoVelocity-v1", "recurrent": "lstm",
+                  "recurrent_dim": 8, "num_envs": 4, "learning_starts": 128, "batch_size": 32},
     "ppo-pixels": {"algo": "ppo", "env_id": "pixel_envs:BrightSide-v0", "num_envs": 4,
                    "horizon_len": 32},
     "ppo-dict": {"algo": "ppo", "env_id": "pixel_envs:BrightSideDict-v0", "num_envs": 4,
@@ -190,7 +193,7 @@ def exported(run, fmt: str):
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("name", ["ppo-gru", "a2c-lstm"])
+@pytest.mark.parametrize("name", ["ppo-gru", "a2c-lstm", "d3qn-lstm"])
 def test_a_recurrent_policy_exports_with_its_state_in_and_out(model_runs, name, fmt):
     """Over whole episodes of the env, the exported model, its state carried by the caller and
     zeroed where an episode starts, acts as `load_policy`'s policy: its explicit-state `step`
@@ -204,7 +207,7 @@ def test_a_recurrent_policy_exports_with_its_state_in_and_out(model_runs, name, 
     policy, remembering = load_policy(model_runs[name]), load_policy(model_runs[name])
     assert policy.recurrent
     width = policy.memory.state_dim
-    assert width == (16 if name == "a2c-lstm" else 8)  # an LSTM's h and c side by side
+    assert width == (8 if name == "ppo-gru" else 16)  # an LSTM's h and c side by side
     env = make_env("CartPoleNoVelocity-v1", 1, seed=3)
     obs = env.reset(seed=3)[0].numpy()
     state, model_state = None, np.zeros((1, width), np.float32)
