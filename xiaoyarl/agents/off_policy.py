@@ -4,8 +4,9 @@ gradient steps on sampled batches, target networks)."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 import torch
 from torch import nn
@@ -17,7 +18,7 @@ from xiaoyarl.envs.base import EnvSpec
 from xiaoyarl.errors import ConfigError
 
 if TYPE_CHECKING:
-    from xiaoyarl.agents.protocols import OptimizerKit
+    from xiaoyarl.agents.protocols import OptimizerKit, Steps
 
 # The Config fields every off-policy agent reads (replay, targets, prioritized replay).
 OFF_POLICY_FIELDS = frozenset({
@@ -28,6 +29,8 @@ OFF_POLICY_FIELDS = frozenset({
 })  # fmt: skip
 
 Net = TypeVar("Net", bound=nn.Module)
+# a replay buffer's shape (`AgentOffPolicy.buffer_sizes`)
+BufferSizes = tuple[int, int, int, int, bool, int]
 
 
 class AgentOffPolicy(AgentBase):
@@ -56,7 +59,7 @@ class AgentOffPolicy(AgentBase):
     def update_cycle(self) -> int | None:
         return self.config.target_update_every  # the target networks' schedule
 
-    rollout_class = Transitions
+    rollout_class: ClassVar[Callable[..., Steps]] = Transitions
 
     def explore_step(self, state: torch.Tensor) -> tuple[torch.Tensor, tuple]:
         """Random actions for the first `learning_starts` env steps, then `explore_action`."""
@@ -119,7 +122,7 @@ class AgentOffPolicy(AgentBase):
             self.buffer.update_priorities(batch.indices, td_errors)
         return logs
 
-    def buffer_sizes(self) -> tuple[int, int, int, int, bool, int]:
+    def buffer_sizes(self) -> BufferSizes:
         """The replay buffer's shape: capacity, sub-envs, state width, action width, whether
         actions are discrete indices, the time limit (see `ReplayBuffer`)."""
         cfg, spec = self.config, self.spec
@@ -147,12 +150,12 @@ class AgentOffPolicy(AgentBase):
             )
         return self.build_buffer(sizes, obs_shape, obs_dtype, stack)
 
-    def buffer_bytes(self, sizes: tuple, obs_bytes: int, stack: int) -> int:
+    def buffer_bytes(self, sizes: BufferSizes, obs_bytes: int, stack: int) -> int:
         """Bytes the replay buffer of `sizes` (`buffer_sizes`) will take."""
         buffer_class = PrioritizedReplayBuffer if self.config.per else ReplayBuffer
         return buffer_class.bytes_needed(*sizes, obs_bytes, stack)
 
-    def build_buffer(self, sizes: tuple, obs_shape: tuple[int, ...] | None,
+    def build_buffer(self, sizes: BufferSizes, obs_shape: tuple[int, ...] | None,
                      obs_dtype: torch.dtype, stack: int) -> ReplayBuffer:  # fmt: skip
         """The replay buffer: uniform, or prioritized (`per`)."""
         cfg = self.config

@@ -32,6 +32,7 @@ from xiaoyarl.agents.ddpg import AgentDDPG
 from xiaoyarl.agents.dqn import AgentD3QN, AgentDoubleDQN, AgentDQN
 from xiaoyarl.agents.fast_td3 import AgentFastSAC, AgentFastTD3
 from xiaoyarl.agents.memory import Memory
+from xiaoyarl.agents.off_policy import BufferSizes, Net
 from xiaoyarl.agents.redq import AgentREDQ
 from xiaoyarl.agents.sac import AgentModSAC, AgentSAC, AgentSACDiscrete
 from xiaoyarl.agents.td3 import AgentTD3
@@ -95,7 +96,7 @@ class RecurrentReplay(Memory):
         self.feature_dim = encoder.out_dim
         return encoder.to(self.device)  # type: ignore[return-value]
 
-    def make_target(self, net: nn.Module) -> nn.Module:
+    def make_target(self, net: Net) -> Net:
         target = super().make_target(net)  # type: ignore[misc]
         for online, copy in zip(memories_of(net), memories_of(target), strict=True):
             if next(online.inner.parameters(), None) is None:  # the shared observation normaliser
@@ -108,11 +109,11 @@ class RecurrentReplay(Memory):
             return None
         return super().make_buffer()  # type: ignore[misc]
 
-    def buffer_bytes(self, sizes: tuple, obs_bytes: int, stack: int) -> int:
+    def buffer_bytes(self, sizes: BufferSizes, obs_bytes: int, stack: int) -> int:
         hiddens = SequenceReplayBuffer.hidden_bytes(sizes[0], sizes[1], self.hidden_width())
         return SequenceReplayBuffer.bytes_needed(*sizes, obs_bytes, stack) + hiddens
 
-    def build_buffer(self, sizes: tuple, obs_shape: tuple[int, ...] | None,
+    def build_buffer(self, sizes: BufferSizes, obs_shape: tuple[int, ...] | None,
                      obs_dtype: torch.dtype, stack: int) -> ReplayBuffer:  # fmt: skip
         cfg = self.config
         return SequenceReplayBuffer(*sizes, self.device, obs_shape, obs_dtype, stack, cfg.n_step,
@@ -146,10 +147,10 @@ class RecurrentReplay(Memory):
         return (*steps, hidden)
 
     # --- the update ---
-    def update_step(self, batch: Sequences,  # type: ignore[override]
-                    ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:  # fmt: skip
+    def update_step(self, batch: Any) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """The agent's own step on the windows' trained transitions, every network's memory
-        replaying the windows (`ReplayWindow`)."""
+        replaying the windows (`ReplayWindow`); `batch` is the `Sequences` its buffer samples."""
+        assert isinstance(batch, Sequences), "a recurrent replay agent replays windows"
         widths = [memory.state_dim for memory in self.memories]
         window = ReplayWindow(batch.states, batch.starts, list(batch.hiddens.split(widths, 1)),
                               batch.burn_in, batch.last, batch.batch.states,
