@@ -1,6 +1,6 @@
 """A small env of each kind the support matrix names (`xiaoyarl/agents/matrix.py`), for the
-matrix's test: `Probe-v0` with env_kwargs `observation` ("vector", "image", "Dict"), `action`
-("Discrete", "Box", "MultiDiscrete", "MultiBinary") and `masked`."""
+matrix's test: `Probe-v0` with env_kwargs `observation` ("vector", "image", "Dict", "Tuple"),
+`action` ("Discrete", "Box", "MultiDiscrete", "MultiBinary") and `masked`."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ IMAGE = spaces.Box(0, 255, (8, 8, 3), np.uint8)
 
 class Probe(gymnasium.Env):
     """Each step shows a bit b (drawn anew): the first of 4 values (vector), the brightness of
-    an 8x8 RGB image (image), or both, under the keys `position` (2 values) and `image` (Dict).
+    an 8x8 RGB image (image), or both, under the keys `position` (2 values) and `image` (Dict)
+    or as the tuple (image, position) (Tuple).
     The reward is 1 where the action's first component says b (an index or bit equal to b, or
     a continuous value of b's sign, +1 for 1), else 0; 10 steps an episode. With `masked`
     (Discrete actions) `info["action_mask"]` allows a random non-empty subset of the actions,
@@ -34,6 +35,7 @@ class Probe(gymnasium.Env):
             "image": IMAGE,
             "Dict": spaces.Dict({"position": spaces.Box(-1.0, 1.0, (2,), np.float32),
                                  "image": IMAGE}),
+            "Tuple": spaces.Tuple((IMAGE, spaces.Box(-1.0, 1.0, (2,), np.float32))),
         }[observation]  # fmt: skip
 
     def reset(self, seed=None, options=None):
@@ -45,7 +47,8 @@ class Probe(gymnasium.Env):
         vector = np.array([2.0 * self.bit - 1, 0.0, 0.0, 0.0], np.float32)
         image = np.full(IMAGE.shape, 30 + 200 * self.bit, np.uint8)
         obs = {"vector": vector, "image": image,
-               "Dict": {"position": vector[:2], "image": image}}[self.kind]  # fmt: skip
+               "Dict": {"position": vector[:2], "image": image},
+               "Tuple": (image, vector[:2])}[self.kind]  # fmt: skip
         info = {}
         if self.masked:
             self.mask = self.np_random.random(3) < 0.6

@@ -29,7 +29,7 @@ def test_a_key_that_cannot_be_read_is_named_with_the_keys_to_keep():
     assert "env_kwargs={obs_keys: [cue, image, steps]}" in message  # the space's (sorted) order
     with pytest.raises(EnvError, match="obs_keys names colour, not keys"):
         make_env(ENV, 2, env_kwargs={"obs_keys": ["image", "colour"]})
-    with pytest.raises(EnvError, match="obs_keys is for Dict observation spaces"):
+    with pytest.raises(EnvError, match=r"obs_keys is for Dict \(and Tuple\) observation spaces"):
         make_env("CartPole-v1", 2, backend="gymnasium", env_kwargs=KEEP)
 
 
@@ -88,3 +88,24 @@ def test_the_env_checker_names_the_key_it_cannot_read_and_checks_the_keys_kept(c
     assert run.returncode == 0 and "no problems found" in run.stdout, run.stdout
     bad = cli("check-env", ENV, "--env-kwargs", "[image]")
     assert bad.returncode == 2 and "--env-kwargs takes a mapping" in bad.stderr
+
+
+def test_tuple_observations_are_read_as_a_dicts_keys_and_the_saved_policy_takes_tuples(tmp_path):
+    """A Tuple observation space: its parts are keyed "0", "1", ... in order, packed as a Dict's
+    (each read by its own encoder), and kept by those names (`obs_keys`); a saved policy takes
+    the env's tuples, one or a batch, as the packed vectors."""
+    kind = {"observation": "Tuple", "action": "Discrete"}
+    with make_env("matrix_envs:Probe-v0", 2, seed=0, env_kwargs=kind) as env:
+        assert env.spec.obs_keys == (("0", (8, 8, 3), "uint8"), ("1", (2,), "float"))
+        packed, _ = env.reset(seed=0)
+    with make_env("matrix_envs:Probe-v0", 2, env_kwargs={**kind, "obs_keys": ["1"]}) as env:
+        assert env.spec.obs_keys == (("1", (2,), "float"),)
+    config = Config(algo="ppo", env_id="matrix_envs:Probe-v0", env_kwargs=kind, num_envs=2,
+                    horizon_len=16, max_steps=64, eval_every=64, eval_episodes=1, threads=1,
+                    target_return=None, cwd=str(tmp_path))  # fmt: skip
+    train_agent(config, log=None)
+    policy = load_policy(tmp_path)
+    image = packed[:, : 8 * 8 * 3].reshape(2, 8, 8, 3).to(torch.uint8).numpy()
+    position = packed[:, 8 * 8 * 3 :].numpy()
+    np.testing.assert_array_equal(policy.predict((image, position)), policy.predict(packed))
+    assert policy.predict((image[0], position[0])) == policy.predict(packed[0].numpy())

@@ -165,14 +165,17 @@ class Policy:
 
     def predict(
         self,
-        obs: np.ndarray | torch.Tensor | dict,
+        obs: np.ndarray | torch.Tensor | dict | tuple,
         deterministic: bool = True,
         action_mask: np.ndarray | torch.Tensor | None = None,
     ) -> np.ndarray | torch.Tensor:
         """Actions for one observation or a batch, in the env's own units (see the class); a
-        Dict env's observations as the env gives them (a dict of arrays) or packed. A policy
-        of an env with action masks takes the allowed actions, `action_mask` `(A,)` or `(batch,
-        A)` bool, and picks among them (all allowed where not given)."""
+        Dict env's observations as the env gives them (a dict of arrays; a Tuple env's, a
+        tuple of arrays) or packed. A policy of an env with action masks takes the allowed
+        actions, `action_mask` `(A,)` or `(batch, A)` bool, and picks among them (all allowed
+        where not given)."""
+        if isinstance(obs, tuple):  # a Tuple env's: keyed "0", "1", ... (as the adapter keys it)
+            obs = {str(i): value for i, value in enumerate(obs)}
         if isinstance(obs, dict):
             obs = self._pack(obs)
         is_numpy = not isinstance(obs, torch.Tensor)
@@ -206,7 +209,8 @@ class Policy:
         """A Dict observation (or a batch of them) as the env adapter packs it
         (`pack_observation`)."""
         if not self.obs_keys:
-            raise ValueError("this policy was not trained on Dict observations; pass arrays.")
+            raise ValueError("this policy was not trained on Dict or Tuple observations; pass "
+                             "arrays.")  # fmt: skip
         key, shape, kind = self.obs_keys[0]
         single = np.asarray(obs[key]).ndim == (0 if kind == "onehot" else len(shape))
         values = [torch.as_tensor(np.asarray(obs[key])) for key, _, _ in self.obs_keys]

@@ -28,6 +28,9 @@ OBSERVATIONS: dict[str, dict] = {
               "channels_last": True},
     "Dict": {"state_dim": 2 + math.prod(IMAGE),
              "obs_keys": (("image", IMAGE, "uint8"), ("position", (2,), "float"))},
+    # a Tuple's parts are read as a Dict's keys "0", "1", ... (the gymnasium adapter's)
+    "Tuple": {"state_dim": 2 + math.prod(IMAGE),
+              "obs_keys": (("0", IMAGE, "uint8"), ("1", (2,), "float"))},
 }  # fmt: skip
 # each kind of action
 ACTIONS: dict[str, dict] = {

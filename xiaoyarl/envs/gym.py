@@ -675,7 +675,7 @@ def _missing_module(e: BaseException) -> str | None:
 def make_sub_env(env_id: str, registered_id: str, kwargs: dict, atari: dict | None,
                  evaluation: bool, keep: list[str] | None = None) -> gymnasium.Env:  # fmt: skip
     """One sub-env: `make_gym_env`, with the Atari preprocessing where `atari` gives it, and
-    Dict observations packed into one vector (`pack_dict`, of the `keep` keys only)."""
+    Dict or Tuple observations packed into one vector (`pack_dict`, of the `keep` keys only)."""
     env = make_gym_env(env_id, registered_id, kwargs)
     env = env if atari is None else wrap_atari(env, atari, evaluation)
     return pack_dict(env, keep, env_id)
@@ -705,13 +705,28 @@ def dict_layout(space: spaces.Dict, name: str) -> tuple[tuple[str, tuple[int, ..
     return tuple(layout)
 
 
+def tuple_as_dict(env: gymnasium.Env) -> gymnasium.Env:
+    """An env with Tuple observations as one with Dict observations keyed "0", "1", ... in the
+    tuple's order (so they are read, filtered and packed as Dict observations); others as they
+    are."""
+    space = env.observation_space
+    if not isinstance(space, spaces.Tuple):
+        return env
+    keyed = spaces.Dict({str(i): sub for i, sub in enumerate(space.spaces)})
+    return gymnasium.wrappers.TransformObservation(
+        env, lambda obs: {str(i): value for i, value in enumerate(obs)}, keyed
+    )
+
+
 def pack_dict(env: gymnasium.Env, keep: list[str] | None, name: str) -> gymnasium.Env:
-    """An env with Dict observations as one flat vector: the `keep` keys (all where None), each
-    flattened (a Discrete one-hot) and side by side, in the space's order; others as they are."""
+    """An env with Dict (or Tuple: `tuple_as_dict`) observations as one flat vector: the `keep`
+    keys (all where None), each flattened (a Discrete one-hot) and side by side, in the space's
+    order; others as they are."""
+    env = tuple_as_dict(env)
     if not isinstance(env.observation_space, spaces.Dict):
         if keep is not None:
-            raise EnvError(f"{name}: env_kwargs obs_keys is for Dict observation spaces; this "
-                           f"env's is {env.observation_space}.")  # fmt: skip
+            raise EnvError(f"{name}: env_kwargs obs_keys is for Dict (and Tuple) observation "
+                           f"spaces; this env's is {env.observation_space}.")  # fmt: skip
         return env
     if keep is not None:
         missing = sorted(set(keep) - set(env.observation_space.spaces))
