@@ -165,7 +165,7 @@ class Policy:
 
     def predict(
         self,
-        obs: np.ndarray | torch.Tensor | dict | tuple,
+        obs: np.ndarray | torch.Tensor | dict,
         deterministic: bool = True,
         action_mask: np.ndarray | torch.Tensor | None = None,
     ) -> np.ndarray | torch.Tensor:
