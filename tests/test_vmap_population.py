@@ -307,6 +307,26 @@ def test_vmapped_pqn_population_learns_cartpole(tmp_path):
                                 "qnet")  # fmt: skip
 
 
+@pytest.mark.learning
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize(
+    "seed", [0, pytest.param(1, marks=pytest.mark.seeds), pytest.param(2, marks=pytest.mark.seeds)]
+)
+def test_a_vmapped_population_of_16_pqn_members_learns_cartpole(seed, tmp_path):
+    """16 PQN members with PQN's defaults, 100k env steps each, trained as one stacked model
+    (one generation, no selection): the median member ends at CartPole's target (BENCHMARKS.md,
+    "Vmapped members against one member", for the wall time against one member's)."""
+    summary_file = tmp_path / "summary.json"
+    result = _cli("pqn", "CartPole-v1", "--members", "16", "--population-backend", "vmap",
+                  "--max-steps", "100000", "--generation-steps", "100000", "--select-fraction",
+                  "0", "--target-return", "none", "--seed", str(seed), "--cwd",
+                  str(tmp_path / "pop"), "--summary-json", str(summary_file))  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    summary = json.loads(summary_file.read_text())
+    scores = sorted(member["score"] for member in summary["members"].values())
+    assert len(scores) == 16 and scores[8] >= 475, scores
+
+
 @pytest.mark.parametrize("algo, space, words", [
     ("sac", {}, "sac members need the process backend"),
     ("ppo", {"net_dims": {"choice": [[64, 64], [32]]}}, "not net_dims"),

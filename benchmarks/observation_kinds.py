@@ -1,0 +1,77 @@
+"""SAC with Dict and image observations: the learning checks of the tests' small tasks, on
+several seeds.
+
+- `control_envs:Reach-v0`: move a point to a goal read from a dict of `observation`,
+  `achieved_goal` and `desired_goal` (heading for the centre, blind to the goal: -38; target -10).
+- `control_envs:PixelReach-v0`: move a point, seen only in an 8x8 RGB image, to the centre
+  (standing still: -15; target -5).
+
+Every run is `xiaoyarl train sac ENV --seed S --max-steps 20000 --threads 1 --target-return T
+--summary-json F` with SAC's defaults (a CNN each for actor and critics on the images; the dict's
+vectors through the running normaliser, switched off as SAC's default), the tests' envs on the
+PYTHONPATH; counted solved when an evaluation reaches the target and 50 fresh episodes confirm
+it. Runs go two at a time (`--jobs`), one torch thread each.
+
+Usage: python benchmarks/observation_kinds.py [--seeds 0 1 2] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from machine import machine
+
+TASKS = {"Dict": ("control_envs:Reach-v0", -10.0), "image": ("control_envs:PixelReach-v0", -5.0)}
+ENV_MODULES = Path(__file__).resolve().parents[1] / "tests"  # where `control_envs` is
+
+
+def train(kind: str, seed: int, budget: int, root: Path) -> dict:
+    env_id, target = TASKS[kind]
+    summary = root / f"{kind}_{seed}.json"
+    command = [sys.executable, "-m", "xiaoyarl", "train", "sac", env_id, "--seed", str(seed),
+               "--max-steps", str(budget), "--threads", "1", "--target-return", str(target),
+               "--cwd", str(root / f"{kind}_{seed}"), "--summary-json", str(summary),
+               "--quiet"]  # fmt: skip
+    path = os.pathsep.join(filter(None, [str(ENV_MODULES), os.environ.get("PYTHONPATH")]))
+    subprocess.run(command, check=True, env={**os.environ, "PYTHONPATH": path})
+    result = json.loads(summary.read_text())
+    kept = ("solved", "steps_to_target", "seconds_to_target", "best_eval_mean", "total_steps")
+    return {"kind": kind, "env": env_id, "target": target, "seed": seed,
+            **{k: result[k] for k in kept}}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--max-steps", type=int, default=20_000)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="xiaoyarl-kinds-"))
+    tasks = [(kind, seed) for kind in TASKS for seed in args.seeds]
+    with ThreadPoolExecutor(args.jobs) as pool:
+        results = list(pool.map(lambda t: train(*t, args.max_steps, root), tasks))
+    print("| observations | task | solved | env steps to target | seconds to target | best eval |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for kind, (env_id, target) in TASKS.items():
+        rows = [r for r in results if r["kind"] == kind]
+        solved = sum(r["solved"] for r in rows)
+        steps = " / ".join(f"{r['steps_to_target']:,}" if r["solved"] else "-" for r in rows)
+        secs = " / ".join(f"{r['seconds_to_target']:.0f}" if r["solved"] else "-" for r in rows)
+        best = " / ".join(f"{r['best_eval_mean']:.1f}" for r in rows)
+        print(f"| {kind} | {env_id} ({target:g}) | {solved}/{len(rows)} | {steps} | {secs} | "
+              f"{best} |")  # fmt: skip
+    if args.json:
+        args.json.write_text(json.dumps({"machine": machine(), "max_steps": args.max_steps,
+                                         "runs": results}, indent=1) + "\n")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
