@@ -100,6 +100,9 @@ def test_tuple_observations_are_read_as_a_dicts_keys_and_the_saved_policy_takes_
         packed, _ = env.reset(seed=0)
     with make_env("matrix_envs:Probe-v0", 2, env_kwargs={**kind, "obs_keys": ["1"]}) as env:
         assert env.spec.obs_keys == (("1", (2,), "float"),)
+    from xiaoyarl.envs.check import check_env
+
+    assert check_env("matrix_envs:Probe-v0", env_kwargs=kind) == []  # the checker reads it too
     config = Config(algo="ppo", env_id="matrix_envs:Probe-v0", env_kwargs=kind, num_envs=2,
                     horizon_len=16, max_steps=64, eval_every=64, eval_episodes=1, threads=1,
                     target_return=None, cwd=str(tmp_path))  # fmt: skip

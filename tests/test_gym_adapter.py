@@ -52,8 +52,8 @@ ENV_MODULE = textwrap.dedent(
             return self._obs(), float(action), False, False, {}
 
 
-    class TupleObs(Counter):
-        observation_space = spaces.Tuple((spaces.Box(-1, 1, (2,)),))
+    class SequenceObs(Counter):
+        observation_space = spaces.Sequence(spaces.Box(-1, 1, (2,)))
 
 
     class DictAct(Counter):
@@ -67,7 +67,7 @@ ENV_MODULE = textwrap.dedent(
     for name, cls, steps in [
         ("Counter", Counter, 5),
         ("CounterNoLimit", Counter, None),
-        ("TupleObs", TupleObs, 5),
+        ("SequenceObs", SequenceObs, 5),
         ("DictAct", DictAct, 5),
         ("UnboundedAct", UnboundedAct, 5),
     ]:
@@ -325,7 +325,7 @@ def test_module_that_does_not_register_the_id_raises(env_module):
 @pytest.mark.parametrize(
     ("name", "pattern"),
     [
-        ("TupleObs", "observation space Tuple"),
+        ("SequenceObs", "observation space Sequence"),
         ("DictAct", "action space Dict"),
         ("UnboundedAct", "infinite bounds"),
     ],

@@ -21,6 +21,7 @@ Nothing the env raises escapes: exceptions become problems naming their type and
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 import warnings
@@ -181,6 +182,8 @@ def _check_spaces(env: gymnasium.Env, found: _Findings, keep: list | None = None
     if xiaoyarl cannot use them."""
     usable = True
     obs_space, act_space = env.observation_space, env.action_space
+    if isinstance(obs_space, spaces.Tuple):  # read as a Dict keyed by position
+        obs_space = spaces.Dict({str(i): sub for i, sub in enumerate(obs_space.spaces)})
     if isinstance(obs_space, spaces.Dict):  # packed into one vector, if every key can be read
         if keep is not None:
             obs_space = spaces.Dict({k: v for k, v in obs_space.spaces.items() if k in keep})
@@ -195,8 +198,8 @@ def _check_spaces(env: gymnasium.Env, found: _Findings, keep: list | None = None
             "error",
             f"observation space {obs_space} is not supported: xiaoyarl needs a Box (a vector, "
             f"flattened to float32 if it has more axes, or an image (H, W, C), (C, H, W) or (H, "
-            f"W), uint8 kept as uint8) or a Dict of Box and Discrete keys. To use this env, "
-            f"{WRAP_ADVICE}.",
+            f"W), uint8 kept as uint8) or a Dict (or Tuple) of Box and Discrete keys. To use "
+            f"this env, {WRAP_ADVICE}.",
         )
         usable = False
     if isinstance(act_space, spaces.Box):
@@ -292,7 +295,7 @@ def _check_gym_seeding(env: gymnasium.Env, seed: int, num_steps: int, found: _Fi
     try:
         first = _gym_trajectory(env, seed, actions)
         second = _gym_trajectory(env, seed, actions)
-        other_start = np.asarray(env.reset(seed=seed + 1)[0])
+        other_start = copy.deepcopy(env.reset(seed=seed + 1)[0])
     except Exception as e:
         found.add(
             "seeding-raised",
@@ -326,12 +329,12 @@ def _check_gym_seeding(env: gymnasium.Env, seed: int, num_steps: int, found: _Fi
 def _gym_trajectory(env: gymnasium.Env, seed: int, actions: list) -> list[tuple[Any, Any]]:
     """`[(obs, reward)]` from `reset(seed)` then `actions` (auto-reset by hand, unseeded)."""
     obs, _ = env.reset(seed=seed)
-    out: list[tuple[Any, Any]] = [(np.array(obs, copy=True), 0.0)]
+    out: list[tuple[Any, Any]] = [(copy.deepcopy(obs), 0.0)]  # (arrays, dicts or tuples of them)
     for action in actions:
         obs, reward, terminated, truncated, _ = env.step(action)
-        out.append((np.array(obs, copy=True), np.array(reward, copy=True)))
+        out.append((copy.deepcopy(obs), np.array(reward, copy=True)))
         if terminated or truncated:
-            out.append((np.array(env.reset()[0], copy=True), 0.0))
+            out.append((copy.deepcopy(env.reset()[0]), 0.0))
     return out
 
 
@@ -890,6 +893,9 @@ def _same_array(a: Any, b: Any) -> bool:
     if isinstance(a, dict) or isinstance(b, dict):  # Dict observations: key by key
         same_keys = isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys()
         return same_keys and all(_same_array(a[k], b[k]) for k in a)
+    if isinstance(a, tuple) or isinstance(b, tuple):  # Tuple observations: part by part
+        same_parts = isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b)
+        return same_parts and all(_same_array(x, y) for x, y in zip(a, b, strict=True))
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape:
         return False

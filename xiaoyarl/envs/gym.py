@@ -254,8 +254,8 @@ class GymVecEnv(VecEnv):
         if not isinstance(obs_space, spaces.Box):
             raise EnvError(
                 f"{name}: observation space {obs_space} is not supported; GymVecEnv needs a Box "
-                f"observation space (it is flattened to a float32 vector). To use this env, "
-                f"{WRAP_ADVICE}."
+                f"observation space, or a Dict or Tuple of Box and Discrete ones (packed into one "
+                f"float32 vector). To use this env, {WRAP_ADVICE}."
             )
         self._obs_shape = tuple(obs_space.shape)
         state_dim = int(np.prod(self._obs_shape))
