@@ -22,10 +22,10 @@ import json
 import subprocess
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from machine import machine
+from seeded import add_seed_options, run_all
 
 POLICIES = {"feed-forward": [], "lstm": ["--set", "recurrent=lstm"],
             "gru": ["--set", "recurrent=gru"]}  # fmt: skip
@@ -49,16 +49,12 @@ def main() -> None:
     parser.add_argument("--algo", default="ppo")
     parser.add_argument("--env", default="CartPoleNoVelocity-v1")
     parser.add_argument("--policies", nargs="+", choices=list(POLICIES), default=list(POLICIES))
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--max-steps", type=int, default=300_000)
-    parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--json", type=Path)
+    add_seed_options(parser, max_steps=300_000)
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="xiaoyarl-memory-"))
-    tasks = [(policy, seed) for policy in args.policies for seed in args.seeds]
-    with ThreadPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(lambda t: train(args.algo, args.env, *t, args.max_steps, root),
-                                tasks))  # fmt: skip
+    tasks = [(args.algo, args.env, policy, seed, args.max_steps, root)
+             for policy in args.policies for seed in args.seeds]  # fmt: skip
+    results = run_all(train, tasks, args.jobs)
     print("| policy | solved | env steps to target | seconds to target | best eval |")
     print("| --- | --- | --- | --- | --- |")
     for policy in args.policies:

@@ -23,10 +23,10 @@ import os
 import subprocess
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from machine import machine
+from seeded import add_seed_options, run_all
 
 TASKS = {"Dict": ("control_envs:Reach-v0", -10.0), "image": ("control_envs:PixelReach-v0", -5.0)}
 ENV_MODULES = Path(__file__).resolve().parents[1] / "tests"  # where `control_envs` is
@@ -49,15 +49,11 @@ def train(kind: str, seed: int, budget: int, root: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--max-steps", type=int, default=20_000)
-    parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--json", type=Path)
+    add_seed_options(parser, max_steps=20_000)
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="xiaoyarl-kinds-"))
-    tasks = [(kind, seed) for kind in TASKS for seed in args.seeds]
-    with ThreadPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(lambda t: train(*t, args.max_steps, root), tasks))
+    tasks = [(kind, seed, args.max_steps, root) for kind in TASKS for seed in args.seeds]
+    results = run_all(train, tasks, args.jobs)
     print("| observations | task | solved | env steps to target | seconds to target | best eval |")
     print("| --- | --- | --- | --- | --- | --- |")
     for kind, (env_id, target) in TASKS.items():
