@@ -37,6 +37,7 @@ from xiaoyarl.envs.base import EnvSpec, VecEnv
 from xiaoyarl.envs.gym import (
     WRAP_ADVICE,
     dict_layout,
+    keyed_by_position,
     make_gym_env,
     resolve_gym_id,
     time_limit_of,
@@ -183,7 +184,7 @@ def _check_spaces(env: gymnasium.Env, found: _Findings, keep: list | None = None
     usable = True
     obs_space, act_space = env.observation_space, env.action_space
     if isinstance(obs_space, spaces.Tuple):  # read as a Dict keyed by position
-        obs_space = spaces.Dict({str(i): sub for i, sub in enumerate(obs_space.spaces)})
+        obs_space = keyed_by_position(obs_space)
     if isinstance(obs_space, spaces.Dict):  # packed into one vector, if every key can be read
         if keep is not None:
             obs_space = spaces.Dict({k: v for k, v in obs_space.spaces.items() if k in keep})

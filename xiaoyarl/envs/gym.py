@@ -705,16 +705,20 @@ def dict_layout(space: spaces.Dict, name: str) -> tuple[tuple[str, tuple[int, ..
     return tuple(layout)
 
 
+def keyed_by_position(space: spaces.Tuple) -> spaces.Dict:
+    """A Tuple space as the Dict space xiaoyarl reads it as: its parts keyed "0", "1", ..."""
+    return spaces.Dict({str(i): sub for i, sub in enumerate(space.spaces)})
+
+
 def tuple_as_dict(env: gymnasium.Env) -> gymnasium.Env:
-    """An env with Tuple observations as one with Dict observations keyed "0", "1", ... in the
-    tuple's order (so they are read, filtered and packed as Dict observations); others as they
-    are."""
+    """An env with Tuple observations as one with Dict observations keyed by position
+    (`keyed_by_position`), so they are read, filtered and packed as Dict observations; others
+    as they are."""
     space = env.observation_space
     if not isinstance(space, spaces.Tuple):
         return env
-    keyed = spaces.Dict({str(i): sub for i, sub in enumerate(space.spaces)})
     return gymnasium.wrappers.TransformObservation(
-        env, lambda obs: {str(i): value for i, value in enumerate(obs)}, keyed
+        env, lambda obs: {str(i): value for i, value in enumerate(obs)}, keyed_by_position(space)
     )
 
 
