@@ -1,6 +1,6 @@
 """A small env of each kind the support matrix names (`xiaoyarl/agents/matrix.py`), for the
 matrix's test: `Probe-v0` with env_kwargs `observation` ("vector", "image", "Dict", "Tuple"),
-`action` ("Discrete", "Box", "MultiDiscrete", "MultiBinary") and `masked`."""
+`action` ("Discrete", "Box", "MultiDiscrete", "MultiBinary", "hybrid") and `masked`."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ ACTION_SPACES = {
     "Box": spaces.Box(-1.0, 1.0, (2,), np.float32),
     "MultiDiscrete": spaces.MultiDiscrete([3, 2]),
     "MultiBinary": spaces.MultiBinary(3),
+    "hybrid": spaces.Dict({"choice": spaces.Discrete(3),
+                           "value": spaces.Box(-1.0, 1.0, (2,), np.float32)}),
 }
 IMAGE = spaces.Box(0, 255, (8, 8, 3), np.uint8)
 
@@ -22,7 +24,8 @@ class Probe(gymnasium.Env):
     an 8x8 RGB image (image), or both, under the keys `position` (2 values) and `image` (Dict)
     or as the tuple (image, position) (Tuple).
     The reward is 1 where the action's first component says b (an index or bit equal to b, or
-    a continuous value of b's sign, +1 for 1), else 0; 10 steps an episode. With `masked`
+    a continuous value of b's sign, +1 for 1; a hybrid action's choice), else 0; 10 steps an
+    episode. With `masked`
     (Discrete actions) `info["action_mask"]` allows a random non-empty subset of the actions,
     and taking another raises (the agent did not honour the mask)."""
 
@@ -57,7 +60,8 @@ class Probe(gymnasium.Env):
         return obs, info
 
     def step(self, action):
-        first = np.asarray(action).reshape(-1)[0]
+        assert self.action_space.contains(action), action
+        first = action["choice"] if isinstance(action, dict) else np.asarray(action).reshape(-1)[0]
         if self.masked and not self.mask[int(first)]:
             raise AssertionError(f"masked action {first} taken; allowed {self.mask.tolist()}")
         said = (first > 0) if isinstance(self.action_space, spaces.Box) else int(first)

@@ -56,8 +56,8 @@ ENV_MODULE = textwrap.dedent(
         observation_space = spaces.Sequence(spaces.Box(-1, 1, (2,)))
 
 
-    class DictAct(Counter):
-        action_space = spaces.Dict({"a": spaces.Discrete(2)})
+    class DictAct(Counter):  # a Dict of Discrete and Box parts is read; a Text part is not
+        action_space = spaces.Dict({"a": spaces.Discrete(2), "say": spaces.Text(4)})
 
 
     class UnboundedAct(Counter):
@@ -326,7 +326,7 @@ def test_module_that_does_not_register_the_id_raises(env_module):
     ("name", "pattern"),
     [
         ("SequenceObs", "observation space Sequence"),
-        ("DictAct", "action space Dict"),
+        ("DictAct", "action part say is a Text space"),
         ("UnboundedAct", "infinite bounds"),
     ],
 )

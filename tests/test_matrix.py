@@ -5,6 +5,7 @@ too, before the run has a folder. So no cell changes state unnoticed."""
 
 from __future__ import annotations
 
+import gymnasium
 import numpy as np
 import pytest
 import torch
@@ -36,7 +37,7 @@ def run_config(algo: str, cell: Cell, cwd: str) -> Config:
 def test_the_probe_envs_are_what_the_matrix_describes():
     """The matrix reads the agents on env specs of each kind; the Probe envs give those specs."""
     fields = ("state_dim", "obs_shape", "obs_dtype", "obs_keys", "action_dim", "if_discrete",
-              "action_nvec", "action_mask")  # fmt: skip
+              "action_nvec", "action_mask", "action_parts", "action_low", "action_high")  # fmt: skip
     for _, _, _, cell in CELLS:
         kind = {"observation": cell.observation, "action": cell.action, "masked": cell.masked}
         spec = make_env("matrix_envs:Probe-v0", num_envs=2, env_kwargs=kind).spec
@@ -63,4 +64,13 @@ def test_each_cell_trains_or_is_refused_before_a_run_folder(tmp_path, algo, tabl
     for _ in range(12):  # the saved policy acts in the env (masks honoured: the env checks)
         mask = info.get("action_mask")
         action = policy.predict(obs, action_mask=mask) if mask is not None else policy(obs)
+        if isinstance(action, dict):  # a Dict action space's parts: as agents see them
+            action = policy.vec_policy()(obs)
         obs, _, _, _, info = env.step(torch.as_tensor(action))
+    single = gymnasium.make(config.env_id, **config.env_kwargs)
+    obs, info = single.reset(seed=2)
+    policy.reset()
+    for _ in range(12):  # and in one gymnasium env, in its own terms (the env checks them)
+        mask = info.get("action_mask")
+        action = policy.predict(obs, action_mask=mask) if mask is not None else policy(obs)
+        obs, _, _, _, info = single.step(action)

@@ -26,7 +26,13 @@ import torch
 from torch import nn
 
 from xiaoyarl.errors import ConfigError, XiaoyaError
-from xiaoyarl.policy import MultiAgentPolicy, Policy, load_policy, pack_observation
+from xiaoyarl.policy import (
+    MultiAgentPolicy,
+    Policy,
+    discrete_continuous,
+    load_policy,
+    pack_observation,
+)
 from xiaoyarl.train.checkpoint import atomic_output
 
 # Default file name of each format, in the run folder; none collides with `actor.pt`.
@@ -49,6 +55,8 @@ class DeployedPolicy(nn.Module):
     def __init__(self, policy: Policy) -> None:
         super().__init__()
         self.actor = policy.actor
+        self.action_parts = policy.action_parts  # a Dict or Tuple action space's parts
+        self.discrete_components = len(policy.meta["action_nvec"] or ())
         self.memory = policy.memory  # the recurrent encoder inside the actor, or None
         self.obs_keys = policy.obs_keys
         self.if_discrete = policy.if_discrete
@@ -56,19 +64,27 @@ class DeployedPolicy(nn.Module):
             self.register_buffer("low", policy.low.float())
             self.register_buffer("high", policy.high.float())
 
-    def forward(self, *inputs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
         n = len(self.obs_keys) if self.obs_keys else 1
         obs = pack_observation(inputs[:n], self.obs_keys) if self.obs_keys else inputs[0]
         if self.memory is None:
             return self.rescale(self.actor(obs))
         state, starts = inputs[n], inputs[n + 1].view(1, -1).bool()
         with self.memory.context(state, starts):
-            action = self.actor(obs)
+            action = self.rescale(self.actor(obs))
         assert self.memory.hiddens is not None, "set by the call"
-        return self.rescale(action), self.memory.hiddens[0]
+        actions = action if isinstance(action, tuple) else (action,)
+        return (*actions, self.memory.hiddens[0])
 
-    def rescale(self, action: torch.Tensor) -> torch.Tensor:
-        """The actor's action in env units: an index, or from [-1, 1] to the action bounds."""
+    def rescale(self, action: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        """The actor's action in env units: an index, or from [-1, 1] to the action bounds; a
+        Dict or Tuple action space's, each part's (`envs/actions.py`)."""
+        if self.action_parts is not None:
+            from xiaoyarl.envs.actions import split  # structured actions only
+
+            bounds = None if self.if_discrete else (self.low, self.high)
+            both = discrete_continuous(action, self.discrete_components, bounds)
+            return tuple(split(self.action_parts, *both))
         if self.if_discrete:
             return action
         return self.low + (action + 1.0) * 0.5 * (self.high - self.low)  # as in Policy.predict
@@ -88,6 +104,18 @@ def model_inputs(policy: Policy, batch: int = 2) -> dict[str, torch.Tensor]:
         inputs["state"] = policy.memory.initial(batch)
         inputs["episode_start"] = torch.ones(batch, dtype=torch.bool)
     return inputs
+
+
+def output_names(parts: tuple | None, recurrent: bool) -> list[str]:
+    """The exported model's outputs: "action" (a Dict or Tuple action space: one per part,
+    "action/" and its path, `"action/aim"`, `"action/1/0"`), then for a recurrent policy
+    "next_state"."""
+    names = ["action"]
+    if parts is not None:
+        from xiaoyarl.envs.actions import names as part_names  # structured actions only
+
+        names = [f"action/{name}" for name in part_names(parts)]
+    return [*names, "next_state"] if recurrent else names
 
 
 def export_policy(run_dir: str | Path, out: str | Path | None = None, fmt: str = "onnx") -> Path:
@@ -150,7 +178,7 @@ def _export_onnx(model: DeployedPolicy, inputs: dict[str, torch.Tensor], recurre
                 tuple(inputs.values()),
                 str(path),
                 input_names=list(inputs),
-                output_names=["action", "next_state"] if recurrent else ["action"],
+                output_names=output_names(model.action_parts, recurrent),
                 dynamic_shapes={"inputs": tuple({0: batch} for _ in inputs)},
                 dynamo=True,
                 external_data=False,  # weights inside the file: one self-contained model

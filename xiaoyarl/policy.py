@@ -111,6 +111,8 @@ class Policy:
         self.obs_dtype = getattr(torch, meta.get("obs_dtype", "float32"))
         self.channels_last = meta.get("channels_last")  # images: the env's layout, if it said
         self.if_discrete = meta["if_discrete"]
+        parts = meta.get("action_parts")  # a Dict or Tuple action space (`envs/actions.py`)
+        self.action_parts = None if parts is None else tuple(tuple(p) for p in parts)
         if not self.if_discrete:
             self.low = torch.tensor(meta["action_low"], device=self.device)
             self.high = torch.tensor(meta["action_high"], device=self.device)
@@ -169,9 +171,10 @@ class Policy:
         deterministic: bool = True,
         action_mask: np.ndarray | torch.Tensor | None = None,
     ) -> np.ndarray | torch.Tensor:
-        """Actions for one observation or a batch, in the env's own units (see the class); a
-        Dict env's observations as the env gives them (a dict of arrays; a Tuple env's, a
-        tuple of arrays) or packed. A policy of an env with action masks takes the allowed
+        """Actions for one observation or a batch, in the env's own units (see the class; a
+        Dict or Tuple action space's as a dict or tuple of its parts' actions); a Dict env's
+        observations as the env gives them (a dict of arrays; a Tuple env's, a tuple of
+        arrays) or packed. A policy of an env with action masks takes the allowed
         actions, `action_mask` `(A,)` or `(batch, A)` bool, and picks among them (all allowed
         where not given)."""
         if isinstance(obs, tuple):  # a Tuple env's: keyed "0", "1", ... (as the adapter keys it)
@@ -199,11 +202,31 @@ class Policy:
             action = self.act_normalized(state)
         else:
             action = self.sample_normalized(state)
+        if self.action_parts is not None:  # a Dict or Tuple action space: its structure
+            return self._structured(action, single, is_numpy)
         if not self.if_discrete:
             action = self.low + (action + 1.0) * 0.5 * (self.high - self.low)
         if single:
             action = action[0]
         return action.cpu().numpy() if is_numpy else action
+
+    def _structured(self, action: torch.Tensor, single: bool, is_numpy: bool) -> Any:
+        """Actions as agents see them `(batch, K + C)` -> the env's Dict or Tuple of its parts'
+        actions in its own units (`envs/actions.py`): discrete ones from each part's start,
+        continuous ones within the bounds."""
+        from xiaoyarl.envs.actions import nest, split  # structured actions only
+
+        values = split(self.action_parts, *self.discrete_continuous(action))
+        values = [v[0] if single else v for v in values]
+        return nest(self.action_parts, [v.cpu().numpy() if is_numpy else v for v in values])
+
+    def discrete_continuous(self, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Actions as agents see them `(batch, K + C)` -> the discrete choices int64 `(batch,
+        K)` and the continuous values in the env's units `(batch, C)` (None where it has
+        none)."""
+        k = len(self.meta["action_nvec"] or ())
+        bounds = None if self.if_discrete else (self.low, self.high)
+        return discrete_continuous(action, k, bounds)
 
     def _pack(self, obs: dict) -> np.ndarray:
         """A Dict observation (or a batch of them) as the env adapter packs it
@@ -275,6 +298,18 @@ class Policy:
     def recurrent(self) -> bool:
         """Whether the policy keeps a hidden state from step to step (`recurrent`, agent_rnn)."""
         return self.memory is not None
+
+
+def discrete_continuous(action: torch.Tensor, k: int,
+                        bounds: tuple[torch.Tensor, torch.Tensor] | None,
+                        ) -> tuple[torch.Tensor, torch.Tensor | None]:  # fmt: skip
+    """Actions as agents see them `(batch, K + C)` -> the K discrete choices int64 and the C
+    continuous values rescaled from [-1, 1] to `bounds` (low, high) (None: no continuous part,
+    the K components as they are)."""
+    if bounds is None:
+        return action, None
+    low, high = bounds
+    return action[:, :k].round().long(), low + (action[:, k:] + 1.0) * 0.5 * (high - low)
 
 
 def carry_state(hiddens: HiddenStates, state: np.ndarray | torch.Tensor | None,

@@ -37,6 +37,8 @@ class AgentActorCritic(AgentOffPolicy):
     if_discrete = False
     action_reason = ("its actor learns through the gradient of the critic's Q-value with "
                      "respect to a continuous action")  # fmt: skip
+    hybrid_reason = ("its actor learns through the gradient of the critic's Q-value with respect "
+                     "to the action, which has none with respect to a discrete part")  # fmt: skip
     config_fields = OFF_POLICY_FIELDS | CRITIC_FIELDS
     actor_class: type[nn.Module] = Actor
     uses_target_actor = False

@@ -69,6 +69,9 @@ class AgentBase:
     action_reason: ClassVar[str] = ""
     # Why it cannot take multi-discrete actions, where an agent of discrete actions cannot.
     multi_discrete_reason: ClassVar[str] = ""
+    # Why it cannot take hybrid actions (discrete and continuous parts), where an agent of
+    # continuous actions cannot.
+    hybrid_reason: ClassVar[str] = ""
     # The algorithm-specific Config fields this agent reads (others of that kind it ignores, and
     # setting them gets a warning); general fields (gamma, net_dims, ...) are not listed.
     config_fields: ClassVar[frozenset[str]] = frozenset()

@@ -39,6 +39,11 @@ ACTIONS: dict[str, dict] = {
             "action_high": (1.0, 1.0)},
     "MultiDiscrete": {"action_dim": 5, "if_discrete": True, "action_nvec": (3, 2)},
     "MultiBinary": {"action_dim": 6, "if_discrete": True, "action_nvec": (2, 2, 2)},
+    # a Dict of a discrete part and a continuous one (`envs/actions.py`)
+    "hybrid": {"action_dim": 2, "if_discrete": False, "action_nvec": (3,),
+               "action_low": (-1.0, -1.0), "action_high": (1.0, 1.0),
+               "action_parts": ((("choice",), "discrete", (), (3,), (0,)),
+                                (("value",), "continuous", (2,), (), ()))},
 }  # fmt: skip
 MEMORIES = ("lstm", "gru")
 

@@ -17,6 +17,7 @@ from xiaoyarl.agents.ddpg import AgentDDPG
 from xiaoyarl.agents.dqn import AgentD3QN, AgentDoubleDQN, AgentDQN
 from xiaoyarl.agents.fast_td3 import AgentFastSAC, AgentFastTD3
 from xiaoyarl.agents.hterm import HTerm
+from xiaoyarl.agents.hybrid import HYBRID
 from xiaoyarl.agents.masked import MASKED
 from xiaoyarl.agents.multi.centralized_critic import (
     AgentMADDPG,
@@ -127,13 +128,18 @@ def _resolve(
     if _either((continuous, discrete)).if_multi_agent != multi:
         raise _Unfit(f"train in {spec.name}, a {'multi' if multi else 'single'}-agent env")
     chosen = discrete if spec.if_discrete else continuous
+    hybrid = bool(getattr(spec, "if_hybrid", False))  # discrete and continuous parts
     if chosen is None:
-        kind = "discrete" if spec.if_discrete else "continuous"
+        kind = ("discrete" if spec.if_discrete else
+                "hybrid (discrete and continuous parts)" if hybrid else "continuous")
         why = _either((continuous, discrete)).action_reason
         raise _Unfit(f"act in {spec.name}, whose actions are {kind}{': ' + why if why else ''}")
     recurrent = bool(config is not None and config.recurrent)
     nvec = getattr(spec, "action_nvec", None)  # multi-discrete actions (single-agent envs)
-    if nvec is not None:
+    if hybrid:
+        chosen = _variant(chosen, HYBRID, recurrent, f"act in {spec.name}, whose actions are "
+                          f"hybrid (discrete and continuous parts)", chosen.hybrid_reason)
+    elif nvec is not None:
         chosen = _variant(chosen, MULTI_DISCRETE, recurrent, f"act in {spec.name}, whose actions "
                           f"are multi-discrete {list(nvec)}",
                           getattr(chosen, "multi_discrete_reason", ""))  # fmt: skip

@@ -44,6 +44,11 @@ def gaussian_logprob(noise: torch.Tensor, log_std: torch.Tensor) -> torch.Tensor
     return noise.square().mul(-0.5).sub(log_std).sub_(_HALF_LOG_2PI)
 
 
+def gaussian_entropy(log_std: torch.Tensor) -> torch.Tensor:
+    """Elementwise entropy of N(mean, std): log std + 1/2 + log(2 pi) / 2."""
+    return log_std + (0.5 + _HALF_LOG_2PI)
+
+
 def build_mlp(dims: list[int], activation: type[nn.Module] = nn.Tanh, out_gain: float = 1.0,
               layer_norm: bool = False) -> nn.Sequential:  # fmt: skip
     """`dims = [in, hidden..., out]`: Linear layers with `activation` between them (not after the
@@ -167,7 +172,7 @@ class ActorPPO(nn.Module):
         mean = self.net(self.norm(state))
         log_std = self.action_std_log
         logprob = gaussian_logprob((action - mean) * (-log_std).exp(), log_std).sum(-1)
-        entropy = (log_std + 0.5 + _HALF_LOG_2PI).sum(-1).expand(mean.shape[:-1])
+        entropy = gaussian_entropy(log_std).sum(-1).expand(mean.shape[:-1])
         return logprob, entropy
 
     @staticmethod

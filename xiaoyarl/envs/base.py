@@ -56,6 +56,10 @@ class EnvSpec:
     and `info["final_action_mask"]` those of `final_state` (discrete actions).
     `action_low/high` are the env's own bounds (continuous only); agents always act in
     `[-1, 1]`. `target_return` is None when nothing defines "solved".
+    A Dict or Tuple action space (`action_parts`, `envs/actions.py`) is read as one of those
+    kinds by what its parts are: multi-discrete, continuous, or *hybrid* (`if_hybrid`: discrete
+    and continuous parts; float32 `(num_envs, K + C)`, the K discrete choices of `action_nvec`
+    then the C = `action_dim` continuous values in `[-1, 1]`).
     """
 
     name: str
@@ -74,9 +78,15 @@ class EnvSpec:
     action_mask: bool = False  # info["action_mask"] (num_envs, action_dim) bool: allowed actions
     frame_stack: int = 1  # > 1: obs_shape[0] holds the last frame_stack frames, oldest first
     channels_last: bool | None = None  # 3-D images: (H, W, C) or (C, H, W); None: by the shape
+    action_parts: tuple | None = None  # a Dict or Tuple action space's parts (envs/actions.py)
 
     def __post_init__(self) -> None:  # () is a vector of state_dim (frozen: set it this way)
         object.__setattr__(self, "obs_shape", tuple(self.obs_shape) or (self.state_dim,))
+
+    @property
+    def if_hybrid(self) -> bool:
+        """Whether actions have discrete and continuous parts (see the class)."""
+        return not self.if_discrete and self.action_nvec is not None
 
 
 class VecEnv:

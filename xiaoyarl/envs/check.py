@@ -33,6 +33,7 @@ import torch
 from gymnasium import spaces
 
 from xiaoyarl.envs import BACKENDS, is_torch_native, make_env
+from xiaoyarl.envs.actions import STRUCTURED, read_parts
 from xiaoyarl.envs.base import EnvSpec, VecEnv
 from xiaoyarl.envs.gym import (
     WRAP_ADVICE,
@@ -213,13 +214,19 @@ def _check_spaces(env: gymnasium.Env, found: _Findings, keep: list | None = None
                 f"with gymnasium.wrappers.RescaleAction in your own module.",
             )
             usable = False
+    elif isinstance(act_space, STRUCTURED):  # read by its parts, if every part can be
+        try:
+            read_parts(act_space, "this env")
+        except EnvError as e:
+            found.add("act-space", "error", str(e))
+            usable = False
     elif not isinstance(act_space, spaces.Discrete | spaces.MultiDiscrete | spaces.MultiBinary):
         found.add(
             "act-space",
             "error",
             f"action space {act_space} is not supported: xiaoyarl supports Discrete, "
-            f"MultiDiscrete, MultiBinary and finite Box action spaces. For a Dict or Tuple "
-            f"action space, {WRAP_ADVICE}.",
+            f"MultiDiscrete, MultiBinary and finite Box action spaces, and Dicts and Tuples of "
+            f"them. For another, {WRAP_ADVICE}.",
         )
         usable = False
     return usable
@@ -617,12 +624,17 @@ def _check_spec(spec: Any, num_envs: int, found: _Findings) -> bool:
 
 
 def _random_actions(spec: EnvSpec, num_envs: int, num_steps: int, seed: int) -> torch.Tensor:
-    """Uniform random actions `(num_steps, num_envs[, action_dim])` in xiaoyarl's convention."""
+    """Uniform random actions `(num_steps, num_envs[, action_dim])` in xiaoyarl's convention
+    (hybrid: the discrete choices, then the continuous values)."""
     generator = torch.Generator().manual_seed(seed)
     if spec.action_nvec is not None:  # each component uniform among its own choices
         parts = [torch.randint(k, (num_steps, num_envs), generator=generator)
                  for k in spec.action_nvec]  # fmt: skip
-        return torch.stack(parts, dim=-1)
+        choices = torch.stack(parts, dim=-1)
+        if spec.if_discrete:
+            return choices
+        shape = (num_steps, num_envs, spec.action_dim)  # hybrid: the continuous values after
+        return torch.cat([choices.float(), torch.rand(shape, generator=generator) * 2.0 - 1.0], -1)
     if spec.if_discrete:
         return torch.randint(spec.action_dim, (num_steps, num_envs), generator=generator)
     shape = (num_steps, num_envs, spec.action_dim)

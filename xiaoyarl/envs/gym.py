@@ -33,6 +33,18 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from xiaoyarl.envs.actions import (
+    STRUCTURED,
+    Part,
+    bounds,
+    continuous_dim,
+    counts,
+    index,
+    leaves,
+    nest,
+    read_parts,
+    split,
+)
 from xiaoyarl.envs.atari import (
     MAX_FRAMES,
     atari_settings,
@@ -142,9 +154,10 @@ class GymVecEnv(VecEnv):
     current directory, as `python -m` would). `env_kwargs` go to `gymnasium.make`.
     Observations must be a `Box` of numbers: images (3-D, or 2-D uint8) keep their shape, and
     uint8 stays uint8 (`spec.obs_shape`, `spec.obs_dtype`); other Boxes are flattened to float32
-    `(num_envs, state_dim)`. Actions a `Discrete` (int64 `(num_envs,)`) or a finite `Box`
+    `(num_envs, state_dim)`. Actions a `Discrete` (int64 `(num_envs,)`), a finite `Box`
     (float `(num_envs, action_dim)` in `[-1, 1]`, clipped to it and rescaled linearly to the
-    env's bounds).
+    env's bounds), a `MultiDiscrete` or `MultiBinary` (int64 `(num_envs, K)`), or a Dict or Tuple
+    of those (`envs/actions.py`: multi-discrete, continuous or hybrid by its parts).
 
     `spec.max_step` is the registration's `max_episode_steps` (or the one in `env_kwargs`);
     envs registered without a time limit get `DEFAULT_MAX_STEP`. `spec.target_return` is the
@@ -239,7 +252,8 @@ class GymVecEnv(VecEnv):
         self._terminated = self._buf[obs_size + n : obs_size + 2 * n]
         self._truncated = self._buf[obs_size + 2 * n :]
         if self._masked:  # the allowed actions of state and of final_state
-            if vector_mode != "sync" or not self.spec.if_discrete or self._act_nvec is not None:
+            if vector_mode != "sync" or not self.spec.if_discrete or self._act_nvec is not None \
+                    or self._act_parts is not None:
                 self.close()
                 raise EnvError(f"{self.spec.name}: action masks (info['action_mask']) are read "
                                f"for Discrete actions with vector_mode sync.")  # fmt: skip
@@ -269,6 +283,7 @@ class GymVecEnv(VecEnv):
 
         action_low = action_high = None
         self._act_nvec = None  # multi-discrete: the choices of each component
+        self._act_parts: tuple[Part, ...] | None = None  # a Dict or Tuple space: its parts
         if isinstance(act_space, spaces.Discrete):
             if_discrete, action_dim = True, int(act_space.n)
             self._act_start = int(act_space.start)
@@ -299,11 +314,22 @@ class GymVecEnv(VecEnv):
             self._act_shape = tuple(act_space.shape)
             self._act_dtype = act_space.dtype
             action_low, action_high = tuple(low.tolist()), tuple(high.tolist())
+        elif isinstance(act_space, STRUCTURED):  # its parts (`envs/actions.py`)
+            self._act_parts = read_parts(act_space, name)
+            nvec, action_dim = counts(self._act_parts), continuous_dim(self._act_parts)
+            self._act_dtypes = [leaf.dtype for leaf in leaves(act_space)]
+            if action_dim:
+                low, high = bounds(act_space)
+                self._act_low, self._act_span = low, high - low
+                action_low, action_high = tuple(low.tolist()), tuple(high.tolist())
+            if_discrete = not action_dim
+            self._act_nvec = nvec or None
+            action_dim = action_dim or sum(nvec)
         else:
             raise EnvError(
                 f"{name}: action space {act_space} is not supported; GymVecEnv supports Discrete, "
-                f"MultiDiscrete, MultiBinary and Box action spaces. For a Dict or Tuple action "
-                f"space, {WRAP_ADVICE}."
+                f"MultiDiscrete, MultiBinary and Box action spaces, and Dicts and Tuples of them. "
+                f"For another, {WRAP_ADVICE}."
             )
 
         max_step = env.spec.max_episode_steps if env.spec is not None else None
@@ -329,6 +355,7 @@ class GymVecEnv(VecEnv):
             obs_shape=obs_shape,
             obs_dtype=obs_dtype,
             action_nvec=self._act_nvec,
+            action_parts=self._act_parts,
             obs_keys=self._obs_keys,
             action_mask=self._masked,
             frame_stack=self._atari["frame_stack"] if self._atari and image else 1,
@@ -446,6 +473,8 @@ class GymVecEnv(VecEnv):
     def _to_env_actions(self, action: torch.Tensor) -> Any:
         """Agent actions -> what the sub-envs take: a list of ints, or `(N, *shape)` floats."""
         n = self.num_envs
+        if self._act_parts is not None:
+            return self._structured_actions(action)
         if self._act_nvec is not None:
             k = len(self._act_nvec)
             if tuple(action.shape) != (n, k):
@@ -472,8 +501,32 @@ class GymVecEnv(VecEnv):
         a = self._act_low + (a + 1.0) * 0.5 * self._act_span  # [-1, 1] -> [low, high]
         return a.astype(self._act_dtype, copy=False).reshape(n, *self._act_shape)
 
+    def _structured_actions(self, action: torch.Tensor) -> Any:
+        """Agent actions -> a Dict or Tuple action space's: the sub-envs' actions (sync), or
+        the space's batched structure (async), from the flat vector of `envs/actions.py`."""
+        assert self._act_parts is not None
+        n, spec = self.num_envs, self.spec
+        k = len(spec.action_nvec or ())
+        c = 0 if spec.if_discrete else spec.action_dim
+        if tuple(action.shape) != (n, k + c):
+            what = ("the discrete choices then the continuous values in [-1, 1]" if k and c else
+                    "one int per discrete component" if k else "values in [-1, 1]")
+            raise EnvError(f"{spec.name}: actions must have shape ({n}, {k + c}) ({what}), got "
+                           f"{tuple(action.shape)}.")  # fmt: skip
+        a = action.detach().cpu().numpy()
+        discrete = np.rint(a[:, :k]).astype(np.int64)
+        continuous = None
+        if c:  # [-1, 1] -> [low, high]
+            continuous = self._act_low + (np.clip(a[:, k:], -1.0, 1.0) + 1.0) * 0.5 * self._act_span
+        values = [v.astype(dtype, copy=False) for v, dtype in
+                  zip(split(self._act_parts, discrete, continuous), self._act_dtypes, strict=True)]
+        batched = nest(self._act_parts, values)
+        if self._venv is not None:
+            return batched
+        return [index(batched, i) for i in range(n)]
+
     def _step_sync(self, actions: Any) -> None:
-        if self.spec.if_discrete and self._act_nvec is None:
+        if self.spec.if_discrete and self._act_nvec is None and self._act_parts is None:
             actions = actions.tolist()  # plain ints, as hand-written envs expect
         final, state, shape = self._final, self._state, self._obs_shape
         masked = self._masked

@@ -84,6 +84,7 @@ def policy_state(agent: AgentBase) -> dict:
         "encoder_layer_norm": getattr(encoder, "layer_norm", False),  # PQN's CNNs
         "encoder_wrappers": wrappers,  # what the agent put around its encoder (memory, masks)
         "action_nvec": None if spec.action_nvec is None else list(spec.action_nvec),
+        "action_parts": getattr(spec, "action_parts", None),  # a Dict or Tuple action space
         "obs_keys": spec.obs_keys,  # Dict observations: how they are packed
         "action_mask": spec.action_mask,  # the env says the allowed actions (agents/masked.py)
         "action_dim": spec.action_dim,
