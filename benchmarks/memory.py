@@ -19,29 +19,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 from machine import machine
-from seeded import add_seed_options, run_all
+from seeded import add_seed_options, run_all, train_cli
 
 POLICIES = {"feed-forward": [], "lstm": ["--set", "recurrent=lstm"],
             "gru": ["--set", "recurrent=gru"]}  # fmt: skip
 
 
 def train(algo: str, env: str, policy: str, seed: int, budget: int, root: Path) -> dict:
-    name = f"{algo}_{policy}_{seed}"
-    summary = root / f"{name}.json"
-    command = [sys.executable, "-m", "xiaoyarl", "train", algo, env, "--seed", str(seed),
-               "--max-steps", str(budget), "--threads", "1", "--cwd", str(root / name),
-               "--summary-json", str(summary), "--quiet", *POLICIES[policy]]  # fmt: skip
-    subprocess.run(command, check=True)
-    result = json.loads(summary.read_text())
-    return {"algo": algo, "policy": policy, "seed": seed, **{k: result[k] for k in (
-        "solved", "steps_to_target", "seconds_to_target", "best_eval_mean", "total_steps",
-        "train_seconds")}}  # fmt: skip
+    result = train_cli(algo, env, seed, budget, root / f"{algo}_{policy}_{seed}",
+                       POLICIES[policy])  # fmt: skip
+    return {"algo": algo, "policy": policy, "seed": seed, **result}
 
 
 def main() -> None:

@@ -19,32 +19,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 from machine import machine
-from seeded import add_seed_options, run_all
+from seeded import add_seed_options, run_all, train_cli
 
 TASKS = {"Dict": ("control_envs:Reach-v0", -10.0), "image": ("control_envs:PixelReach-v0", -5.0)}
-ENV_MODULES = Path(__file__).resolve().parents[1] / "tests"  # where `control_envs` is
 
 
 def train(kind: str, seed: int, budget: int, root: Path) -> dict:
     env_id, target = TASKS[kind]
-    summary = root / f"{kind}_{seed}.json"
-    command = [sys.executable, "-m", "xiaoyarl", "train", "sac", env_id, "--seed", str(seed),
-               "--max-steps", str(budget), "--threads", "1", "--target-return", str(target),
-               "--cwd", str(root / f"{kind}_{seed}"), "--summary-json", str(summary),
-               "--quiet"]  # fmt: skip
-    path = os.pathsep.join(filter(None, [str(ENV_MODULES), os.environ.get("PYTHONPATH")]))
-    subprocess.run(command, check=True, env={**os.environ, "PYTHONPATH": path})
-    result = json.loads(summary.read_text())
-    kept = ("solved", "steps_to_target", "seconds_to_target", "best_eval_mean", "total_steps")
-    return {"kind": kind, "env": env_id, "target": target, "seed": seed,
-            **{k: result[k] for k in kept}}  # fmt: skip
+    result = train_cli("sac", env_id, seed, budget, root / f"{kind}_{seed}",
+                       ["--target-return", str(target)])  # fmt: skip
+    return {"kind": kind, "env": env_id, "target": target, "seed": seed, **result}
 
 
 def main() -> None:

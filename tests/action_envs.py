@@ -65,10 +65,16 @@ class PickAllowed(gymnasium.Env):
     """Four values in [0, 1) and the actions allowed this step (`info["action_mask"]`, a random
     non-empty subset): picking the allowed action of the largest value earns 1, another allowed
     one 0, and a masked one raises (the env is broken on purpose). 10 steps an episode: random
-    allowed play returns about 5, the best 10."""
+    allowed play returns about 5, the best 10.
+
+    With `hide_mask` the masks are not shown (nor checked): a masked action earns 0, as a
+    wrong allowed one, so an agent blind to the masks learns what it can without them."""
 
     observation_space = spaces.Box(0.0, 1.0, (4,), np.float32)
     action_space = spaces.Discrete(4)
+
+    def __init__(self, hide_mask: bool = False) -> None:
+        self.hide_mask = hide_mask
 
     def reset(self, seed=None, options=None):
         super().reset(seed=seed)
@@ -79,11 +85,11 @@ class PickAllowed(gymnasium.Env):
         self.mask = self.np_random.random(4) < 0.5
         if not self.mask.any():
             self.mask[self.np_random.integers(4)] = True
-        return self.values.copy(), {"action_mask": self.mask.copy()}
+        return self.values.copy(), {} if self.hide_mask else {"action_mask": self.mask.copy()}
 
     def step(self, action):
         action = int(action)
-        if not self.mask[action]:
+        if not self.mask[action] and not self.hide_mask:
             raise AssertionError(f"masked action {action} taken; allowed {self.mask.tolist()}")
         best = np.flatnonzero(self.mask)[np.argmax(self.values[self.mask])]
         reward = float(action == best)

@@ -13,8 +13,9 @@ ACTION_SPACES = {
     "Box": spaces.Box(-1.0, 1.0, (2,), np.float32),
     "MultiDiscrete": spaces.MultiDiscrete([3, 2]),
     "MultiBinary": spaces.MultiBinary(3),
-    "hybrid": spaces.Dict({"choice": spaces.Discrete(3),
-                           "value": spaces.Box(-1.0, 1.0, (2,), np.float32)}),
+    "hybrid": spaces.Dict(
+        {"choice": spaces.Discrete(3), "value": spaces.Box(-1.0, 1.0, (2,), np.float32)}
+    ),
 }
 IMAGE = spaces.Box(0, 255, (8, 8, 3), np.uint8)
 

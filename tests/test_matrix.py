@@ -37,7 +37,8 @@ def run_config(algo: str, cell: Cell, cwd: str) -> Config:
 def test_the_probe_envs_are_what_the_matrix_describes():
     """The matrix reads the agents on env specs of each kind; the Probe envs give those specs."""
     fields = ("state_dim", "obs_shape", "obs_dtype", "obs_keys", "action_dim", "if_discrete",
-              "action_nvec", "action_mask", "action_parts", "action_low", "action_high")  # fmt: skip
+              "action_nvec", "action_mask", "action_parts", "action_low",
+              "action_high")  # fmt: skip
     for _, _, _, cell in CELLS:
         kind = {"observation": cell.observation, "action": cell.action, "masked": cell.masked}
         spec = make_env("matrix_envs:Probe-v0", num_envs=2, env_kwargs=kind).spec

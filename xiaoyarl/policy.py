@@ -216,9 +216,11 @@ class Policy:
         continuous ones within the bounds."""
         from xiaoyarl.envs.actions import nest, split  # structured actions only
 
-        values = split(self.action_parts, *self.discrete_continuous(action))
+        parts = self.action_parts
+        assert parts is not None, "a policy of a Dict or Tuple action space"
+        values = split(parts, *self.discrete_continuous(action))
         values = [v[0] if single else v for v in values]
-        return nest(self.action_parts, [v.cpu().numpy() if is_numpy else v for v in values])
+        return nest(parts, [v.cpu().numpy() if is_numpy else v for v in values])
 
     def discrete_continuous(self, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Actions as agents see them `(batch, K + C)` -> the discrete choices int64 `(batch,

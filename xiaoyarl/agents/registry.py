@@ -71,6 +71,8 @@ ALGORITHMS: dict[str, tuple[type[AgentBase] | None, type[AgentBase] | None]] = {
 }
 
 
+HYBRID_KIND = "hybrid (discrete and continuous parts)"  # how a refusal names hybrid actions
+
 # the recurrent variant of each agent that has one (`recurrent`)
 RECURRENT_VARIANTS: dict[type, type] = {
     base: variant
@@ -129,16 +131,15 @@ def _resolve(
         raise _Unfit(f"train in {spec.name}, a {'multi' if multi else 'single'}-agent env")
     chosen = discrete if spec.if_discrete else continuous
     hybrid = bool(getattr(spec, "if_hybrid", False))  # discrete and continuous parts
+    kind = "discrete" if spec.if_discrete else HYBRID_KIND if hybrid else "continuous"
     if chosen is None:
-        kind = ("discrete" if spec.if_discrete else
-                "hybrid (discrete and continuous parts)" if hybrid else "continuous")
         why = _either((continuous, discrete)).action_reason
         raise _Unfit(f"act in {spec.name}, whose actions are {kind}{': ' + why if why else ''}")
     recurrent = bool(config is not None and config.recurrent)
     nvec = getattr(spec, "action_nvec", None)  # multi-discrete actions (single-agent envs)
     if hybrid:
         chosen = _variant(chosen, HYBRID, recurrent, f"act in {spec.name}, whose actions are "
-                          f"hybrid (discrete and continuous parts)", chosen.hybrid_reason)
+                          f"{kind}", chosen.hybrid_reason)  # fmt: skip
     elif nvec is not None:
         chosen = _variant(chosen, MULTI_DISCRETE, recurrent, f"act in {spec.name}, whose actions "
                           f"are multi-discrete {list(nvec)}",

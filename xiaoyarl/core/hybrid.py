@@ -83,4 +83,3 @@ class ActorHybridPPO(nn.Module):
         """The choices as they are, the values clipped to [-1, 1]."""
         k = len(self.nvec)
         return torch.cat([action[:, :k], action[:, k:].clamp(-1.0, 1.0)], dim=-1)
-

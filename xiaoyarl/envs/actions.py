@@ -43,17 +43,18 @@ Part = tuple[tuple[str | int, ...], str, tuple[int, ...], tuple[int, ...], tuple
 STRUCTURED = (spaces.Dict, spaces.Tuple)
 
 
-def read_parts(space: spaces.Space, name: str, path: tuple[str | int, ...] = ()) -> tuple[Part, ...]:
+def read_parts(space: spaces.Space, name: str,
+               path: tuple[str | int, ...] = ()) -> tuple[Part, ...]:  # fmt: skip
     """The parts of a Dict or Tuple action space, in its order (see the module); an `EnvError`
     naming a part of another kind and what to do."""
     if isinstance(space, spaces.Dict):
-        return tuple(p for key, sub in space.spaces.items() for p in read_parts(sub, name,
-                                                                                 (*path, key)))
+        return tuple(part for key, sub in space.spaces.items()
+                     for part in read_parts(sub, name, (*path, key)))  # fmt: skip
     if isinstance(space, spaces.Tuple):
-        return tuple(p for i, sub in enumerate(space.spaces) for p in read_parts(sub, name,
-                                                                                 (*path, i)))
+        return tuple(part for i, sub in enumerate(space.spaces)
+                     for part in read_parts(sub, name, (*path, i)))  # fmt: skip
     if isinstance(space, spaces.Discrete):
-        return (((path), "discrete", (), (int(space.n),), (int(space.start),)),)
+        return ((path, "discrete", (), (int(space.n),), (int(space.start),)),)
     if isinstance(space, spaces.MultiBinary | spaces.MultiDiscrete):
         binary = isinstance(space, spaces.MultiBinary)
         nvec = np.full(space.shape, 2) if binary else np.asarray(space.nvec)  # type: ignore[union-attr]

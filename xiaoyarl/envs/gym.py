@@ -252,8 +252,12 @@ class GymVecEnv(VecEnv):
         self._terminated = self._buf[obs_size + n : obs_size + 2 * n]
         self._truncated = self._buf[obs_size + 2 * n :]
         if self._masked:  # the allowed actions of state and of final_state
-            if vector_mode != "sync" or not self.spec.if_discrete or self._act_nvec is not None \
-                    or self._act_parts is not None:
+            if (
+                vector_mode != "sync"
+                or not self.spec.if_discrete
+                or self._act_nvec is not None
+                or self._act_parts is not None
+            ):
                 self.close()
                 raise EnvError(f"{self.spec.name}: action masks (info['action_mask']) are read "
                                f"for Discrete actions with vector_mode sync.")  # fmt: skip
@@ -509,8 +513,13 @@ class GymVecEnv(VecEnv):
         k = len(spec.action_nvec or ())
         c = 0 if spec.if_discrete else spec.action_dim
         if tuple(action.shape) != (n, k + c):
-            what = ("the discrete choices then the continuous values in [-1, 1]" if k and c else
-                    "one int per discrete component" if k else "values in [-1, 1]")
+            what = (
+                "the discrete choices then the continuous values in [-1, 1]"
+                if k and c
+                else "one int per discrete component"
+                if k
+                else "values in [-1, 1]"
+            )
             raise EnvError(f"{spec.name}: actions must have shape ({n}, {k + c}) ({what}), got "
                            f"{tuple(action.shape)}.")  # fmt: skip
         a = action.detach().cpu().numpy()
@@ -518,8 +527,12 @@ class GymVecEnv(VecEnv):
         continuous = None
         if c:  # [-1, 1] -> [low, high]
             continuous = self._act_low + (np.clip(a[:, k:], -1.0, 1.0) + 1.0) * 0.5 * self._act_span
-        values = [v.astype(dtype, copy=False) for v, dtype in
-                  zip(split(self._act_parts, discrete, continuous), self._act_dtypes, strict=True)]
+        values = [
+            v.astype(dtype, copy=False)
+            for v, dtype in zip(
+                split(self._act_parts, discrete, continuous), self._act_dtypes, strict=True
+            )
+        ]
         batched = nest(self._act_parts, values)
         if self._venv is not None:
             return batched
