@@ -157,13 +157,14 @@ class Policy:
         from xiaoyarl.agents.acting import masked_greedy
 
         actor: Any = self.actor
-        if getattr(getattr(actor, "norm", None), "reads_mask", False):  # [observation, mask] rows
-            state = torch.cat([state, mask.float()], dim=-1)  # (the masked DQN family)
-        if not deterministic:
-            return self._sample(state, mask)
-        if isinstance(actor, QNet):  # the best allowed action
-            return masked_greedy(actor.q_values(state), mask)
-        return actor(state, mask)  # PPO, A2C: the masked categorical policy
+        if reads_mask(actor.norm):  # [observation, mask] rows (the masked DQN family)
+            state = torch.cat([state, mask.float()], dim=-1)
+        with self._remembering(state.shape[0]):
+            if not deterministic:
+                return self._sample(state, mask)
+            if isinstance(actor, QNet):  # the best allowed action
+                return masked_greedy(actor.q_values(state), mask)
+            return actor(state, mask)  # PPO, A2C: the masked categorical policy
 
     def predict(
         self,
@@ -300,6 +301,16 @@ class Policy:
     def recurrent(self) -> bool:
         """Whether the policy keeps a hidden state from step to step (`recurrent`, agent_rnn)."""
         return self.memory is not None
+
+
+def reads_mask(encoder: Any) -> bool:
+    """Whether an encoder, or one it wraps (`inner`: inside a memory), reads `[observation,
+    mask]` rows (`reads_mask`: the masked DQN family's)."""
+    while encoder is not None:
+        if getattr(encoder, "reads_mask", False):
+            return True
+        encoder = getattr(encoder, "inner", None)
+    return False
 
 
 def discrete_continuous(action: torch.Tensor, k: int,

@@ -137,7 +137,12 @@ class MaskedPQN(CarriesMask):
 
     def next_values(self, rollout: Any) -> torch.Tensor:
         """max over the allowed actions of Q(s', a) `(T * N,)` of the states the steps reached."""
-        q = self.qnet.q_values(rollout.next_states.flatten(0, 1))
+        return self.allowed_max(self.qnet.q_values(rollout.next_states.flatten(0, 1)), rollout)
+
+    @staticmethod
+    def allowed_max(q: torch.Tensor, rollout: Any) -> torch.Tensor:
+        """The max over the allowed actions of the Q-values `(T * N, A)` of the states the
+        rollout's steps reached."""
         allowed = allowed_or_all(rollout.next_action_masks.flatten(0, 1))
         return q.masked_fill(~allowed, -torch.inf).max(-1).values
 

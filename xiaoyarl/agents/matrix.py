@@ -91,14 +91,20 @@ def refusal(algo: str, cell: Cell) -> str | None:
 
 def columns(algo: str) -> dict[str, dict[str, Cell]]:
     """The matrix's tables and their cells for `algo`: each kind of action (vector
-    observations), each kind of observation (its own kind of action), action masks and memory
-    (vector observations, its own kind of action)."""
+    observations), each kind of observation (its own kind of action), action masks, and memory
+    (vector observations): with its own kind of action, and a GRU with masks, multi-discrete
+    and hybrid actions."""
     own = own_action(algo)
     return {
         "actions": {action: Cell(action=action) for action in ACTIONS},
         "observations": {obs: Cell(observation=obs, action=own) for obs in OBSERVATIONS},
         "masks": {"masked": Cell(action="Discrete", masked=True)},
-        "memory": {memory: Cell(action=own, memory=memory) for memory in MEMORIES},
+        "memory": {
+            **{memory: Cell(action=own, memory=memory) for memory in MEMORIES},
+            "gru, masked": Cell(action="Discrete", masked=True, memory="gru"),
+            "gru, MultiDiscrete": Cell(action="MultiDiscrete", memory="gru"),
+            "gru, hybrid": Cell(action="hybrid", memory="gru"),
+        },
     }
 
 

@@ -7,7 +7,6 @@ from typing import Any
 
 import torch
 
-from xiaoyarl.agents.acting import sampling_policy
 from xiaoyarl.core.recurrent import RecurrentActing
 
 
@@ -35,8 +34,10 @@ class Memory:
                            "its hidden states")  # fmt: skip
 
     def evaluation_policy(self) -> RecurrentActing:
-        config = self.config
-        act = self.actor if config.eval_deterministic else sampling_policy(self.actor, config)
+        """The agent's own evaluation policy (its greedy action: the next class's `act`, which
+        a masked agent's picks among the allowed actions), from each episode's hidden state."""
+        own: Any = super()
+        act = own.act if self.config.eval_deterministic else own.evaluation_policy()
         return RecurrentActing(act, self.actor.norm)
 
     def explore_logprob(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:

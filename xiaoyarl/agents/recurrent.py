@@ -175,7 +175,7 @@ class RecurrentActorCritic(Recurrent):
         super().__init__(spec, config, device, learner, kit)
 
     def ppo_batch(self, rollout: Rollout) -> PPOBatch:
-        assert isinstance(rollout, RecurrentRollout), "a recurrent agent explores its rollouts"
+        assert hasattr(rollout, "hiddens"), "a recurrent agent explores its rollouts"
         self.read_sequences(rollout)
         return super().ppo_batch(rollout)
 

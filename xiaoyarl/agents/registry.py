@@ -13,6 +13,7 @@ import torch
 
 from xiaoyarl.agents.a2c import AgentA2C, AgentDiscreteA2C
 from xiaoyarl.agents.base import AgentBase
+from xiaoyarl.agents.combined import RECURRENT_COMBINED
 from xiaoyarl.agents.ddpg import AgentDDPG
 from xiaoyarl.agents.dqn import AgentD3QN, AgentDoubleDQN, AgentDQN
 from xiaoyarl.agents.fast_td3 import AgentFastSAC, AgentFastTD3
@@ -76,7 +77,7 @@ HYBRID_KIND = "hybrid (discrete and continuous parts)"  # how a refusal names hy
 # the recurrent variant of each agent that has one (`recurrent`)
 RECURRENT_VARIANTS: dict[type, type] = {
     base: variant
-    for table in (RECURRENT, RECURRENT_REPLAY, RECURRENT_AGENTS)
+    for table in (RECURRENT, RECURRENT_REPLAY, RECURRENT_AGENTS, RECURRENT_COMBINED)
     for base, variant in table.items()
 }
 
@@ -135,20 +136,21 @@ def _resolve(
     if chosen is None:
         why = _either((continuous, discrete)).action_reason
         raise _Unfit(f"act in {spec.name}, whose actions are {kind}{': ' + why if why else ''}")
-    recurrent = bool(config is not None and config.recurrent)
     nvec = getattr(spec, "action_nvec", None)  # multi-discrete actions (single-agent envs)
+    asked = "train"  # what the env asks of the agent beyond the plain one
     if hybrid:
-        chosen = _variant(chosen, HYBRID, recurrent, f"act in {spec.name}, whose actions are "
-                          f"{kind}", chosen.hybrid_reason)  # fmt: skip
+        asked = f"act in {spec.name}, whose actions are {kind}"
+        chosen = _variant(chosen, HYBRID, asked, chosen.hybrid_reason)
     elif nvec is not None:
-        chosen = _variant(chosen, MULTI_DISCRETE, recurrent, f"act in {spec.name}, whose actions "
-                          f"are multi-discrete {list(nvec)}",
+        asked = f"act in {spec.name}, whose actions are multi-discrete {list(nvec)}"
+        chosen = _variant(chosen, MULTI_DISCRETE, asked,
                           getattr(chosen, "multi_discrete_reason", ""))  # fmt: skip
     if getattr(spec, "action_mask", False):  # the env says which actions are allowed
-        chosen = _variant(chosen, MASKED, recurrent, f"honour the action masks of {spec.name}")
-    if recurrent:  # the same agent with a recurrent policy (ppo, a2c; vdn, qmix)
+        asked = f"honour the action masks of {spec.name}"
+        chosen = _variant(chosen, MASKED, asked)
+    if config is not None and config.recurrent:  # the same agent with a recurrent policy
         if chosen not in RECURRENT_VARIANTS:
-            raise _Unfit("train with a recurrent policy")
+            raise _Unfit(f"{asked} with a recurrent policy")
         chosen = RECURRENT_VARIANTS[chosen]
     return chosen
 
@@ -173,11 +175,9 @@ def make_agent(
     return agent
 
 
-def _variant(chosen: type, table: dict, recurrent: bool, what: str, why: str = "") -> type:
-    """The agent `table` gives for `chosen` (its multi-discrete or masked variant), or `_Unfit`
-    saying what it cannot do (feed-forward variants only) and `why`, where the algorithm says."""
-    if chosen not in table or recurrent:
-        why = "" if recurrent else why
-        raise _Unfit(f"{what}{' with a recurrent policy' if recurrent else ''}"
-                     f"{': ' + why if why else ''}")  # fmt: skip
+def _variant(chosen: type, table: dict, what: str, why: str = "") -> type:
+    """The agent `table` gives for `chosen` (its multi-discrete, hybrid or masked variant), or
+    `_Unfit` saying what it cannot do and `why`, where the algorithm says."""
+    if chosen not in table:
+        raise _Unfit(f"{what}{': ' + why if why else ''}")
     return table[chosen]

@@ -254,7 +254,7 @@ class RecurrentActing:
     `act` (the greedy action, or a sample), carrying a hidden state per sub-env from call to
     call; `reset()` (the evaluator calls it when its env resets) starts new episodes."""
 
-    def __init__(self, act: Callable[[torch.Tensor], torch.Tensor],
+    def __init__(self, act: Callable[..., torch.Tensor],
                  memory: RecurrentEncoder) -> None:  # fmt: skip
         self.act, self.memory = act, memory
         self.hiddens = HiddenStates(memory.initial)
@@ -263,6 +263,8 @@ class RecurrentActing:
         self.hiddens.reset()
 
     @torch.no_grad()
-    def __call__(self, state: torch.Tensor) -> torch.Tensor:
+    def __call__(self, state: torch.Tensor, *args: torch.Tensor) -> torch.Tensor:
+        """`act(state, *args)` (the env's action masks, where it gives them) from each
+        episode's hidden state."""
         with self.hiddens.continued(self.memory, state.shape[0]):
-            return self.act(state)
+            return self.act(state, *args)
