@@ -12,6 +12,7 @@ import sys
 import pytest
 import torch
 
+from xiaoyarl.agents.a2c import AgentA2C, AgentDiscreteA2C
 from xiaoyarl.agents.ppo import AgentDiscretePPO, AgentPPO, Rollout
 from xiaoyarl.agents.pqn import AgentPQN
 from xiaoyarl.agents.pqn import Rollout as PQNRollout
@@ -22,7 +23,7 @@ from xiaoyarl.envs import make_env
 from xiaoyarl.errors import ConfigError
 from xiaoyarl.population.plots import read_population_csv
 from xiaoyarl.population.schemes import PopulationConfig
-from xiaoyarl.population.vmap import VmapPPO, VmapPQN, member_spec
+from xiaoyarl.population.vmap import VmapPPO, VmapPQN, member_spec, vmapped_form
 from xiaoyarl.train.checkpoint import load_plain
 
 MEMBERS, SUB_ENVS, HORIZON = 3, 4, 16
@@ -30,13 +31,14 @@ MEMBERS, SUB_ENVS, HORIZON = 3, 4, 16
 HPARAMS = [(3e-4, 0.5, 0.0, 0.2), (1e-3, 0.1, 0.01, 0.1), (3e-3, 1.0, 0.1, 0.3)]
 
 
-def _members(env_id: str, lrs: list[float] | None = None, **settings):
+def _members(env_id: str, lrs: list[float] | None = None, algo: str = "ppo", **settings):
     env = make_env(env_id, MEMBERS * SUB_ENVS, seed=1)
     spec = member_spec(env, MEMBERS)
-    agent_class = AgentDiscretePPO if spec.if_discrete else AgentPPO
+    agent_class = {"ppo": (AgentPPO, AgentDiscretePPO),
+                   "a2c": (AgentA2C, AgentDiscreteA2C)}[algo][spec.if_discrete]  # fmt: skip
     agents = []
     for i, (lr, clip, entropy, ratio_clip) in enumerate(HPARAMS):
-        config = resolve_config(Config(algo="ppo", env_id=env_id, seed=i, num_envs=SUB_ENVS,
+        config = resolve_config(Config(algo=algo, env_id=env_id, seed=i, num_envs=SUB_ENVS,
                         horizon_len=HORIZON, learning_rate=lrs[i] if lrs else lr,
                         clip_grad_norm=clip, lambda_entropy=entropy,
                         ratio_clip=ratio_clip, **settings), True, "cpu")  # fmt: skip
@@ -111,6 +113,19 @@ def test_vmapped_update_equals_each_members_own_update(env_id):
     first = next(iter(agents[0].optimizers["actor"].state_dict()["state"].values()))
     assert first["step"].item() == 16  # 4 epochs x 4 mini-batches were taken
     assert agents[0].optimizers["actor"].param_groups[0]["lr"] == HPARAMS[0][0]
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_vmapped_a2c_update_equals_each_members_own_update(env_id):
+    """A2C's members stack as PPO's (its own objective in its `ppo_loss`; one step a rollout),
+    each with its own learning rate, gradient clip and entropy weight."""
+    torch.manual_seed(0)
+    env, agents = _members(env_id, algo="a2c")
+    assert vmapped_form(type(agents[0])) is VmapPPO
+    references = _update_both(env, agents, updates=2)
+    assert _max_difference(agents, references) < 1e-5
+    first = next(iter(agents[0].optimizers["actor"].state_dict()["state"].values()))
+    assert first["step"].item() == 2  # one step on each of the 2 rollouts
 
 
 def test_vmapped_update_runs_the_agents_own_value_loss():

@@ -158,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     pop.add_argument(
         "--population-backend",
         choices=["process", "vmap"],
-        help="process: a process per member (default); vmap: PPO or PQN members of one shape "
+        help="process: a process per member (default); vmap: PPO, A2C or PQN members of one shape "
         "trained together as one stacked model in one process",
     )
     pop.add_argument(

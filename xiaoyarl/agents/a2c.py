@@ -25,7 +25,8 @@ class AgentA2C(AgentPPO):
 
     config_fields = AgentPPO.config_fields - {"ratio_clip"}  # differs: no clipped ratio
     tune_space: ClassVar[str | None] = "a2c.yaml"
-    member_fields: ClassVar[frozenset[str]] = frozenset()  # differs: no vmapped form
+    # differs: no clip range to vary per vmapped member
+    member_fields = frozenset({"learning_rate", "lambda_entropy", "clip_grad_norm"})
 
     @classmethod
     def defaults(cls, config: Config, batched: bool, device_type: str) -> dict:

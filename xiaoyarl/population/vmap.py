@@ -2,7 +2,7 @@
 
 With `--population-backend vmap` a slot claims a batch of the population's tasks (every member
 of a generation, or a batch of tournament pods) and trains them together. The members' agents
-are ordinary agents (`AgentPPO`, `AgentPQN`); their weights, normaliser statistics and Adam
+are ordinary agents (`AgentPPO`, `AgentA2C`, `AgentPQN`); their weights, normaliser statistics and Adam
 moments are stacked along a leading member axis (`torch.func.stack_module_state`), and every
 call of an agent's method is one `torch.func.vmap` of `functional_call` over the members: the
 agents' own `explore_step`, in `AgentBase.explore_env`'s loop, and their own update steps in
@@ -18,7 +18,7 @@ ordinary run checkpoint in its member folder, so the schemes (`population.py`) r
 explore them exactly as they do the member processes' checkpoints.
 
 Per-member hyper-parameters (the agent's `member_fields`, searchable): learning_rate and
-clip_grad_norm, and for PPO ratio_clip and lambda_entropy. Every other setting is the same for
+clip_grad_norm, for PPO ratio_clip and lambda_entropy, for A2C lambda_entropy. Every other setting is the same for
 all members.
 """
 
@@ -349,7 +349,8 @@ class VmapAgents:
 
 
 class VmapPPO(VmapAgents):
-    """M `AgentPPO`s: the update is `AgentPPO.ppo_update`'s, every member at once."""
+    """M `AgentPPO`s (or `AgentA2C`s): the update is `AgentPPO.ppo_update`'s, every member at
+    once (A2C's clip range is not read)."""
 
     rollout_class = Rollout
     hparam_names = ("ratio_clip", "lambda_entropy", "clip_grad_norm")
@@ -436,7 +437,13 @@ def member_spec(env: VecEnv, members: int):  # noqa: ANN201 - an EnvSpec
 
 
 # agent class (`agent_of`) -> its stacked form: one for each agent that declares `member_fields`
+# (A2C: PPO's, its own objective in its `ppo_loss`)
 VMAPPED: dict[type[AgentBase], type[VmapAgents]] = {AgentPPO: VmapPPO, AgentPQN: VmapPQN}
+
+
+def vmapped_form(agent: type[AgentBase]) -> type[VmapAgents]:
+    """The stacked form of an agent class: its own, or the nearest base class's."""
+    return next(VMAPPED[cls] for cls in agent.__mro__ if cls in VMAPPED)
 
 
 # --- a slot that trains its claimed members together -----------------------------------------
@@ -507,7 +514,7 @@ class VmapSlot(Slot):
             counters.append(dict(checkpoint["counters"]) if checkpoint else
                             {"total_steps": 0, "updates": 0, "train_seconds": 0.0,
                              "eval_seconds": 0.0, "best_return": -math.inf})  # fmt: skip
-        model = VMAPPED[agent_of(first)](agents)
+        model = vmapped_form(agent_of(first))(agents)
         state, _ = env.reset(seed=seed)
         model.last_state = state
         start = time.perf_counter()
