@@ -27,7 +27,6 @@ from pathlib import Path
 
 import gymnasium
 import numpy as np
-
 from machine import machine
 from seeded import TEST_ENVS, add_seed_options, run_all, train_cli
 

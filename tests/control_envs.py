@@ -8,6 +8,16 @@ import numpy as np
 from gymnasium import spaces
 
 POINT = spaces.Box(-1.0, 1.0, (2,), np.float32)
+METADATA = {"render_modes": ["rgb_array"], "render_fps": 10}  # `xiaoyarl record` films them
+
+
+def picture(*points: tuple[np.ndarray, int]) -> np.ndarray:
+    """A 64x64 RGB frame of the square [-1, 1]^2 with each (point, colour channel) lit."""
+    frame = np.full((64, 64, 3), 30, dtype=np.uint8)
+    for point, channel in points:
+        col, row = np.clip(((point + 1) * 32).astype(int), 3, 60)
+        frame[row - 3 : row + 4, col - 3 : col + 4, channel] = 240
+    return frame
 
 
 class Reach(gymnasium.Env):
@@ -21,12 +31,20 @@ class Reach(gymnasium.Env):
     observation_space = spaces.Dict({"observation": POINT, "achieved_goal": POINT,
                                      "desired_goal": POINT})  # fmt: skip
     action_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
+    metadata = METADATA
+
+    def __init__(self, render_mode: str | None = None) -> None:
+        self.render_mode = render_mode
 
     def reset(self, seed=None, options=None):
         super().reset(seed=seed)
         self.point = self.np_random.uniform(-1, 1, 2).astype(np.float32)
         self.goal = self.np_random.uniform(-1, 1, 2).astype(np.float32)
         return self._obs(), {}
+
+    def render(self):
+        """The point (green) and the goal (red)."""
+        return picture((self.point, 1), (self.goal, 0))
 
     def _obs(self):
         return {"observation": self.point.copy(), "achieved_goal": self.point.copy(),
@@ -48,11 +66,19 @@ class PixelReach(gymnasium.Env):
 
     observation_space = spaces.Box(0, 255, (8, 8, 3), np.uint8)
     action_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
+    metadata = METADATA
+
+    def __init__(self, render_mode: str | None = None) -> None:
+        self.render_mode = render_mode
 
     def reset(self, seed=None, options=None):
         super().reset(seed=seed)
         self.point = self.np_random.uniform(-1, 1, 2).astype(np.float32)
         return self._obs(), {}
+
+    def render(self):
+        """The point (green) and the centre (red)."""
+        return picture((self.point, 1), (np.zeros(2, np.float32), 0))
 
     def _obs(self):
         image = np.full((8, 8, 3), 20, dtype=np.uint8)

@@ -49,9 +49,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"xiaoyarl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    train = sub.add_parser("train", help="train an agent", description="Train ALGO on ENV.")
-    train.add_argument("algo", help="algorithm, e.g. ppo or a2c (see `xiaoyarl list`)")
-    train.add_argument("env", help="env id: built-in torch env, gymnasium id, or module:Env-v0")
+    train = sub.add_parser("train", help="train an agent",
+                           description="Train ALGO on ENV, or continue a run with --resume DIR "
+                           "(its own config.yaml says the algorithm and the env).")  # fmt: skip
+    train.add_argument("algo", nargs="?", help="algorithm, e.g. ppo or a2c (see `xiaoyarl list`)")
+    train.add_argument(
+        "env", nargs="?", help="env id: built-in torch env, gymnasium id, or module:Env-v0"
+    )
     _add_run_flags(train)
     _add_field_flag(train, "vector_mode")
     _add_field_flag(train, "runner")
@@ -424,6 +428,12 @@ def _train(args: argparse.Namespace) -> int:
     if args.learners is not None and args.learners < 1:
         raise ConfigError(f"--learners {args.learners}: give a positive number of learners.")
     _resume_folder(args)
+    if not (args.algo and args.env) and not (args.resume and args.cwd):
+        raise ConfigError("name the algorithm and the env, e.g. `xiaoyarl train ppo "
+                          "CartPole-v1`, or continue a run with --resume DIR.")  # fmt: skip
+    if not args.algo and not (Path(args.cwd) / "config.yaml").is_file():
+        raise ConfigError(f"--resume {args.cwd}: no run there (its config.yaml is missing); name "
+                          f"the algorithm and the env to start one.")  # fmt: skip
     config = _start_config(args)  # its options' errors said once, before any learner starts
     if (args.learners or 1) > 1 and distributed.rank_from_environment() is None:
         return distributed.launch_local(args.argv, args.learners)  # each rank runs this command
@@ -485,7 +495,7 @@ def _given(args: argparse.Namespace, skip: tuple[str, ...] = ()) -> dict[str, ob
     """What the command line says, field by field: algorithm, env, each option named as a Config
     field (`--num-envs` sets num_envs) but those in `skip`, and the target return (`--set` pairs
     come after these, and may not name the same field)."""
-    given: dict[str, object] = {"algo": args.algo.lower(), "env_id": args.env}
+    given: dict[str, object] = {"algo": args.algo.lower(), "env_id": args.env} if args.algo else {}
     by_set = {pair.split("=", 1)[0].strip(): pair for pair in args.set}
     for name in Config.field_names():
         value = getattr(args, name, None)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import warnings
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -90,9 +91,55 @@ class DeployedPolicy(nn.Module):
         return self.low + (action + 1.0) * 0.5 * (self.high - self.low)  # as in Policy.predict
 
 
+class DeployedMultiAgentPolicy(nn.Module):
+    """A multi-agent policy as deployed: the agents' observations of a batch of envs `(batch,
+    A, O)` -> their actions, int64 `(batch, A)` or float32 `(batch, A, U)` within the action
+    bounds; each agent's row gets its id inside, as in training (`with_agent_ids`). A recurrent
+    one (VDN's or QMIX's recurrent agents) also takes the agents' hidden states `(batch, A, H)`
+    and whether each env's episode starts at this step `(batch,)` bool (its agents' states are
+    zeroed there), and returns the next states."""
+
+    low: torch.Tensor  # buffers, continuous actions only
+    high: torch.Tensor
+
+    def __init__(self, policy: MultiAgentPolicy) -> None:
+        super().__init__()
+        self.actor = policy.actor
+        self.recurrent = policy.recurrent
+        self.if_discrete = policy.if_discrete
+        if not self.if_discrete:
+            self.register_buffer("low", policy.low.float())
+            self.register_buffer("high", policy.high.float())
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        from xiaoyarl.agents.multi.common import with_agent_ids  # multi-agent policies only
+
+        obs, carried = inputs[0], inputs[1:]
+        batch, agents = obs.shape[:2]
+        x = with_agent_ids(obs).flatten(0, 1)
+        if not self.recurrent:
+            action = self.actor(x)
+            action = action.view(batch, agents, *action.shape[1:])
+            if self.if_discrete:
+                return action
+            return self.low + (action + 1.0) * 0.5 * (self.high - self.low)  # as in predict
+        state, starts = carried
+        kept = (~starts.bool()).to(state.dtype).view(batch, 1, 1)
+        actor: Any = self.actor  # a recurrent Q-network (`RecurrentQNet.step`)
+        q, hidden = actor.step(x, (state * kept).flatten(0, 1))
+        return q.argmax(-1).view(batch, agents), hidden.view(batch, agents, -1)
+
+
 def model_inputs(policy: Policy, batch: int = 2) -> dict[str, torch.Tensor]:
     """Example inputs of the exported model by name: "obs" (or, for a Dict env, each key), and
     for a recurrent policy "state" and "episode_start"."""
+    if isinstance(policy, MultiAgentPolicy):  # the agents' observations of each env
+        inputs = {"obs": torch.zeros(batch, policy.num_agents, policy.obs_dim)}
+        carried = policy.carried()
+        if carried is not None:
+            inputs["state"] = torch.zeros(batch, *carried[1])
+            inputs["episode_start"] = torch.ones(batch, dtype=torch.bool)
+        return inputs
     if policy.obs_keys:
         inputs = {key: torch.zeros(batch, dtype=torch.int64) if kind == "onehot" else
                   torch.zeros(batch, *shape, dtype=torch.uint8 if kind == "uint8" else
@@ -124,7 +171,8 @@ def export_policy(run_dir: str | Path, out: str | Path | None = None, fmt: str =
     `out` defaults to `run_dir/policy.onnx` or `run_dir/policy.torchscript.pt`; its folder is
     created if needed. The model's inputs are the env's observations, named "obs" (a Dict env:
     one input per key, by its name), then for a recurrent policy "state" and "episode_start";
-    its outputs "action" and, recurrent, "next_state" (`DeployedPolicy`). Returns the path
+    its outputs "action" and, recurrent, "next_state" (`DeployedPolicy`; a multi-agent policy's
+    `DeployedMultiAgentPolicy` takes the agents' observations of each env). Returns the path
     written."""
     if fmt not in FORMATS:
         raise ConfigError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}.")
@@ -132,18 +180,17 @@ def export_policy(run_dir: str | Path, out: str | Path | None = None, fmt: str =
         _check_onnx_installed()
     run_dir = Path(run_dir)
     policy = load_policy(run_dir)  # CheckpointError for a missing folder or actor.pt
-    if isinstance(policy, MultiAgentPolicy) and policy.recurrent:
-        raise ConfigError(
-            f"the policy of {run_dir} has recurrent agents: it keeps each agent's hidden "
-            f"state from step to step, which the exported multi-agent models do not carry yet. "
-            f"Use it through `load_policy` (with `reset()` between episode batches)."
-        )
-    model = DeployedPolicy(policy).eval()
+    model: DeployedPolicy | DeployedMultiAgentPolicy
+    if isinstance(policy, MultiAgentPolicy):
+        model = DeployedMultiAgentPolicy(policy).eval()
+    else:
+        model = DeployedPolicy(policy).eval()
     inputs = model_inputs(policy)  # batch 2: a batch of 1 would be specialised
     out = Path(out) if out is not None else run_dir / FORMATS[fmt]
     with atomic_output(out) as partial:
         if fmt == "onnx":
-            _export_onnx(model, inputs, policy.memory is not None, partial)
+            _export_onnx(model, inputs, output_names(policy.action_parts, "state" in inputs),
+                         partial)  # fmt: skip
         else:
             _export_torchscript(model, inputs, partial)
     return out
@@ -160,7 +207,7 @@ def _check_onnx_installed() -> None:
         ) from None
 
 
-def _export_onnx(model: DeployedPolicy, inputs: dict[str, torch.Tensor], recurrent: bool,
+def _export_onnx(model: nn.Module, inputs: dict[str, torch.Tensor], outputs: list[str],
                  path: Path) -> None:  # fmt: skip
     onnx_logger = logging.getLogger("torch.onnx")  # warns about every missing torchvision op
     level = onnx_logger.level
@@ -178,7 +225,7 @@ def _export_onnx(model: DeployedPolicy, inputs: dict[str, torch.Tensor], recurre
                 tuple(inputs.values()),
                 str(path),
                 input_names=list(inputs),
-                output_names=output_names(model.action_parts, recurrent),
+                output_names=outputs,
                 dynamic_shapes={"inputs": tuple({0: batch} for _ in inputs)},
                 dynamo=True,
                 external_data=False,  # weights inside the file: one self-contained model
@@ -190,7 +237,7 @@ def _export_onnx(model: DeployedPolicy, inputs: dict[str, torch.Tensor], recurre
         onnx_logger.setLevel(level)
 
 
-def _export_torchscript(model: DeployedPolicy, inputs: dict[str, torch.Tensor], path: Path) -> None:
+def _export_torchscript(model: nn.Module, inputs: dict[str, torch.Tensor], path: Path) -> None:
     with torch.no_grad(), warnings.catch_warnings():
         # the user asked for TorchScript; PyTorch's deprecation notice is not theirs to act on
         warnings.filterwarnings("ignore", message=r".*torch\.jit.* is deprecated")

@@ -28,7 +28,7 @@ class Memory:
         return super().observe(state, info)  # type: ignore[misc]
 
     @torch.no_grad()
-    def act(self, state: torch.Tensor) -> torch.Tensor:
+    def act(self, state: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Not for a recurrent policy: it acts on the episode so far (`evaluation_policy`)."""
         raise RuntimeError("a recurrent agent acts through evaluation_policy(), which keeps "
                            "its hidden states")  # fmt: skip

@@ -48,6 +48,7 @@ class AgentPQN(EpsilonGreedy, AgentBase):
     config_fields = frozenset({"repeat_times", "explore_rate", "explore_decay_steps", "q_lambda",
                                "recurrent", "recurrent_dim"})  # fmt: skip
     member_fields = frozenset({"learning_rate", "clip_grad_norm"})
+    tune_space: ClassVar[str | None] = "pqn.yaml"
     rollout_class: ClassVar[Callable[..., Steps]] = Rollout
     qnet_class: Callable[..., QNetLayerNorm] = QNetLayerNorm
 

@@ -177,7 +177,7 @@ class RecurrentActorCritic(Recurrent):
     def ppo_batch(self, rollout: Rollout) -> PPOBatch:
         assert hasattr(rollout, "hiddens"), "a recurrent agent explores its rollouts"
         self.read_sequences(rollout)
-        return super().ppo_batch(rollout)
+        return super().ppo_batch(rollout)  # type: ignore[misc]
 
     def critic_outputs(self, states: torch.Tensor, next_states: torch.Tensor,
                        ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip

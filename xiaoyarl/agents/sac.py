@@ -211,8 +211,7 @@ class AgentSACDiscrete(AgentSAC):
     multi_discrete_reason = ("its exact sums run over every joint action, as many as the "
                              "product of the components' choices")  # fmt: skip
     actor_class = ActorDiscreteSAC
-    takes_h_term = False  # differs: neither SAC's H-term nor its search space
-    tune_space: ClassVar[str | None] = None
+    takes_h_term = False  # differs: not SAC's H-term (its search space, sac.yaml, applies)
     explore_noises = ("gaussian",)  # differs: a sample of the categorical policy
     config_fields = AgentSAC.config_fields - {"critic_atoms", "critic_v_min", "critic_v_max",
                                               "crossq"}  # fmt: skip

@@ -2,9 +2,9 @@
 
 With `--population-backend vmap` a slot claims a batch of the population's tasks (every member
 of a generation, or a batch of tournament pods) and trains them together. The members' agents
-are ordinary agents (`AgentPPO`, `AgentA2C`, `AgentPQN`); their weights, normaliser statistics and Adam
-moments are stacked along a leading member axis (`torch.func.stack_module_state`), and every
-call of an agent's method is one `torch.func.vmap` of `functional_call` over the members: the
+are ordinary agents (`AgentPPO`, `AgentA2C`, `AgentPQN`); their weights, normaliser statistics
+and Adam moments are stacked along a leading member axis (`torch.func.stack_module_state`), and
+every call of an agent's method is one `torch.func.vmap` of `functional_call` over the members: the
 agents' own `explore_step`, in `AgentBase.explore_env`'s loop, and their own update steps in
 their update's order (PPO: `ppo_batch` (GAE), `ppo_loss`, `update_state_norms`; PQN:
 `q_lambda_targets`, `pqn_loss`). Each member acts in its own block of sub-envs of one
@@ -18,8 +18,8 @@ ordinary run checkpoint in its member folder, so the schemes (`population.py`) r
 explore them exactly as they do the member processes' checkpoints.
 
 Per-member hyper-parameters (the agent's `member_fields`, searchable): learning_rate and
-clip_grad_norm, for PPO ratio_clip and lambda_entropy, for A2C lambda_entropy. Every other setting is the same for
-all members.
+clip_grad_norm, for PPO ratio_clip and lambda_entropy, for A2C lambda_entropy. Every other
+setting is the same for all members.
 """
 
 from __future__ import annotations

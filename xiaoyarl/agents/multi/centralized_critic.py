@@ -20,7 +20,7 @@ Shapes: B = batch, A = agents, O = observation, S = global state, U = action siz
 
 from __future__ import annotations
 
-from typing import cast
+from typing import ClassVar, cast
 
 import torch
 from torch import nn
@@ -39,6 +39,8 @@ class CentralizedCritic(MultiAgentOffPolicy, AgentDDPG):
     """Mix-in that turns DDPG (or TD3) into its multi-agent version (see the module). It comes
     first in the bases, before DDPG or TD3; it names DDPG among its own so that the hooks it
     calls are known (the agents' method resolution order is the same either way)."""
+
+    tune_space: ClassVar[str | None] = "centralized_critic.yaml"  # differs: one-step targets
 
     def make_critic(self, norm: nn.Module) -> nn.Module:
         # differs: the critic sees the global state, the agent's id and every agent's action

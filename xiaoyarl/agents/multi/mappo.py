@@ -61,9 +61,8 @@ class AgentMAPPO(AgentPPO):
     """MAPPO with a Gaussian actor (continuous actions)."""
 
     if_multi_agent = True
-    # differs: PPO's H-term, search space and vmapped form are single-agent
+    # differs: PPO's H-term and vmapped form are single-agent (its search space applies)
     takes_h_term = False
-    tune_space: ClassVar[str | None] = None
     member_fields: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod

@@ -16,7 +16,7 @@ Shapes: B = batch, A = agents, O = observation, S = global state, U = actions.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, ClassVar, cast
 
 import torch
 from torch import nn
@@ -89,6 +89,7 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
     the agent network is recurrent (`recurrent_decomposition.py`)."""
 
     mixer_class: type[nn.Module] = VDNMixer
+    tune_space: ClassVar[str | None] = "value_decomposition.yaml"  # differs: its own
     config_fields = (AgentDQN.config_fields - {"critic_atoms", "critic_v_min", "critic_v_max"}) | {
         "reward_norm", "recurrent", "recurrent_dim", "td_lambda"}  # fmt: skip
 
