@@ -257,7 +257,36 @@ def support_matrix() -> str:
                 shown.append("yes" if reason is None else f"no: {_cell(reason)}")
             parts.append(f"| `{algo}` | " + " | ".join(shown) + " |")
         parts.append("")
-    return "\n".join(parts)
+    return "\n".join(parts + scale_table() + tools_table())
+
+
+def scale_table() -> list[str]:
+    """The scale table of `xiaoyarl.support`: an algorithm a row, "yes" or the reason."""
+    from xiaoyarl.support import SCALE, scale_cells, scale_refusal
+
+    rows: dict[str, list[str]] = {}
+    for algo, column in scale_cells():
+        why = scale_refusal(algo, column)
+        reason = None if why is None else why.split("; ")[-1].split(". ")[0]
+        label = "runs eagerly" if column == "CUDA graphs" else "no"  # graphs: not a refusal
+        rows.setdefault(algo, []).append("yes" if why is None else f"{label}: {_cell(reason)}")
+    parts = ["### Scale (the algorithm's own kind of task)", "",
+             "| algorithm | " + " | ".join(SCALE) + " |", "| --- |" + " --- |" * len(SCALE)]
+    parts += [f"| `{algo}` | " + " | ".join(shown) + " |" for algo, shown in rows.items()]
+    return [*parts, ""]
+
+
+def tools_table() -> list[str]:
+    """The kinds of run and the tools of `xiaoyarl.support` that the matrix's test runs."""
+    from xiaoyarl.support import RUN_KINDS, TOOLS
+
+    parts = ["### Tools on every kind of run", "", "| run | algorithm, env | " +
+             " | ".join(TOOLS) + " |", "| --- | --- |" + " --- |" * len(TOOLS)]
+    for kind, (algo, env_id, fields) in RUN_KINDS.items():
+        extra = ", ".join(f"{k}={v}" for k, v in fields.items() if k == "recurrent")
+        what = f"`{algo}` {env_id}" + (f" ({extra})" if extra else "")
+        parts.append(f"| {kind} | {what} | " + " | ".join("yes" for _ in TOOLS) + " |")
+    return [*parts, ""]
 
 
 GENERATED = {"config-fields": config_fields, "cli-commands": cli_commands,

@@ -72,9 +72,17 @@ class PickAllowed(gymnasium.Env):
 
     observation_space = spaces.Box(0.0, 1.0, (4,), np.float32)
     action_space = spaces.Discrete(4)
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 4}
 
-    def __init__(self, hide_mask: bool = False) -> None:
-        self.hide_mask = hide_mask
+    def __init__(self, hide_mask: bool = False, render_mode: str | None = None) -> None:
+        self.hide_mask, self.render_mode = hide_mask, render_mode
+
+    def render(self):
+        """The four values as bars, green where allowed, red where masked."""
+        frame = np.zeros((40, 40, 3), dtype=np.uint8)
+        for i, (value, allowed) in enumerate(zip(self.values, self.mask, strict=True)):
+            frame[40 - int(36 * value) - 2 :, 10 * i + 2 : 10 * i + 8, 1 if allowed else 0] = 220
+        return frame
 
     def reset(self, seed=None, options=None):
         super().reset(seed=seed)
@@ -112,6 +120,17 @@ class Kick(gymnasium.Env):
     observation_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
     action_space = spaces.Tuple((spaces.Discrete(3), spaces.Tuple(
         [spaces.Box(-1.0, 1.0, (1,), np.float32) for _ in range(3)])))  # fmt: skip
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 4}
+
+    def __init__(self, render_mode: str | None = None) -> None:
+        self.render_mode = render_mode
+
+    def render(self):
+        """The target, its angle across and its distance up."""
+        frame = np.zeros((40, 40, 3), dtype=np.uint8)
+        col, row = int(19.5 * (self.angle + 1)), int(39 * (1 - self.distance))
+        frame[max(0, row - 2) : row + 3, max(0, col - 2) : col + 3] = 220
+        return frame
 
     def reset(self, seed=None, options=None):
         super().reset(seed=seed)

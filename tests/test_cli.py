@@ -181,9 +181,13 @@ def test_resume_of_a_spent_budget_says_nothing_was_trained_and_how_to_go_on(tmp_
     for words in ("budget of 512 env steps", "already spent", "nothing was trained",
                   "--max-steps"):  # fmt: skip
         assert words in out, out
-    more = cli("train", "ppo", "CartPole-v1", "--resume", run, "--max-steps", "768")
+    more = cli("train", "--resume", run, "--max-steps", "768")  # its config.yaml says the rest
     assert more.returncode == 0 and "nothing was trained" not in more.stdout + more.stderr
     assert "after 768 steps" in more.stdout
+    nothing = cli("train", "--resume", str(tmp_path / "none"))
+    assert nothing.returncode == 2 and "no run there (its config.yaml is missing)" in nothing.stderr
+    bare = cli("train")
+    assert bare.returncode == 2 and "name the algorithm and the env" in bare.stderr
 
 
 def test_resume_of_a_solved_run_says_the_target_was_reached_and_how_to_train_on(

@@ -144,6 +144,14 @@ MODEL_RUNS = {
                    "horizon_len": 32},
     "ppo-dict": {"algo": "ppo", "env_id": "pixel_envs:BrightSideDict-v0", "num_envs": 4,
                  "horizon_len": 32, "env_kwargs": {"obs_keys": ["image", "cue", "steps"]}},
+    # multi-agent: feed-forward and recurrent agents, discrete and continuous actions
+    "vdn": {"algo": "vdn", "env_id": "SpreadDiscrete-v0", "num_envs": 2,
+            "learning_starts": 128, "batch_size": 16},
+    "qmix-gru": {"algo": "qmix", "env_id": "SpreadDiscrete-v0", "num_envs": 2,
+                 "recurrent": "gru", "recurrent_dim": 8, "learning_starts": 128,
+                 "batch_size": 4},
+    "mappo": {"algo": "mappo", "env_id": "SpreadContinuous-v0", "num_envs": 2,
+              "horizon_len": 32, "batch_size": 64},
 }  # fmt: skip
 
 
@@ -225,6 +233,38 @@ def test_a_recurrent_policy_exports_with_its_state_in_and_out(model_runs, name, 
         if start[0]:
             episodes, first_episode = episodes + 1, False
     assert steps > 2 * 2 and np.abs(model_state).max() > 0  # the state is not vacuous
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("name", ["vdn", "qmix-gru", "mappo"])
+def test_a_multi_agent_policy_exports_taking_the_agents_observations(model_runs, name, fmt):
+    """Over whole episodes of three envs, the exported model takes the agents' observations of
+    each env `(batch, A, O)` (their ids are added inside) and acts as `load_policy`'s policy; a
+    recurrent one's agents' states are carried by the caller and zeroed where an episode
+    starts, as `step` does."""
+    from xiaoyarl.envs.multi.registry import make_multi_agent_env
+
+    run_model, names = exported(model_runs[name], fmt)
+    policy = load_policy(model_runs[name])
+    if names is not None:
+        assert names == (["obs", "state", "episode_start"] if policy.recurrent else ["obs"])
+    env = make_multi_agent_env(policy.meta["env_id"], 3, seed=5)
+    obs = env.reset(seed=5)[0].numpy()
+    state, start, episodes = None, np.ones(3, bool), 0
+    while episodes < 2:
+        action, state_after = policy.step(obs, state, start)
+        if policy.recurrent:
+            fed = np.zeros_like(state_after) if state is None else state
+            model_action, model_state = run_model(obs=obs, state=fed, episode_start=start)
+            np.testing.assert_allclose(model_state, state_after, rtol=1e-5, atol=1e-6)
+        else:
+            (model_action,) = run_model(obs=obs)
+        assert model_action.shape == action.shape and action.shape[:2] == (3, policy.num_agents)
+        np.testing.assert_allclose(model_action, action, rtol=1e-5, atol=1e-5)
+        state = state_after
+        obs, _, terminal, truncate, _ = env.step(torch.as_tensor(action))
+        obs, start = obs.numpy(), (terminal | truncate).numpy()
+        episodes += int(start.all())
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -1,20 +1,33 @@
-"""The support matrix (`xiaoyarl/agents/matrix.py`, the docs' matrix page): every cell it says
-works trains a few hundred env steps through `train_agent` on a small env of its kind
-(`matrix_envs.Probe-v0`) and its saved policy acts; every cell it refuses is refused by a run
-too, before the run has a folder. So no cell changes state unnoticed."""
+"""The support matrix (`xiaoyarl/agents/matrix.py` and `xiaoyarl/support.py`, the docs' matrix
+page): every cell it says works trains a few hundred env steps through `train_agent` on a small
+env of its kind (`matrix_envs.Probe-v0`) and its saved policy acts; every cell it refuses is
+refused by a run too, before the run has a folder. The scale cells train through the CLI (in
+the full tier: they start processes); every tool runs on every kind of run. So no cell changes
+state unnoticed."""
 
 from __future__ import annotations
+
+import dataclasses
+import shutil
+import subprocess
+import sys
 
 import gymnasium
 import numpy as np
 import pytest
 import torch
 
-from xiaoyarl import Config, ConfigError, load_policy
-from xiaoyarl.agents.matrix import Cell, cells, refusal
-from xiaoyarl.agents.settings import agent_of_name
+from xiaoyarl import Config, ConfigError, evaluate, load_policy
+from xiaoyarl.agents.matrix import Cell, cells, refusal, single_agent_algorithms
+from xiaoyarl.agents.settings import agent_of_name, load_saved_config
 from xiaoyarl.envs import make_env
+from xiaoyarl.export import export_policy
+from xiaoyarl.population.launch import train_population
+from xiaoyarl.record import record_video
 from xiaoyarl.run import train_agent
+from xiaoyarl.support import RUN_KINDS, TOOLS, scale_cells, scale_config, scale_refusal
+from xiaoyarl.train.plots import plot_runs
+from xiaoyarl.tune.study import TuneSettings, default_space, tune
 
 CELLS = list(cells())
 IDS = [f"{algo}-{column}" for algo, _, column, _ in CELLS]
@@ -75,3 +88,128 @@ def test_each_cell_trains_or_is_refused_before_a_run_folder(tmp_path, algo, tabl
         mask = info.get("action_mask")
         action = policy.predict(obs, action_mask=mask) if mask is not None else policy(obs)
         obs, _, _, _, info = single.step(action)
+
+
+# --- scale: worker processes, torchrun learners, populations, vmapped members, CUDA graphs ---
+SCALE_CELLS = list(scale_cells())
+TRAINED = [(algo, column) for algo, column in SCALE_CELLS
+           if column != "CUDA graphs" and scale_refusal(algo, column) is None]  # fmt: skip
+REFUSED = [(algo, column) for algo, column in SCALE_CELLS
+           if column != "CUDA graphs" and scale_refusal(algo, column) is not None]  # fmt: skip
+
+
+def scale_command(algo: str, column: str, cwd: str) -> list[str]:
+    """The CLI command of a scale cell: a few hundred env steps of small networks."""
+    config, population = scale_config(algo, column)
+    small = ["--max-steps", "512", "--eval-every", "256", "--eval-episodes", "1", "--threads",
+             "1", "--target-return", "none", "--quiet", "--cwd", cwd, "--set",
+             "net_dims=[16]"]  # fmt: skip
+    if agent_of_name(algo).if_off_policy:
+        small += ["--set", "learning_starts=64", "--set", "batch_size=32"]
+    if config.recurrent:
+        small += ["--set", f"recurrent={config.recurrent}", "--set", "recurrent_dim=8"]
+    if population is None:
+        scale = ["--learners", "2"] if column == "torchrun" else ["--runner", "parallel",
+                                                                 "--num-workers", "2"]  # fmt: skip
+        return ["train", algo, config.env_id, *small, *scale]
+    scale = ["--members", "2", "--scheme", population.scheme]
+    scale += ["--population-backend", population.backend, "--generation-steps", "256",
+              "--pod-steps", "256"]  # fmt: skip
+    return ["population", algo, config.env_id, *small, *scale]
+
+
+@pytest.mark.parametrize(("algo", "column"), REFUSED, ids=[f"{a}-{c}" for a, c in REFUSED])
+def test_each_refused_scale_cell_is_refused_before_a_run_folder(tmp_path, algo, column):
+    config, population = scale_config(algo, column)
+    assert population is not None, "only populations refuse algorithms"
+    with pytest.raises(ConfigError, match="need the process backend"):
+        train_population(config, population, tmp_path / "pop", log=None)
+    assert not (tmp_path / "pop").exists()
+
+
+def test_every_algorithm_scales_but_vmapped_replay_and_graphs_where_said():
+    """What the scale table shows, read from the runners: every algorithm with worker processes
+    (a GRU policy too), torchrun learners and both kinds of population; vmapped members for the
+    on-policy agents; CUDA graphs for all but ModSAC, whose actor's steps depend on the critic
+    loss read back."""
+    vmapped = {algo for algo, column in SCALE_CELLS
+               if column == "vmapped" and (algo, column) in TRAINED}  # fmt: skip
+    assert vmapped == {"ppo", "a2c", "pqn"}
+    assert {(a, c) for a, c in REFUSED} == {(a, "vmapped") for a in single_agent_algorithms()
+                                            if a not in vmapped}  # fmt: skip
+    eager = [algo for algo in single_agent_algorithms() if scale_refusal(algo, "CUDA graphs")]
+    assert eager == ["modsac"]
+
+
+@pytest.mark.distributed
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("algo", "column"), TRAINED, ids=[f"{a}-{c}" for a, c in TRAINED])
+def test_each_scale_cell_trains_through_the_cli(tmp_path, algo, column):
+    """Every "yes" cell of the scale table trains a few hundred env steps through the CLI (in the
+    full tier: each starts processes) and its best policy evaluates."""
+    out = tmp_path / "out"
+    command = scale_command(algo, column, str(out))
+    done = subprocess.run([sys.executable, "-m", "xiaoyarl", *command], capture_output=True,
+                          text=True, timeout=280)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = out if command[0] == "train" else next((out / "members").iterdir())
+    assert np.isfinite(load_policy(run).predict(np.zeros(load_policy(run).obs_shape,
+                                                         np.float32))).all()  # fmt: skip
+
+
+# --- tools on every kind of run ---------------------------------------------------------------
+@pytest.fixture(scope="module")
+def kind_runs(tmp_path_factory):
+    """A short run of every kind of `RUN_KINDS`, by name."""
+    folder = tmp_path_factory.mktemp("kinds")
+    runs = {}
+    for kind, (algo, env_id, fields) in RUN_KINDS.items():
+        runs[kind] = folder / kind.replace(" ", "_").replace(",", "")
+        config = Config(algo=algo, env_id=env_id, seed=0, threads=1, max_steps=512,
+                        eval_every=256, eval_episodes=2, cwd=str(runs[kind]),
+                        target_return=None, **TOOL_SMALL.get(algo, {}), **fields)  # fmt: skip
+        train_agent(config, log=None)
+    return runs
+
+
+TOOL_SMALL = {"sac": {"learning_starts": 64, "batch_size": 32, "net_dims": [32]},
+              "dqn": {"learning_starts": 64, "batch_size": 32, "num_envs": 2},
+              "qmix": {"learning_starts": 64, "batch_size": 4, "num_envs": 2},
+              "mappo": {"num_envs": 4, "horizon_len": 32, "batch_size": 64},
+              "ppo": {"num_envs": 4, "horizon_len": 32}}  # fmt: skip
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+@pytest.mark.parametrize("kind", list(RUN_KINDS))
+def test_every_tool_works_on_every_kind_of_run(kind_runs, tmp_path, kind, tool):
+    run = tmp_path / "run"
+    shutil.copytree(kind_runs[kind], run)
+    algo, env_id, fields = RUN_KINDS[kind]
+    if tool == "eval":
+        result = evaluate(run, episodes=2)
+        assert np.isfinite(result["mean"])
+    elif tool == "record":
+        assert record_video(run, tmp_path / "video.gif").stat().st_size > 0
+    elif tool == "plot":
+        assert plot_runs([run], tmp_path / "curve.png").stat().st_size > 0
+    elif tool.startswith("export"):
+        fmt = "onnx" if tool.endswith("ONNX") else "torchscript"
+        if fmt == "onnx":
+            pytest.importorskip("onnxscript")
+        assert export_policy(run, fmt=fmt).stat().st_size > 0
+    elif tool == "load_policy":
+        policy = load_policy(run)
+        assert policy.recurrent == bool(fields.get("recurrent"))
+    elif tool == "resume":
+        config = dataclasses.replace(load_saved_config(run / "config.yaml"), max_steps=768,
+                                     cwd=str(run))  # fmt: skip
+        summary = train_agent(config, resume=True, log=None)
+        assert summary["total_steps"] >= 768
+    else:  # tune: two trials of a short study from the algorithm's default search space
+        small = TOOL_SMALL.get(algo, {})
+        config = Config(algo=algo, env_id=env_id, seed=0, threads=1, max_steps=256,
+                        eval_every=256, eval_episodes=1, **small, **fields)  # fmt: skip
+        settings = TuneSettings(trials=2, sampler="random", pruner="none",
+                                search_space=default_space(algo))  # fmt: skip
+        summary = tune(config, settings, tmp_path / "study", log=None)
+        assert summary["trials"] == 2

@@ -14,7 +14,8 @@ import time
 import pytest
 import yaml
 
-from xiaoyarl.agents.settings import check_config
+from xiaoyarl.agents.registry import ALGORITHMS
+from xiaoyarl.agents.settings import check_config, fields_read
 from xiaoyarl.config import Config
 from xiaoyarl.config_io import load_config
 from xiaoyarl.population.search_space import SearchSpace
@@ -140,10 +141,16 @@ def test_every_default_space_fits_config(algo):
     assert "learning_rate" in space.params
 
 
+def test_every_algorithm_has_a_default_space_of_settings_it_reads():
+    assert tuned_algorithms() == sorted(ALGORITHMS)
+    for algo in ALGORITHMS:
+        general = {"learning_rate", "batch_size", "gamma", "net_dims", "horizon_len",
+                   "clip_grad_norm", "learning_rate_schedule"}  # fmt: skip
+        unread = set(default_space(algo)) - fields_read(algo) - general
+        assert not unread, (algo, unread)
+
+
 def test_refusals_name_what_to_do(tmp_path, cli):
-    run = cli("tune", "vdn", "SpreadDiscrete-v0", "--cwd", str(tmp_path / "a"))
-    assert run.returncode == 2 and "no default search space" in run.stderr
-    assert "--space FILE.yaml" in run.stderr
     space = tmp_path / "bad.yaml"
     space.write_text("max_steps: {choice: [1000, 2000]}\n")
     run = cli("tune", "ppo", "CartPole-v1", "--space", str(space), "--cwd", str(tmp_path / "b"))

@@ -34,7 +34,7 @@ import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 import gymnasium
 import numpy as np
@@ -339,8 +339,11 @@ def _render(player: Player, env_id: str) -> np.ndarray:
     return frame
 
 
-def _to_env_action(action: np.ndarray, space: gymnasium.Space) -> int | np.ndarray:
-    """The policy's action in the form `env.step` takes (as `GymVecEnv` converts it)."""
+def _to_env_action(action: Any, space: gymnasium.Space) -> Any:
+    """The policy's action in the form `env.step` takes (as `GymVecEnv` converts it); a Dict or
+    Tuple action space's is the policy's already (`Policy.predict`)."""
+    if isinstance(space, spaces.Dict | spaces.Tuple):
+        return action
     if isinstance(space, spaces.Discrete):
         return int(action) + int(space.start)
     if isinstance(space, spaces.MultiDiscrete):  # component indices from each start

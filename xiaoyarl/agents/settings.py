@@ -84,10 +84,10 @@ def _check_algorithm(config: Config) -> Config:
             f"the setting."
         )
     agent.check(config)
-    if config.recurrent and (config.h_term or config.runner != "single"):
+    if config.recurrent and config.h_term:
         raise ConfigError(
-            f"invalid config: recurrent={config.recurrent!r} trains in one process (runner "
-            f"single) and without the H-term for now; remove runner=parallel or h_term."
+            f"invalid config: recurrent={config.recurrent!r} trains without the H-term for now; "
+            f"remove h_term."
         )
     if config.reward_norm and agent.if_off_policy and "reward_norm" not in agent.config_fields:
         raise ConfigError(

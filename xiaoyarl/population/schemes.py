@@ -68,8 +68,9 @@ def check_vmap_population(config: Config, search_space: dict) -> None:
     per_member = sorted(agent_of(config).member_fields)
     if not per_member:
         raise ConfigError(
-            f"--population-backend vmap trains {', '.join(vmap_algorithms())} members; "
-            f"{config.algo} members need the process backend (the default)."
+            f"--population-backend vmap trains {', '.join(vmap_algorithms())} members, whose "
+            f"updates are one batch of each member's own rollout; {config.algo} members need "
+            f"the process backend (the default)."
         )
     varied = sorted(set(search_space) - set(per_member))
     if varied:
