@@ -257,7 +257,28 @@ def support_matrix() -> str:
                 shown.append("yes" if reason is None else f"no: {_cell(reason)}")
             parts.append(f"| `{algo}` | " + " | ".join(shown) + " |")
         parts.append("")
-    return "\n".join(parts + scale_table() + tools_table())
+    return "\n".join(parts + multi_agent_table() + scale_table() + tools_table())
+
+
+def multi_agent_table() -> list[str]:
+    """The multi-agent algorithms' table of `xiaoyarl.agents.matrix`."""
+    from xiaoyarl.agents.matrix import (
+        MULTI_AGENT_COLUMNS,
+        multi_agent_algorithms,
+        multi_agent_refusal,
+    )
+
+    heads = list(MULTI_AGENT_COLUMNS)
+    parts = ["### Multi-agent algorithms (each agent's vector observations)", "",
+             "| algorithm | " + " | ".join(heads) + " |", "| --- |" + " --- |" * len(heads)]
+    for algo in multi_agent_algorithms():
+        shown = []
+        for cell in MULTI_AGENT_COLUMNS.values():
+            why = multi_agent_refusal(algo, cell)
+            reason = None if why is None else why.split(". ")[0].split(f"'{algo}' ")[-1]
+            shown.append("yes" if reason is None else f"no: {_cell(reason)}")
+        parts.append(f"| `{algo}` | " + " | ".join(shown) + " |")
+    return [*parts, ""]
 
 
 def scale_table() -> list[str]:

@@ -18,9 +18,18 @@ import pytest
 import torch
 
 from xiaoyarl import Config, ConfigError, evaluate, load_policy
-from xiaoyarl.agents.matrix import Cell, cells, refusal, single_agent_algorithms
+from xiaoyarl.agents.matrix import (
+    MULTI_AGENT_COLUMNS,
+    Cell,
+    cells,
+    multi_agent_algorithms,
+    multi_agent_refusal,
+    refusal,
+    single_agent_algorithms,
+)
 from xiaoyarl.agents.settings import agent_of_name, load_saved_config
 from xiaoyarl.envs import make_env
+from xiaoyarl.envs.multi.registry import make_multi_agent_env
 from xiaoyarl.export import export_policy
 from xiaoyarl.population.launch import train_population
 from xiaoyarl.record import record_video
@@ -213,3 +222,43 @@ def test_every_tool_works_on_every_kind_of_run(kind_runs, tmp_path, kind, tool):
                                 search_space=default_space(algo))  # fmt: skip
         summary = tune(config, settings, tmp_path / "study", log=None)
         assert summary["trials"] == 2
+
+
+# --- the multi-agent algorithms ---------------------------------------------------------------
+MA_ENVS = {(True, False): "SpreadDiscrete-v0", (False, False): "SpreadContinuous-v0",
+           (True, True): "test_pettingzoo_adapter:make_masked"}  # fmt: skip
+MA_CELLS = [(algo, column) for algo in multi_agent_algorithms() for column in MULTI_AGENT_COLUMNS]
+
+
+@pytest.mark.parametrize(("algo", "column"), MA_CELLS, ids=[f"{a}-{c}" for a, c in MA_CELLS])
+def test_each_multi_agent_cell_trains_or_is_refused_before_a_run_folder(tmp_path, algo, column):
+    cell = MULTI_AGENT_COLUMNS[column]
+    discrete = cell.spec(algo).if_discrete
+    env_id = MA_ENVS[(discrete, cell.masked)]
+    if cell.masked:
+        pytest.importorskip("pettingzoo")
+    small = {"net_dims": [16], "num_envs": 2, "max_steps": 400, "eval_every": 400,
+             "eval_episodes": 1, "threads": 1, "target_return": None, "cwd": str(tmp_path / "run"),
+             "recurrent": cell.memory}  # fmt: skip
+    if cell.memory:
+        small["recurrent_dim"] = 8
+    if agent_of_name(algo).if_off_policy:
+        small.update(batch_size=4 if cell.memory else 16, learning_starts=64)
+    elif algo == "mappo":
+        small.update(horizon_len=32, batch_size=32)
+    config = Config(algo=algo, env_id=env_id, **small)
+    torch.manual_seed(0)
+    why = multi_agent_refusal(algo, cell)
+    if why is not None:
+        with pytest.raises(ConfigError):
+            train_agent(config, log=None)
+        assert not (tmp_path / "run").exists()
+        return
+    summary = train_agent(config, log=None)
+    assert summary["total_steps"] >= 400 and np.isfinite(summary["final_eval_mean"])
+    policy = load_policy(tmp_path / "run")
+    env = make_multi_agent_env(env_id, 2, seed=1)
+    obs, info = env.reset()
+    for _ in range(12):  # the saved policy acts (masks honoured: the masked env raises)
+        action = policy.predict(obs, avail=info.get("avail_actions"))
+        obs, _, _, _, info = env.step(torch.as_tensor(action))

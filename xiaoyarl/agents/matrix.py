@@ -1,5 +1,6 @@
 """What works with what: each single-agent algorithm against each kind of observation and of
-action, action masks and memory, read from the agents themselves. For a cell, an env spec of
+action, action masks and memory, and each multi-agent one against each kind of action, masks and
+memory, read from the agents themselves. For a cell, an env spec of
 that kind is made; the registry picks the agent class for it (`agent_class`), the config's checks
 run (`resolve_config`, the agent's own `check`) and the agent is built on the spec. A cell works
 when all of that does; otherwise the refusal's message is the cell's reason. The docs' matrix page
@@ -18,6 +19,7 @@ from xiaoyarl.agents.registry import ALGORITHMS, make_agent
 from xiaoyarl.agents.settings import agent_of_name, resolve_config
 from xiaoyarl.config import Config
 from xiaoyarl.envs.base import EnvSpec
+from xiaoyarl.envs.multi.base import MultiAgentEnvSpec
 from xiaoyarl.errors import XiaoyaError
 
 IMAGE = (8, 8, 3)  # an RGB image, channels last, uint8
@@ -114,3 +116,52 @@ def cells() -> Iterator[tuple[str, str, str, Cell]]:
         for table, row in columns(algo).items():
             for column, cell in row.items():
                 yield algo, table, column, cell
+
+
+# --- the multi-agent algorithms: vector observations (each agent's), one action kind each ---
+def multi_agent_algorithms() -> list[str]:
+    """The registered multi-agent algorithms, in the registry's order."""
+    return [name for name in ALGORITHMS if agent_of_name(name).if_multi_agent]
+
+
+@dataclasses.dataclass(frozen=True)
+class MultiAgentCell:
+    """A kind of multi-agent env and policy: discrete or continuous actions (None: the
+    algorithm's own), whether the env says which actions each agent may take (`masked`), and
+    the agents' memory (None: feed-forward)."""
+
+    discrete: bool | None = None
+    masked: bool = False
+    memory: str | None = None
+
+    def spec(self, algo: str, num_envs: int = 2) -> MultiAgentEnvSpec:
+        """A spec of this kind (3 agents of 6 observation numbers), as its adapters give."""
+        discrete = own_action(algo) == "Discrete" if self.discrete is None else self.discrete
+        box = {} if discrete else {"action_low": (-1.0, -1.0), "action_high": (1.0, 1.0)}
+        return MultiAgentEnvSpec(
+            name="this env", num_envs=num_envs, num_agents=3, obs_dim=6, state_dim=18,
+            action_dim=5 if discrete else 2, if_discrete=discrete, max_step=10,
+            target_return=None, shared_reward=True, has_action_mask=self.masked, **box,
+        )  # fmt: skip
+
+
+MULTI_AGENT_COLUMNS = {
+    "Discrete": MultiAgentCell(discrete=True),
+    "Box": MultiAgentCell(discrete=False),
+    "masked": MultiAgentCell(discrete=True, masked=True),
+    "lstm": MultiAgentCell(memory="lstm"),
+    "gru": MultiAgentCell(memory="gru"),
+    "gru, masked": MultiAgentCell(discrete=True, masked=True, memory="gru"),
+}
+
+
+def multi_agent_refusal(algo: str, cell: MultiAgentCell) -> str | None:
+    """Why the multi-agent `algo` cannot train with an env and policy of the kind `cell`, or
+    None where it can (as `refusal`)."""
+    config = Config(algo=algo, env_id="SpreadDiscrete-v0", recurrent=cell.memory)
+    try:
+        resolved = resolve_config(config, batched=True)
+        make_agent(algo, cell.spec(algo), resolved, torch.device("cpu"), learner=False)
+    except (XiaoyaError, ValueError) as error:
+        return str(error)
+    return None
