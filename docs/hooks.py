@@ -245,19 +245,27 @@ def support_matrix() -> str:
               "memory": "Memory (vector observations)"}  # fmt: skip
     parts = []
     for table, title in titles.items():
-        heads = list(columns(algos[0])[table])
-        parts += [f"### {title}", "", "| algorithm | " + " | ".join(heads) + " |",
-                  "| --- |" + " --- |" * len(heads)]  # fmt: skip
+        rows = {}
         for algo in algos:
-            row = columns(algo)[table]
-            shown = []
-            for head in heads:
-                why = refusal(algo, row[head])
-                reason = None if why is None else why.split(". ")[0].split(f"'{algo}' ")[-1]
-                shown.append("yes" if reason is None else f"no: {_cell(reason)}")
-            parts.append(f"| `{algo}` | " + " | ".join(shown) + " |")
-        parts.append("")
+            rows[f"`{algo}`"] = [_shown(algo, refusal(algo, cell))
+                                 for cell in columns(algo)[table].values()]  # fmt: skip
+        parts += _table(title, "algorithm", list(columns(algos[0])[table]), rows)
     return "\n".join(parts + multi_agent_table() + scale_table() + tools_table())
+
+
+def _table(title: str, first: str, heads: list[str], rows: dict[str, list[str]]) -> list[str]:
+    """A Markdown table under a heading: `first` names the rows' column, then `heads`."""
+    lines = [f"| {name} | " + " | ".join(cells) + " |" for name, cells in rows.items()]
+    return [f"### {title}", "", f"| {first} | " + " | ".join(heads) + " |",
+            "| --- |" + " --- |" * len(heads), *lines, ""]  # fmt: skip
+
+
+def _shown(algo: str, why: str | None) -> str:
+    """A cell of an agents' table: "yes", or "no: " and the refusal's first sentence without
+    the algorithm's name."""
+    if why is None:
+        return "yes"
+    return f"no: {_cell(why.split('. ')[0].split(repr(algo) + ' ')[-1])}"
 
 
 def multi_agent_table() -> list[str]:
@@ -268,17 +276,12 @@ def multi_agent_table() -> list[str]:
         multi_agent_refusal,
     )
 
-    heads = list(MULTI_AGENT_COLUMNS)
-    parts = ["### Multi-agent algorithms (each agent's vector observations)", "",
-             "| algorithm | " + " | ".join(heads) + " |", "| --- |" + " --- |" * len(heads)]
+    rows = {}
     for algo in multi_agent_algorithms():
-        shown = []
-        for cell in MULTI_AGENT_COLUMNS.values():
-            why = multi_agent_refusal(algo, cell)
-            reason = None if why is None else why.split(". ")[0].split(f"'{algo}' ")[-1]
-            shown.append("yes" if reason is None else f"no: {_cell(reason)}")
-        parts.append(f"| `{algo}` | " + " | ".join(shown) + " |")
-    return [*parts, ""]
+        rows[f"`{algo}`"] = [_shown(algo, multi_agent_refusal(algo, cell))
+                             for cell in MULTI_AGENT_COLUMNS.values()]  # fmt: skip
+    return _table("Multi-agent algorithms (each agent's vector observations)", "algorithm",
+                  list(MULTI_AGENT_COLUMNS), rows)  # fmt: skip
 
 
 def scale_table() -> list[str]:
@@ -290,24 +293,20 @@ def scale_table() -> list[str]:
         why = scale_refusal(algo, column)
         reason = None if why is None else why.split("; ")[-1].split(". ")[0]
         label = "runs eagerly" if column == "CUDA graphs" else "no"  # graphs: not a refusal
-        rows.setdefault(algo, []).append("yes" if why is None else f"{label}: {_cell(reason)}")
-    parts = ["### Scale (the algorithm's own kind of task)", "",
-             "| algorithm | " + " | ".join(SCALE) + " |", "| --- |" + " --- |" * len(SCALE)]
-    parts += [f"| `{algo}` | " + " | ".join(shown) + " |" for algo, shown in rows.items()]
-    return [*parts, ""]
+        shown = "yes" if why is None else f"{label}: {_cell(reason)}"
+        rows.setdefault(f"`{algo}`", []).append(shown)
+    return _table("Scale (the algorithm's own kind of task)", "algorithm", list(SCALE), rows)
 
 
 def tools_table() -> list[str]:
     """The kinds of run and the tools of `xiaoyarl.support` that the matrix's test runs."""
     from xiaoyarl.support import RUN_KINDS, TOOLS
 
-    parts = ["### Tools on every kind of run", "", "| run | algorithm, env | " +
-             " | ".join(TOOLS) + " |", "| --- | --- |" + " --- |" * len(TOOLS)]
+    rows = {}
     for kind, (algo, env_id, fields) in RUN_KINDS.items():
-        extra = ", ".join(f"{k}={v}" for k, v in fields.items() if k == "recurrent")
-        what = f"`{algo}` {env_id}" + (f" ({extra})" if extra else "")
-        parts.append(f"| {kind} | {what} | " + " | ".join("yes" for _ in TOOLS) + " |")
-    return [*parts, ""]
+        memory = f", {fields['recurrent']}" if "recurrent" in fields else ""
+        rows[f"{kind}: `{algo}` {env_id}{memory}"] = ["yes" for _ in TOOLS]
+    return _table("Tools on every kind of run", "run", list(TOOLS), rows)
 
 
 GENERATED = {"config-fields": config_fields, "cli-commands": cli_commands,

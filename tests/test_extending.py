@@ -55,6 +55,7 @@ class AgentEntropyFreeA2C(AgentDiscreteA2C):
 
     tune_space = "a2c.yaml"  # A2C's search space suits it
     takes_h_term = False
+    member_fields = frozenset()  # no vmapped form (A2C's is A2C's)
 
     def make_encoder(self, layer_norm: bool = False) -> Encoder:
         return Squashed(super().make_encoder(layer_norm), scale=2.5)

@@ -11,13 +11,14 @@ import dataclasses
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import gymnasium
 import numpy as np
 import pytest
 import torch
 
-from xiaoyarl import Config, ConfigError, evaluate, load_policy
+from xiaoyarl import Config, ConfigError, Policy, evaluate, load_policy
 from xiaoyarl.agents.matrix import (
     MULTI_AGENT_COLUMNS,
     Cell,
@@ -56,6 +57,19 @@ def run_config(algo: str, cell: Cell, cwd: str) -> Config:
     return Config(algo=algo, env_id="matrix_envs:Probe-v0", env_kwargs=kind, **small)
 
 
+def trained_or_refused(config: Config, why: str | None, run: Path) -> Policy | None:
+    """Where `why` is None, train `config` and return its saved policy; else check that the run
+    is refused before it has a folder (and return None)."""
+    if why is not None:
+        with pytest.raises(ConfigError):
+            train_agent(config, log=None)
+        assert not run.exists()
+        return None
+    summary = train_agent(config, log=None)
+    assert summary["total_steps"] >= config.max_steps and np.isfinite(summary["final_eval_mean"])
+    return load_policy(run)
+
+
 def test_the_probe_envs_are_what_the_matrix_describes():
     """The matrix reads the agents on env specs of each kind; the Probe envs give those specs."""
     fields = ("state_dim", "obs_shape", "obs_dtype", "obs_keys", "action_dim", "if_discrete",
@@ -71,16 +85,10 @@ def test_the_probe_envs_are_what_the_matrix_describes():
 @pytest.mark.parametrize(("algo", "table", "column", "cell"), CELLS, ids=IDS)
 def test_each_cell_trains_or_is_refused_before_a_run_folder(tmp_path, algo, table, column, cell):
     torch.manual_seed(0)
-    why = refusal(algo, cell)
     config = run_config(algo, cell, str(tmp_path / "run"))
-    if why is not None:
-        with pytest.raises(ConfigError):
-            train_agent(config, log=None)
-        assert not (tmp_path / "run").exists()
+    policy = trained_or_refused(config, refusal(algo, cell), tmp_path / "run")
+    if policy is None:
         return
-    summary = train_agent(config, log=None)
-    assert summary["total_steps"] >= 240 and np.isfinite(summary["final_eval_mean"])
-    policy = load_policy(tmp_path / "run")
     env = make_env(config.env_id, num_envs=3, env_kwargs=config.env_kwargs, seed=1)
     obs, info = env.reset()
     policy.reset()
@@ -248,15 +256,9 @@ def test_each_multi_agent_cell_trains_or_is_refused_before_a_run_folder(tmp_path
         small.update(horizon_len=32, batch_size=32)
     config = Config(algo=algo, env_id=env_id, **small)
     torch.manual_seed(0)
-    why = multi_agent_refusal(algo, cell)
-    if why is not None:
-        with pytest.raises(ConfigError):
-            train_agent(config, log=None)
-        assert not (tmp_path / "run").exists()
+    policy = trained_or_refused(config, multi_agent_refusal(algo, cell), tmp_path / "run")
+    if policy is None:
         return
-    summary = train_agent(config, log=None)
-    assert summary["total_steps"] >= 400 and np.isfinite(summary["final_eval_mean"])
-    policy = load_policy(tmp_path / "run")
     env = make_multi_agent_env(env_id, 2, seed=1)
     obs, info = env.reset()
     for _ in range(12):  # the saved policy acts (masks honoured: the masked env raises)

@@ -137,11 +137,12 @@ class MultiAgentCell:
     def spec(self, algo: str, num_envs: int = 2) -> MultiAgentEnvSpec:
         """A spec of this kind (3 agents of 6 observation numbers), as its adapters give."""
         discrete = own_action(algo) == "Discrete" if self.discrete is None else self.discrete
-        box = {} if discrete else {"action_low": (-1.0, -1.0), "action_high": (1.0, 1.0)}
+        low, high = (None, None) if discrete else ((-1.0, -1.0), (1.0, 1.0))
         return MultiAgentEnvSpec(
             name="this env", num_envs=num_envs, num_agents=3, obs_dim=6, state_dim=18,
             action_dim=5 if discrete else 2, if_discrete=discrete, max_step=10,
-            target_return=None, shared_reward=True, has_action_mask=self.masked, **box,
+            target_return=None, shared_reward=True, action_low=low, action_high=high,
+            has_action_mask=self.masked,
         )  # fmt: skip
 
 

@@ -65,12 +65,15 @@ def vmap_algorithms() -> list[str]:
 
 def check_vmap_population(config: Config, search_space: dict) -> None:
     """Refuse, with what to do instead, what a vmapped population cannot train."""
-    per_member = sorted(agent_of(config).member_fields)
+    agent = agent_of(config)
+    per_member = sorted(agent.member_fields)
     if not per_member:
+        why = " learns from a replay buffer" if agent.if_off_policy else " has no stacked form"
         raise ConfigError(
-            f"--population-backend vmap trains {', '.join(vmap_algorithms())} members, whose "
-            f"updates are one batch of each member's own rollout; {config.algo} members need "
-            f"the process backend (the default)."
+            f"--population-backend vmap trains {', '.join(vmap_algorithms())} members; "
+            f"{config.algo} members need the process backend (the default): a vmapped "
+            f"population stacks each member's update on its own last rollout, and "
+            f"{config.algo}{why}."
         )
     varied = sorted(set(search_space) - set(per_member))
     if varied:
