@@ -300,7 +300,8 @@ def scale_table() -> list[str]:
 
 def tools_table() -> list[str]:
     """The kinds of run and the tools of `xiaoyarl.support` that the matrix's test runs."""
-    from xiaoyarl.support import RUN_KINDS, TOOLS
+    from xiaoyarl.agents.matrix import RUN_KINDS
+    from xiaoyarl.support import TOOLS
 
     rows = {}
     for kind, (algo, env_id, fields) in RUN_KINDS.items():

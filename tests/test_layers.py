@@ -23,7 +23,7 @@ LAYERS = [
     ("xiaoyarl.population",),
     ("xiaoyarl.tune",),
     ("xiaoyarl.finance", "xiaoyarl.stats", "xiaoyarl.policy", "xiaoyarl.export",
-     "xiaoyarl.record", "xiaoyarl.cli", "xiaoyarl.__main__"),
+     "xiaoyarl.record", "xiaoyarl.support", "xiaoyarl.cli", "xiaoyarl.__main__"),
 ]  # fmt: skip
 
 # Upward imports that remain, each to be removed: none left.

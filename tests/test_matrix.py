@@ -21,6 +21,7 @@ import torch
 from xiaoyarl import Config, ConfigError, Policy, evaluate, load_policy
 from xiaoyarl.agents.matrix import (
     MULTI_AGENT_COLUMNS,
+    RUN_KINDS,
     Cell,
     cells,
     multi_agent_algorithms,
@@ -35,7 +36,7 @@ from xiaoyarl.export import export_policy
 from xiaoyarl.population.launch import train_population
 from xiaoyarl.record import record_video
 from xiaoyarl.run import train_agent
-from xiaoyarl.support import RUN_KINDS, TOOLS, scale_cells, scale_config, scale_refusal
+from xiaoyarl.support import TOOLS, scale_cells, scale_config, scale_refusal
 from xiaoyarl.train.plots import plot_runs
 from xiaoyarl.tune.study import TuneSettings, default_space, tune
 

@@ -442,7 +442,8 @@ def test_recurrent_episode_update_matches_a_step_by_step_reference(lam):
 def test_recurrent_agents_explore_act_and_save_a_policy(tmp_path, kind, width):
     """GRU or LSTM agents keep one hidden state per sub-env and agent while exploring (zeroed
     where an episode ends), the evaluator's policy keeps its own, masks hold, a saved recurrent
-    policy acts as the agent's, and the refusals are clear (PER, export, `act`)."""
+    policy acts as the agent's, and the refusals are clear (PER, `act`); its export is
+    `tests/test_export.py`'s."""
     from xiaoyarl.agents.multi import AgentRecurrentVDN, AgentVDN
 
     memory = {"recurrent": kind, "recurrent_dim": 32}  # an LSTM's state: its h and c
@@ -487,10 +488,6 @@ def test_recurrent_agents_explore_act_and_save_a_policy(tmp_path, kind, width):
     np.testing.assert_array_equal(restarted, policy.step(obs[0].numpy())[0])
     with pytest.raises(ConfigError, match="per"):
         check_config(Config(algo="qmix", env_id="SpreadDiscrete-v0", per=True, **memory))
-    from xiaoyarl.export import export_policy
-
-    with pytest.raises(ConfigError, match="recurrent"):
-        export_policy(tmp_path / "r", fmt="torchscript")
 
 
 # --- MAPPO's value loss, masked relaxed actions, priorities of joint TD errors -----------------

@@ -163,8 +163,9 @@ def test_learns_to_copy_and_the_saved_policy_answers(algo, env_id, agent, tmp_pa
         ("sac", {}, r"actions are discrete: its actor learns through the gradient of the "
                     r"critic's Q-value with respect to a continuous action\. Algorithms that "
                     r"can: a2c, d3qn, double_dqn, dqn, ppo, pqn\.$"),  # not sac_discrete or vdn
-        ("ppo", {"recurrent": "gru"}, r"a recurrent policy; feed-forward: a2c, d3qn, double_dqn, "
-                                      r"dqn, ppo, pqn\.$"),
+        ("sac_discrete", {"recurrent": "gru"}, r"multi-discrete \[2, 2, 2\]: its exact sums .*\. "
+                                               r"Algorithms that can: a2c, d3qn, double_dqn, dqn, "
+                                               r"ppo, pqn\.$"),  # with memory as without
     ],
 )  # fmt: skip
 def test_algorithms_that_cannot_take_multi_discrete_actions_say_which_can(algo, fields, words):

@@ -161,8 +161,8 @@ def test_an_update_runs_for_ppo_and_a2c_with_both_cells(algo, env_id, kind):
 def test_settings_a_recurrent_policy_cannot_take():
     with pytest.raises(ConfigError, match="share_encoder"):
         agent_and_env(share_encoder=False)
-    with pytest.raises(ConfigError, match="runner"):
-        resolve_config(Config(recurrent="lstm", runner="parallel"), batched=True)
+    with pytest.raises(ConfigError, match="without the H-term"):
+        resolve_config(Config(recurrent="lstm", h_term=True), batched=True)
     with pytest.raises(ConfigError, match="recurrent"):
         resolve_config(Config(recurrent="rnn"), batched=True)
 

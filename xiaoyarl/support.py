@@ -8,8 +8,9 @@ masks, memory): each single-agent algorithm at scale, and every tool on every ki
   its choices (`update_cycle`, `core/graphs.py`), else its updates run eagerly and the cell says
   why. `tests/test_matrix.py` trains every cell said to work through the CLI (the full tier:
   they start processes) and checks that every refused one is refused before a run folder.
-- **Tools**: the kinds of run (`RUN_KINDS`) and the tools (`TOOLS`) that `tests/test_matrix.py`
-  trains and runs every pair of, so that the docs' table and the test cannot drift apart.
+- **Tools**: the kinds of run (`agents/matrix.py`'s `RUN_KINDS`) and the tools (`TOOLS`) that
+  `tests/test_matrix.py` trains and runs every pair of, so that the docs' table and the test
+  cannot drift apart.
 """
 
 from __future__ import annotations
@@ -85,19 +86,6 @@ def scale_cells() -> Iterator[tuple[str, str]]:
             yield algo, column
 
 
-# name -> (algorithm, env id, Config fields): a kind of run every tool takes; the tests' small
-# envs (`module:Id`, from the tests folder) where no built-in env is of that kind
-RUN_KINDS: dict[str, tuple[str, str, dict]] = {
-    "single-agent": ("ppo", "CartPole-v1", {}),
-    "recurrent": ("sac", "PendulumNoVelocity-v1", {"recurrent": "gru", "recurrent_dim": 8}),
-    "pixel": ("ppo", "MinAtar/Breakout-v1", {"net_dims": [16]}),
-    "Dict": ("sac", "control_envs:Reach-v0", {}),
-    "hybrid actions": ("ppo", "action_envs:Kick-v0", {}),
-    "action masks": ("dqn", "action_envs:PickAllowed-v0", {"recurrent": "gru",
-                                                          "recurrent_dim": 8}),
-    "multi-agent": ("mappo", "SpreadDiscrete-v0", {}),
-    "multi-agent, recurrent": ("qmix", "SpreadDiscrete-v0", {"recurrent": "gru",
-                                                             "recurrent_dim": 8}),
-}  # fmt: skip
+# what every kind of run is checked with
 TOOLS = ("eval", "record", "plot", "export ONNX", "export TorchScript", "load_policy",
          "resume", "tune")  # fmt: skip

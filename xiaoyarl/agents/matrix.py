@@ -49,6 +49,21 @@ ACTIONS: dict[str, dict] = {
 }  # fmt: skip
 MEMORIES = ("lstm", "gru")
 
+# name -> (algorithm, env id, Config fields): a kind of run every tool takes; the tests' small
+# envs (`module:Id`, from the tests folder) where no built-in env is of that kind
+RUN_KINDS: dict[str, tuple[str, str, dict]] = {
+    "single-agent": ("ppo", "CartPole-v1", {}),
+    "recurrent": ("sac", "PendulumNoVelocity-v1", {"recurrent": "gru", "recurrent_dim": 8}),
+    "pixel": ("ppo", "MinAtar/Breakout-v1", {"net_dims": [16]}),
+    "Dict": ("sac", "control_envs:Reach-v0", {}),
+    "hybrid actions": ("ppo", "action_envs:Kick-v0", {}),
+    "action masks": ("dqn", "action_envs:PickAllowed-v0", {"recurrent": "gru",
+                                                          "recurrent_dim": 8}),
+    "multi-agent": ("mappo", "SpreadDiscrete-v0", {}),
+    "multi-agent, recurrent": ("qmix", "SpreadDiscrete-v0", {"recurrent": "gru",
+                                                             "recurrent_dim": 8}),
+}  # fmt: skip
+
 
 @dataclasses.dataclass(frozen=True)
 class Cell:
