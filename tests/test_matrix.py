@@ -255,12 +255,14 @@ def test_each_multi_agent_cell_trains_or_is_refused_before_a_run_folder(tmp_path
         small.update(batch_size=4 if cell.memory else 16, learning_starts=64)
     elif algo == "mappo":
         small.update(horizon_len=32, batch_size=32)
+    if cell.masked:  # its episodes end within 4 steps; recurrent agents replay whole ones
+        small["env_kwargs"] = {"max_episode_steps": 8}
     config = Config(algo=algo, env_id=env_id, **small)
     torch.manual_seed(0)
     policy = trained_or_refused(config, multi_agent_refusal(algo, cell), tmp_path / "run")
     if policy is None:
         return
-    env = make_multi_agent_env(env_id, 2, seed=1)
+    env = make_multi_agent_env(env_id, 2, seed=1, env_kwargs=config.env_kwargs)
     obs, info = env.reset()
     for _ in range(12):  # the saved policy acts (masks honoured: the masked env raises)
         action = policy.predict(obs, avail=info.get("avail_actions"))
