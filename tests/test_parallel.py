@@ -55,6 +55,7 @@ FAULTY_ENVS = textwrap.dedent(
     """
 )
 
+TESTS = Path(__file__).resolve().parent  # the tests' small envs (`module:Id`)
 TINY_PPO = ["--num-envs", "4", "--set", "horizon_len=16", "--threads", "1",
             "--eval-episodes", "2", "--runner", "parallel", "--num-workers", "2"]  # fmt: skip
 
@@ -135,6 +136,41 @@ def test_parallel_off_policy_trains_on_the_workers_transitions(tmp_path, tagged,
     cost = torch.atan2(sin, cos).square() + 0.1 * thdot.square() + 0.001 * torque.square()
     torch.testing.assert_close(batch.rewards, -cost, rtol=1e-4, atol=1e-4)
     assert batch.states.abs().sum(-1).min() > 0.5  # real states (cos^2 + sin^2 = 1), not zeros
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_workers_honour_action_masks_from_the_first_step(tmp_path, tagged, cli, algo):
+    """A worker reads the masks of its env's first reset as the learner does (`observe`): the
+    env raises on a masked action, so the run finishing is the check."""
+    env = {**tagged, "PYTHONPATH": os.pathsep.join([tagged["PYTHONPATH"], str(TESTS)])}
+    done = cli("train", algo, "action_envs:PickAllowed-v0", "--runner", "parallel",
+               "--num-workers", "2", "--num-envs", "2", "--threads", "1", "--max-steps", "1024",
+               "--eval-every", "512", "--eval-episodes", "2", "--target-return", "none",
+               "--cwd", str(tmp_path / "run"), env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_workers_get_every_network_exploring_runs():
+    """A recurrent replay agent explores stepping its critics' memories too (their hidden
+    states are stored for the replayed windows), so its workers are sent the critics' weights;
+    a feed-forward agent's only the actor's."""
+    from xiaoyarl.agents.registry import make_agent
+    from xiaoyarl.agents.settings import resolve_config
+    from xiaoyarl.config import Config
+    from xiaoyarl.envs import make_env
+    from xiaoyarl.scale.parallel import acting_weights
+
+    with make_env("Pendulum-v1", 2) as env:
+        for recurrent, nets in ((None, {"actor"}), ("gru", {"actor", "critic"})):
+            config = resolve_config(Config(algo="sac", env_id="Pendulum-v1",
+                                           recurrent=recurrent), batched=True)  # fmt: skip
+            agent = make_agent("sac", env.spec, config, torch.device("cpu"))
+            weights = acting_weights(agent)
+            assert {key.split("/")[0] for key in weights} == nets
+            for name in nets:
+                for key, value in agent.nets[name].state_dict().items():
+                    assert torch.equal(weights[f"{name}/{key}"], value)
 
 
 def run_until_error(cli, tagged, tmp_path, env_id, *extra):

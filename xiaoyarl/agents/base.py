@@ -247,6 +247,11 @@ class AgentBase:
         """Deterministic env action for a batch of states `(batch, state_dim)`."""
         return self.actor(state)
 
+    def acting_nets(self) -> dict[str, nn.Module]:
+        """The networks exploring runs, by name in `nets` (a runner's worker processes keep
+        copies of them, with the learner's newest weights): the actor."""
+        return {"actor": self.actor}
+
     def evaluation_policy(self) -> Callable[..., torch.Tensor]:
         """The policy the evaluator runs: `act`, or where `eval_deterministic` is false the
         actor's exploring action; a recurrent agent's keeps hidden states between steps and has

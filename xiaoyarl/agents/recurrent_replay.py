@@ -121,6 +121,11 @@ class RecurrentReplay(Memory):
                                     sequence_len=cfg.sequence_len, burn_in=cfg.burn_in)  # fmt: skip
 
     # --- exploring ---
+    def acting_nets(self) -> dict[str, nn.Module]:
+        # differs: exploring steps every online network's memory, whose hidden states it stores
+        return {name: net for name, net in self.nets.items()
+                if any(memory in self.memories for memory in memories_of(net))}  # fmt: skip
+
     def explore_step(self, state: torch.Tensor) -> tuple[torch.Tensor, tuple]:
         """The agent's step, every memory continuing each sub-env's hidden state (those the
         action did not read step on the state too); keeps the hidden states it continued."""

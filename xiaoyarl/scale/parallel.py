@@ -109,7 +109,8 @@ def _worker_main(
         env = make_env(config.env_id, config.num_envs, device, comm["backend"], seed,
                        config.vector_mode, config.env_kwargs)  # fmt: skip
         agent = make_agent(config.algo, env.spec, config, torch.device(device), learner=False)
-        agent.last_state, _ = env.reset(seed=seed)
+        state, info = env.reset(seed=seed)
+        agent.last_state = agent.observe(state, info)  # action masks too
         owned = list(range(comm["num_slots"]))  # slot indices this worker may write
         slots: list[tuple[torch.Tensor | None, ...]] | None = None
         version = -1
@@ -140,6 +141,12 @@ def _worker_main(
         raise SystemExit(1) from None
 
 
+def acting_weights(agent: AgentBase) -> dict[str, torch.Tensor]:
+    """The weights of the networks exploring runs (`acting_nets`), each keyed `name/key`."""
+    return {f"{name}/{key}": value for name, net in agent.acting_nets().items()
+            for key, value in net.state_dict().items()}  # fmt: skip
+
+
 def _read_weights(comm: dict, agent: AgentBase, have: int) -> int:
     """Load the newest published actor weights unless version `have` is the newest; return the
     version loaded. Lock-free (a sequence lock: the learner makes the version odd while it
@@ -151,7 +158,10 @@ def _read_weights(comm: dict, agent: AgentBase, have: int) -> int:
         if version % 2:  # being written
             time.sleep(0.0005)
             continue
-        agent.actor.load_state_dict(comm["weights"])
+        for name, net in agent.acting_nets().items():
+            prefix = f"{name}/"
+            net.load_state_dict({k.removeprefix(prefix): v for k, v in comm["weights"].items()
+                                 if k.startswith(prefix)})  # fmt: skip
         agent.explored = comm["explored"].value
         if comm["version"].value == version:  # not overwritten meanwhile
             return version
@@ -265,7 +275,7 @@ class ParallelRunner:
             "explored": ctx.Value("q", 0, lock=False),
             "weights": {
                 k: v.detach().to("cpu").clone().share_memory_()
-                for k, v in agent.actor.state_dict().items()
+                for k, v in acting_weights(agent).items()
             },  # fmt: skip
             "num_slots": self.num_slots,
             "backend": backend,
@@ -352,10 +362,11 @@ class ParallelRunner:
 
     # --- weights ---
     def publish(self, explored: int) -> None:
-        """Copy the actor's weights into shared memory under a new (even) version."""
+        """Copy the weights of the networks exploring runs (`acting_nets`: the actor, and a
+        recurrent replay agent's critics) into shared memory under a new (even) version."""
         version = self.comm["version"]
         version.value += 1  # odd: readers wait (see `_read_weights`)
-        for name, value in self.agent.actor.state_dict().items():
+        for name, value in acting_weights(self.agent).items():
             self.comm["weights"][name].copy_(value)
         self.comm["explored"].value = explored
         version.value += 1
