@@ -157,7 +157,7 @@ class Policy:
         from xiaoyarl.agents.acting import masked_greedy
 
         actor: Any = self.actor
-        if reads_mask(actor.norm):  # [observation, mask] rows (the masked DQN family)
+        if reads_mask(getattr(actor, "norm", None)):  # [observation, mask] rows (masked DQNs)
             state = torch.cat([state, mask.float()], dim=-1)
         with self._remembering(state.shape[0]):
             if not deterministic:
