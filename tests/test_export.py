@@ -152,6 +152,11 @@ MODEL_RUNS = {
                  "batch_size": 4},
     "mappo": {"algo": "mappo", "env_id": "SpreadContinuous-v0", "num_envs": 2,
               "horizon_len": 32, "batch_size": 64},
+    "mappo-gru": {"algo": "mappo", "env_id": "SpreadContinuous-v0", "num_envs": 2,
+                  "recurrent": "gru", "recurrent_dim": 8, "horizon_len": 32, "batch_size": 64},
+    "maddpg-lstm": {"algo": "maddpg", "env_id": "SpreadDiscrete-v0", "num_envs": 2,
+                    "recurrent": "lstm", "recurrent_dim": 8, "learning_starts": 128,
+                    "batch_size": 4},
 }  # fmt: skip
 
 
@@ -236,7 +241,7 @@ def test_a_recurrent_policy_exports_with_its_state_in_and_out(model_runs, name, 
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("name", ["vdn", "qmix-gru", "mappo"])
+@pytest.mark.parametrize("name", ["vdn", "qmix-gru", "mappo", "mappo-gru", "maddpg-lstm"])
 def test_a_multi_agent_policy_exports_taking_the_agents_observations(model_runs, name, fmt):
     """Over whole episodes of three envs, the exported model takes the agents' observations of
     each env `(batch, A, O)` (their ids are added inside) and acts as `load_policy`'s policy; a

@@ -184,7 +184,13 @@ def test_two_step_game_qmix_finds_8_and_vdn_settles_at_7(tmp_path):
     ("qmix", "SpreadDiscrete-v0", {"recurrent": "lstm", "recurrent_dim": 32}),
     # (an epsilon decay of its own: the automatic one follows each run's budget)
     ("pqn_vdn", "SpreadDiscrete-v0", {"explore_decay_steps": 300}),
-], ids=["vdn", "maddpg", "mappo", "qmix-rnn", "pqn_vdn"])  # fmt: skip
+    # the other recurrent agents: replayed episodes, and rollouts of sequences
+    ("matd3", "SpreadContinuous-v0", {"recurrent": "gru", "recurrent_dim": 16}),
+    ("mappo", "SpreadDiscrete-v0", {"recurrent": "lstm", "recurrent_dim": 16}),
+    ("pqn_vdn", "SpreadDiscrete-v0", {"explore_decay_steps": 300, "recurrent": "gru",
+                                      "recurrent_dim": 16}),
+], ids=["vdn", "maddpg", "mappo", "qmix-rnn", "pqn_vdn", "matd3-rnn", "mappo-rnn",
+        "pqn_vdn-rnn"])  # fmt: skip
 def test_resume_is_bit_exact_for_each_family(tmp_path, algo, env_id, extra):
     def run(cwd, steps, resume=False):
         fields = {**SMALL, "batch_size": 16} if algo not in ON_POLICY else {"net_dims": [32, 32]}
@@ -205,8 +211,11 @@ def test_resume_is_bit_exact_for_each_family(tmp_path, algo, env_id, extra):
     assert torch.equal(a["agent"]["last_state"], b["agent"]["last_state"])
     assert torch.equal(a["env"]["sim_state"], b["env"]["sim_state"])
     if extra.get("recurrent"):  # the exploring agents' hidden states mid-episode
-        assert a["agent"]["hidden"].abs().sum() > 0
-        assert torch.equal(a["agent"]["hidden"], b["agent"]["hidden"])
+        # (the replaying agents keep them as "hidden", the on-policy ones with their starts)
+        hidden_a, hidden_b = (run["agent"].get("hidden", run["agent"].get("recurrent", {})
+                                               .get("hidden")) for run in (a, b))  # fmt: skip
+        assert hidden_a.abs().sum() > 0
+        assert torch.equal(hidden_a, hidden_b)
 
 
 @pytest.mark.parametrize(("algo", "env_id"), [("qmix", "SpreadDiscrete-v0"),
@@ -230,6 +239,44 @@ def test_a_saved_multi_agent_policy_acts_as_the_agent(tmp_path, algo, env_id):
         low, high = np.array(env.spec.action_low), np.array(env.spec.action_high)
         np.testing.assert_allclose(got, low + (want.numpy() + 1) / 2 * (high - low), atol=1e-6)
     assert policy.predict(obs[0].numpy()).shape == got.shape[1:]  # one env's agents
+
+
+@pytest.mark.parametrize(("algo", "env_id"), [("maddpg", "SpreadContinuous-v0"),
+                                              ("matd3", "SpreadDiscrete-v0"),
+                                              ("mappo", "SpreadContinuous-v0"),
+                                              ("mappo", "SpreadDiscrete-v0"),
+                                              ("pqn_vdn", "SpreadDiscrete-v0")])  # fmt: skip
+def test_a_saved_recurrent_multi_agent_policy_acts_as_the_agents_evaluation_policy(
+    tmp_path, algo, env_id
+):
+    """Step after step of the same episodes, the saved policy and the agent's evaluation policy
+    carry each agent's hidden state alike and act alike; both start anew on `reset()`."""
+    memory = {"recurrent": "gru", "recurrent_dim": 8}
+    fields = {} if algo in ON_POLICY else {**SMALL, "batch_size": 4}
+    config = Config(algo=algo, env_id=env_id, num_envs=4, horizon_len=16, max_steps=256,
+                    eval_every=128, eval_episodes=2, cwd=str(tmp_path / "r"), threads=1,
+                    **memory, **fields)  # fmt: skip
+    train_agent(config, log=None)
+    policy = load_policy(tmp_path / "r")
+    state = load_plain(tmp_path / "r" / "actor.pt")
+    agent, env = make_agent(algo, env_id, net_dims=state["net_dims"], **memory)
+    agent.actor.load_state_dict(state["actor"])
+    acting = agent.evaluation_policy()
+    assert policy.recurrent and policy.carried()[1] == (3, 8)
+    steps = torch.randn(6, 5, 3, env.spec.obs_dim)  # 6 steps of 5 envs' agents
+    for _ in range(2):
+        acting.reset()
+        policy.reset()
+        for obs in steps:
+            want, got = acting(obs), policy.predict(obs.numpy())
+            if env.spec.if_discrete:
+                np.testing.assert_array_equal(got, want.numpy())
+            else:  # rescaled to the env's bounds
+                low, high = np.array(env.spec.action_low), np.array(env.spec.action_high)
+                np.testing.assert_allclose(got, low + (want.numpy() + 1) / 2 * (high - low),
+                                           atol=1e-6)  # fmt: skip
+        hidden = policy.carried()[0].value
+        assert hidden is not None and hidden.shape == (5 * 3, 8) and hidden.abs().sum() > 0
 
 
 def test_the_command_line_trains_and_refuses_a_mismatch(tmp_path, cli):

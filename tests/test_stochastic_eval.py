@@ -110,6 +110,27 @@ def test_recurrent_agents_sample_epsilon_greedy_among_the_available_actions():
     assert (explored != greedy).any()
 
 
+@pytest.mark.parametrize(("algo", "env_id"), MULTI[:2] + MULTI[3:],
+                         ids=[f"{a}-{e}" for a, e in MULTI[:2] + MULTI[3:]])  # fmt: skip
+def test_recurrent_multi_agent_evaluators_sample_as_their_saved_policies_do(algo, env_id):
+    """The agents with memory other than VDN's and QMIX's: the evaluator's sampling policy and
+    the saved policy's, each carrying the agents' hidden states, draw the same actions step
+    after step; greedy actions differ from them."""
+    agent, spec = build(algo, env_id, multi=True, eval_deterministic=False, recurrent="gru",
+                        recurrent_dim=8)  # fmt: skip
+    policy = MultiAgentPolicy(policy_state(agent))
+    sampler, replay = agent.evaluation_policy(), policy.vec_policy(False)
+    steps = torch.randn(4, 300, spec.num_agents, spec.obs_dim)
+    agent.config.eval_deterministic = True
+    greedy = agent.evaluation_policy()
+    differ = False
+    for obs in steps:
+        sampled, replayed = same_draws(sampler, replay, obs)
+        torch.testing.assert_close(sampled, replayed, rtol=0, atol=0)
+        differ |= bool((sampled != greedy(obs)).any())
+    assert differ and policy.recurrent
+
+
 def test_a_run_evaluated_by_sampling_is_scored_kept_and_replayed_by_sampling(tmp_path, cli):
     """Training's evaluations, the kept policy and `eval`/`record` all follow the run's
     `eval_deterministic`; `--deterministic` and `--stochastic` override it."""

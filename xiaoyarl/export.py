@@ -95,9 +95,9 @@ class DeployedMultiAgentPolicy(nn.Module):
     """A multi-agent policy as deployed: the agents' observations of a batch of envs `(batch,
     A, O)` -> their actions, int64 `(batch, A)` or float32 `(batch, A, U)` within the action
     bounds; each agent's row gets its id inside, as in training (`with_agent_ids`). A recurrent
-    one (VDN's or QMIX's recurrent agents) also takes the agents' hidden states `(batch, A, H)`
-    and whether each env's episode starts at this step `(batch,)` bool (its agents' states are
-    zeroed there), and returns the next states."""
+    one also takes the agents' hidden states `(batch, A, H)` and whether each env's episode
+    starts at this step `(batch,)` bool (its agents' states are zeroed there), and returns the
+    next states."""
 
     low: torch.Tensor  # buffers, continuous actions only
     high: torch.Tensor
@@ -105,6 +105,7 @@ class DeployedMultiAgentPolicy(nn.Module):
     def __init__(self, policy: MultiAgentPolicy) -> None:
         super().__init__()
         self.actor = policy.actor
+        self.memory = policy.memory  # a recurrent encoder inside the actor, or None
         self.recurrent = policy.recurrent
         self.if_discrete = policy.if_discrete
         if not self.if_discrete:
@@ -118,16 +119,30 @@ class DeployedMultiAgentPolicy(nn.Module):
         batch, agents = obs.shape[:2]
         x = with_agent_ids(obs).flatten(0, 1)
         if not self.recurrent:
-            action = self.actor(x)
-            action = action.view(batch, agents, *action.shape[1:])
-            if self.if_discrete:
-                return action
-            return self.low + (action + 1.0) * 0.5 * (self.high - self.low)  # as in predict
+            return self.rescale(self.per_env(self.actor(x), batch, agents))
         state, starts = carried
         kept = (~starts.bool()).to(state.dtype).view(batch, 1, 1)
-        actor: Any = self.actor  # a recurrent Q-network (`RecurrentQNet.step`)
-        q, hidden = actor.step(x, (state * kept).flatten(0, 1))
-        return q.argmax(-1).view(batch, agents), hidden.view(batch, agents, -1)
+        hidden = (state * kept).flatten(0, 1)
+        if self.memory is None:  # VDN's and QMIX's recurrent Q-networks (`RecurrentQNet.step`)
+            actor: Any = self.actor
+            q, hidden = actor.step(x, hidden)
+            return q.argmax(-1).view(batch, agents), hidden.view(batch, agents, -1)
+        along = torch.zeros(1, batch * agents, dtype=torch.bool, device=obs.device)
+        with self.memory.context(hidden, along):
+            action = self.per_env(self.actor(x), batch, agents)
+        assert self.memory.hiddens is not None, "set by the call"
+        return self.rescale(action), self.memory.hiddens[0].view(batch, agents, -1)
+
+    @staticmethod
+    def per_env(action: torch.Tensor, batch: int, agents: int) -> torch.Tensor:
+        """The agents' rows of actions `(batch * A[, U])` -> `(batch, A[, U])`."""
+        return action.view(batch, agents, *action.shape[1:])
+
+    def rescale(self, action: torch.Tensor) -> torch.Tensor:
+        """Actions as agents see them `(batch, A[, U])` in env units, as `predict` gives them."""
+        if self.if_discrete:
+            return action
+        return self.low + (action + 1.0) * 0.5 * (self.high - self.low)
 
 
 def model_inputs(policy: Policy, batch: int = 2) -> dict[str, torch.Tensor]:

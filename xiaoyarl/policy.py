@@ -366,9 +366,9 @@ class MultiAgentPolicy(Policy):
     observations of one env `(A, O)` or of a batch of envs `(batch, A, O)`, numpy or torch, and
     optional action masks `(..., A, U)`, and returns their actions `(A,)` / `(batch, A)` (or with
     a last axis `U` of values within the action bounds, for continuous actions). A recurrent
-    policy (VDN / QMIX with `agent_rnn`) keeps its agents' hidden states from one call to the
-    next: call it once per step of the same episodes, and `reset()` when they start anew; or
-    carry them yourself with `step`."""
+    policy (`recurrent`) keeps its agents' hidden states from one call to the next: call it
+    once per step of the same episodes, and `reset()` when they start anew; or carry them
+    yourself with `step`."""
 
     def __init__(self, meta: dict, device: str | torch.device = "cpu") -> None:
         super().__init__(meta, device)
@@ -382,19 +382,22 @@ class MultiAgentPolicy(Policy):
 
     def reset(self) -> None:
         """Recurrent policies: forget the hidden states (call it when the episodes restart)."""
+        super().reset()
         if self._greedy is not None:
             self._greedy.reset()
 
     @property
     def recurrent(self) -> bool:
-        """Whether the agents keep hidden states from step to step (agent_rnn)."""
-        return self._greedy is not None
+        """Whether the agents keep hidden states from step to step (`recurrent`)."""
+        return self._greedy is not None or self.memory is not None
 
     def carried(self) -> tuple[HiddenStates, tuple[int, ...]] | None:
-        """The agents' hidden states, `(batch, num_agents, H)` a step (agent_rnn)."""
-        if self._greedy is None:
+        """The agents' hidden states, `(batch, num_agents, H)` a step (`recurrent`)."""
+        if self._greedy is not None:  # VDN's and QMIX's recurrent Q-networks
+            return self._greedy.hiddens, (self.num_agents, self._greedy.qnet.state_width)
+        if self.memory is None or self.hiddens is None:
             return None
-        return self._greedy.hiddens, (self.num_agents, self._greedy.qnet.state_width)
+        return self.hiddens, (self.num_agents, self.memory.state_dim)
 
     def _joint(self, obs: torch.Tensor, avail: torch.Tensor | None, sample: bool) -> torch.Tensor:
         """Actions as agents see them `(E, A[, U])` for a torch batch `(E, A, O)` on the device."""
@@ -405,19 +408,23 @@ class MultiAgentPolicy(Policy):
             return self._greedy(obs, avail)
         x = with_agent_ids(obs).flatten(0, 1)
         masks = None if avail is None else avail.flatten(0, 1)
+        with self._remembering(x.shape[0]):  # a memory: one hidden state per (env, agent)
+            action = self._rows(x, masks, sample)
+        return action.view(*obs.shape[:2], *action.shape[1:])
+
+    def _rows(self, x: torch.Tensor, masks: torch.Tensor | None, sample: bool) -> torch.Tensor:
+        """Actions for the agents' rows `(E * A, O + A)` (with their ids) and masks."""
         if sample:
-            action = self._sample(x, masks)
-        elif isinstance(self.actor, QNet | ActorGumbel):  # the best available action
+            return self._sample(x, masks)
+        if isinstance(self.actor, QNet | ActorGumbel):  # the best available action
             actor: Any = self.actor
             scores = actor.q_values(x) if isinstance(actor, QNet) else actor.logits(x)
             if masks is not None:
                 scores = scores.masked_fill(~masks, -torch.inf)
-            action = scores.argmax(-1)
-        elif isinstance(self.actor, ActorDiscretePPO):
-            action = self.actor(x, masks)
-        else:
-            action = self.actor(x)
-        return action.view(*obs.shape[:2], *action.shape[1:])
+            return scores.argmax(-1)
+        if isinstance(self.actor, ActorDiscretePPO):
+            return self.actor(x, masks)
+        return self.actor(x)
 
     @torch.no_grad()
     def act_normalized(self, obs: torch.Tensor, avail: torch.Tensor | None = None):

@@ -22,6 +22,8 @@ class Memory:
     actor: Any
     hidden: torch.Tensor
     starts: torch.Tensor
+    # memory rows per observation the env gives (a multi-agent env's: one per agent)
+    per_state = 1
 
     def observe(self, state: torch.Tensor, info: dict) -> torch.Tensor:
         self.starts.fill_(True)  # the env was reset: every sub-env begins an episode
@@ -38,7 +40,7 @@ class Memory:
         a masked agent's picks among the allowed actions), from each episode's hidden state."""
         own: Any = super()
         act = own.act if self.config.eval_deterministic else own.evaluation_policy()
-        return RecurrentActing(act, self.actor.norm)
+        return RecurrentActing(act, self.actor.norm, self.per_state)
 
     def explore_logprob(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError("the H-term is not available with recurrent policies")

@@ -83,7 +83,7 @@ class Recurrent(Memory):
     def __init__(self, spec, config, device, learner=True, kit=None) -> None:  # noqa: ANN001
         super().__init__(spec, config, device, learner, kit)  # type: ignore[call-arg]
         self.memory: RecurrentEncoder = self.actor.norm
-        n = spec.num_envs
+        n = spec.num_envs * self.per_state  # the memory rows
         self.hidden = self.memory.initial(n)  # (N, Hs) where exploring goes on
         self.starts = torch.ones(n, dtype=torch.bool, device=device)  # (N,) next step begins one
         self.sequences: tuple[torch.Tensor, torch.Tensor] | None = None  # of the batch updated
@@ -108,7 +108,8 @@ class Recurrent(Memory):
     def record(self, kept: tuple, reward: torch.Tensor, terminal: torch.Tensor,
                truncate: torch.Tensor, info: dict) -> tuple[torch.Tensor, ...]:  # fmt: skip
         *own, hidden, starts = kept
-        self.starts = terminal | truncate  # the next step of these sub-envs begins an episode
+        # the next step of these sub-envs begins an episode
+        self.starts = (terminal | truncate).repeat_interleave(self.per_state)
         steps = super().record(tuple(own), reward, terminal, truncate, info)  # type: ignore[misc]
         return (*steps, hidden, starts)
 
@@ -146,6 +147,11 @@ class Recurrent(Memory):
         groups = [order[i * per : (i + 1) * per] for i in range(count)]
         return MiniBatches([(steps + group).flatten() for group in groups], torch.mean)
 
+    def sequence_rows(self, envs: torch.Tensor) -> torch.Tensor:
+        """The memory rows (sequences) of the rollout's sub-envs `envs`: themselves, where each
+        sub-env of the rollout is one sequence."""
+        return envs
+
     def minibatch_loss(self, data: Any, idx: torch.Tensor,
                        mean: Callable[[torch.Tensor], torch.Tensor],
                        ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
@@ -153,7 +159,7 @@ class Recurrent(Memory):
         running along those sequences."""
         assert self.sequences is not None, "set by read_sequences"
         first, starts = self.sequences
-        group = idx[: idx.shape[0] // starts.shape[0]]  # the sub-envs: step 0's indices
+        group = self.sequence_rows(idx[: idx.shape[0] // starts.shape[0]])  # step 0's indices
         with self.memory.context(first[group], starts[:, group]):
             return super().minibatch_loss(data, idx, mean)  # type: ignore[misc]
 

@@ -28,7 +28,9 @@ from xiaoyarl.agents.multi.centralized_critic import (
 )
 from xiaoyarl.agents.multi.mappo import AgentDiscreteMAPPO, AgentMAPPO
 from xiaoyarl.agents.multi.pqn_vdn import AgentPQNVDN
+from xiaoyarl.agents.multi.recurrent_critic import RECURRENT_CRITICS
 from xiaoyarl.agents.multi.recurrent_decomposition import RECURRENT_AGENTS
+from xiaoyarl.agents.multi.recurrent_on_policy import RECURRENT_ON_POLICY
 from xiaoyarl.agents.multi.value_decomposition import AgentQMIX, AgentVDN
 from xiaoyarl.agents.multi_discrete import MULTI_DISCRETE
 from xiaoyarl.agents.ppo import AgentDiscretePPO, AgentPPO
@@ -77,7 +79,8 @@ HYBRID_KIND = "hybrid (discrete and continuous parts)"  # how a refusal names hy
 # the recurrent variant of each agent that has one (`recurrent`)
 RECURRENT_VARIANTS: dict[type, type] = {
     base: variant
-    for table in (RECURRENT, RECURRENT_REPLAY, RECURRENT_AGENTS, RECURRENT_COMBINED)
+    for table in (RECURRENT, RECURRENT_REPLAY, RECURRENT_COMBINED, RECURRENT_AGENTS,
+                  RECURRENT_CRITICS, RECURRENT_ON_POLICY)
     for base, variant in table.items()
 }
 

@@ -252,11 +252,13 @@ class ReplayWindow:
 class RecurrentActing:
     """A recurrent actor's policy over one batch of episodes: `(state (B, ...)) -> action` of
     `act` (the greedy action, or a sample), carrying a hidden state per sub-env from call to
-    call; `reset()` (the evaluator calls it when its env resets) starts new episodes."""
+    call (`per_state` of them where each state holds several sequences: a multi-agent env's
+    `(B, A, O)` observations, one per agent); `reset()` (the evaluator calls it when its env
+    resets) starts new episodes."""
 
-    def __init__(self, act: Callable[..., torch.Tensor],
-                 memory: RecurrentEncoder) -> None:  # fmt: skip
-        self.act, self.memory = act, memory
+    def __init__(self, act: Callable[..., torch.Tensor], memory: RecurrentEncoder,
+                 per_state: int = 1) -> None:  # fmt: skip
+        self.act, self.memory, self.per_state = act, memory, per_state
         self.hiddens = HiddenStates(memory.initial)
 
     def reset(self) -> None:
@@ -266,5 +268,5 @@ class RecurrentActing:
     def __call__(self, state: torch.Tensor, *args: torch.Tensor) -> torch.Tensor:
         """`act(state, *args)` (the env's action masks, where it gives them) from each
         episode's hidden state."""
-        with self.hiddens.continued(self.memory, state.shape[0]):
+        with self.hiddens.continued(self.memory, state.shape[0] * self.per_state):
             return self.act(state, *args)

@@ -20,6 +20,7 @@ Shapes: B = batch, A = agents, O = observation, S = global state, U = action siz
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar, cast
 
 import torch
@@ -80,63 +81,80 @@ class CentralizedCritic(MultiAgentOffPolicy, AgentDDPG):
         a = self.multi_spec.num_agents
         return joint.flatten(1).repeat_interleave(a, dim=0)
 
+    @staticmethod
+    def per_agent(net: Callable[..., torch.Tensor], obs: torch.Tensor,
+                  avail: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+        """`net` on every agent's observation with its id, `(B, A, O) -> (B, A, ...)`, its rows
+        `(B * A, ...)` in one batch (a recurrent actor's memory reads them so); `avail` `(B, A,
+        U)`, where given, goes with them."""
+        rows = with_agent_ids(obs).flatten(0, 1)
+        out = net(rows) if avail is None else net(rows, avail.flatten(0, 1))
+        return out.view(*obs.shape[:2], *out.shape[1:])
+
     # --- acting ---
     def greedy_joint_action(self, obs: torch.Tensor, avail: torch.Tensor | None) -> torch.Tensor:
         if self.multi_spec.if_discrete:
-            return masked(self.gumbel(self.actor).logits(with_agent_ids(obs)), avail).argmax(-1)
-        return self.actor(with_agent_ids(obs))
+            return masked(self.per_agent(self.gumbel(self.actor).logits, obs), avail).argmax(-1)
+        return self.per_agent(self.actor, obs)
 
     def explore_joint_action(self, joint: Joint) -> torch.Tensor:
-        obs = with_agent_ids(joint.obs)
         if self.multi_spec.if_discrete:  # a sample of the policy's distribution
-            logits = masked(self.gumbel(self.actor).logits(obs), joint.avail)
+            logits = masked(self.per_agent(self.gumbel(self.actor).logits, joint.obs), joint.avail)
             return sample_categorical(logits.log_softmax(-1))
-        shape = obs.shape[:2]  # DDPG's (or TD3's) own exploration noise
-        return self.explore_action(obs.flatten(0, 1)).view(*shape, -1)
+        return self.per_agent(self.explore_action, joint.obs)  # DDPG's (TD3's) own noise
 
     def target_joint(self, joint: Joint) -> torch.Tensor:
         """Every agent's target action a'_j `(B, A, U)` in the next states."""
-        obs = with_agent_ids(joint.obs)
         if self.multi_spec.if_discrete:
-            logits = masked(self.gumbel(self.actor_target).logits(obs), joint.avail)
-            return F.one_hot(logits.argmax(-1), self.multi_spec.action_dim).float()
-        b, a = obs.shape[:2]  # DDPG's target action (TD3: with clipped smoothing noise)
-        return self.target_action(obs.flatten(0, 1)).view(b, a, -1)
+            logits = self.per_agent(self.gumbel(self.actor_target).logits, joint.obs)
+            best = masked(logits, joint.avail).argmax(-1)
+            return F.one_hot(best, self.multi_spec.action_dim).float()
+        # DDPG's target action (TD3: with clipped smoothing noise)
+        return self.per_agent(self.target_action, joint.obs)
 
     def policy_joint(self, obs: torch.Tensor, avail: torch.Tensor | None) -> torch.Tensor:
         """Every agent's action from the actor, differentiable `(B, A, U)`, for observations
         `(B, A, O)` and masks `(B, A, U)` or None: discrete, a Gumbel-softmax one-hot sample
         among the available actions."""
-        obs = with_agent_ids(obs)
         if self.multi_spec.if_discrete:
-            return self.gumbel(self.actor).relaxed(obs, avail)
-        return self.actor(obs)
+            return self.per_agent(self.gumbel(self.actor).relaxed, obs, avail)
+        return self.per_agent(self.actor, obs)
 
     # --- learning ---
     def update_step(self, batch: Batch) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-        spec = self.multi_spec
-        b, a = batch.rewards.shape[0], spec.num_agents
-        joint = self.layout.unpack(batch.states)
         actions, rewards = self.layout.unpack_step(batch.actions)  # (B, A[, U]), (B, A)
+        return self.joint_update(self.layout.unpack(batch.states), actions, rewards,
+                                 self.layout.unpack(batch.next_states), batch.terminals,
+                                 batch.weights)  # fmt: skip
+
+    def joint_update(self, joint: Joint, actions: torch.Tensor, rewards: torch.Tensor,
+                     after: Joint, terminals: torch.Tensor, weights: torch.Tensor,
+                     counted: torch.Tensor | None = None,
+                     ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:  # fmt: skip
+        """One gradient step on B joint transitions: the critics' TD step (each transition's
+        squared error weighted by `weights` `(B,)`: prioritized replay's, or 1), the delayed
+        actor step, the target updates; `counted` `(B,)` float, where given, the transitions
+        that count in the actor's loss (a recurrent agent's real steps of its episodes). Returns
+        the logs and each transition's mean absolute TD error."""
+        b = rewards.shape[0]
+        a = self.multi_spec.num_agents
         taken = self.joint_features(actions)  # (B, A, U)
         states = self.critic_states(joint.state)  # (B * A, S + A)
         with torch.no_grad():
-            after = self.layout.unpack(batch.next_states)
             q_next = self.critic_target(
                 self.critic_states(after.state), self.for_every_agent(self.target_joint(after))
             )
             v_next = self.reduce_target_q(q_next).view(b, a)  # TD3: the minimum of two
-            not_terminal = (~batch.terminals).float().unsqueeze(1)
+            not_terminal = (~terminals).float().unsqueeze(1)
             target = rewards + self.config.gamma * not_terminal * v_next  # (B, A)
         q = self.critic_q(states, self.for_every_agent(taken)).view(-1, b, a)  # (critics, B, A)
         td_errors = target - q
-        weights = batch.weights.view(1, b, 1)
-        critic_loss = (weights * td_errors.square()).mean((-2, -1)).sum()
+        critic_loss = (weights.view(1, b, 1) * td_errors.square()).mean((-2, -1)).sum()
         self.optimizer_step(self.optimizers["critic"], self.critic, critic_loss)
         logs = {"critic_loss": critic_loss.detach(), "q_value": q.detach().mean()}
         actor_updated = self.should_update_actor(critic_loss.detach())
         if actor_updated:
-            logs.update(self.update_joint_actor(joint, taken, states))
+            logs.update(self.update_joint_actor(joint, taken, states, counted))
             assert self.actor_target is not None, "DDPG and TD3 keep a target actor"
             self.update_targets((self.actor_target, self.actor))
         if self.critic_target_due(actor_updated):
@@ -145,16 +163,20 @@ class CentralizedCritic(MultiAgentOffPolicy, AgentDDPG):
         return logs, td_errors.detach().abs().mean((0, 2))
 
     def update_joint_actor(
-        self, joint: Joint, taken: torch.Tensor, states: torch.Tensor
-    ) -> dict[str, torch.Tensor]:
+        self, joint: Joint, taken: torch.Tensor, states: torch.Tensor,
+        counted: torch.Tensor | None = None,
+    ) -> dict[str, torch.Tensor]:  # fmt: skip
         """Ascend each agent's Q_i(s, a_1..mu(o_i)..a_A) (the first critic), the other agents'
-        actions as stored."""
+        actions as stored; over the `counted` transitions only, where given."""
         a = self.multi_spec.num_agents
         own = torch.eye(a, device=self.device).view(1, a, a, 1)  # agent i's own slot
         mine = self.policy_joint(joint.obs, joint.avail).unsqueeze(1)  # (B, 1, A, U)
         mixed = taken.unsqueeze(1) * (1 - own) + mine * own  # (B, A agents, A slots, U)
         q = self.critic_q_for_actor(states, mixed.flatten(2).flatten(0, 1))[0]
-        actor_loss = -q.mean()
+        if counted is None:
+            actor_loss = -q.mean()
+        else:
+            actor_loss = -(q.view(-1, a) * counted.unsqueeze(1)).sum() / (counted.sum() * a)
         self.optimizer_step(self.optimizers["actor"], self.actor, actor_loss)
         return {"actor_loss": actor_loss.detach()}
 

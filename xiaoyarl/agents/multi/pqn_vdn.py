@@ -71,7 +71,13 @@ class AgentPQNVDN(AgentPQN):
         """Every agent's Q(o_i, .) `(B, A, U)`, unavailable actions at -inf, from packed joint
         steps `(B, width)`."""
         joint = self.layout.unpack(packed)
-        return masked(self.qnet.q_values(with_agent_ids(joint.obs)), joint.avail)
+        return masked(self.q_values(joint.obs), joint.avail)
+
+    def q_values(self, obs: torch.Tensor) -> torch.Tensor:
+        """Every agent's Q(o_i, .) `(B, A, U)` for observations `(B, A, O)`, the agents' rows
+        `(B * A, ...)` in one batch (a recurrent network's memory reads them so)."""
+        q = self.qnet.q_values(with_agent_ids(obs).flatten(0, 1))
+        return q.view(*obs.shape[:2], -1)
 
     # --- acting ---
     def explore_step(
@@ -95,7 +101,7 @@ class AgentPQNVDN(AgentPQN):
     @torch.no_grad()
     def act(self, obs: torch.Tensor, avail: torch.Tensor | None = None) -> torch.Tensor:
         """Greedy joint action `(E, A)` for observations `(E, A, O)` (and masks `(E, A, U)`)."""
-        return masked(self.qnet.q_values(with_agent_ids(obs)), avail).argmax(-1)
+        return masked(self.q_values(obs), avail).argmax(-1)
 
     def evaluation_policy(self) -> Callable[..., torch.Tensor]:
         return joint_evaluation_policy(self)
@@ -106,14 +112,13 @@ class AgentPQNVDN(AgentPQN):
         # the unmasked values at the masked argmax: an agent with no available action then adds
         # a finite value, as in VDN and QMIX, not -inf)
         joint = self.layout.unpack(states)
-        q = self.qnet.q_values(with_agent_ids(joint.obs))  # (B, A, U)
+        q = self.q_values(joint.obs)  # (B, A, U)
         best = masked(q, joint.avail).argmax(-1, keepdim=True)
         return q.gather(-1, best).squeeze(-1).sum(-1)
 
     def chosen_values(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         # differs: Q_tot of the joint action taken (unmasked values: the action was taken)
-        joint = self.layout.unpack(states)
-        q = self.qnet.q_values(with_agent_ids(joint.obs))  # (B, A, U)
+        q = self.q_values(self.layout.unpack(states).obs)  # (B, A, U)
         return q.gather(-1, actions.unsqueeze(-1)).squeeze(-1).sum(-1)
 
     def update_state_norm(self, states: torch.Tensor) -> None:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 
 from xiaoyarl.agents.multi.common import Joint, masked_random_actions, with_agent_ids
+from xiaoyarl.agents.multi.episode_memory import EpisodeMemory
 from xiaoyarl.agents.multi.value_decomposition import AgentQMIX, AgentVDN, masked
 from xiaoyarl.core.buffer import Batch, Episodes
 from xiaoyarl.core.off_policy_nets import QNet, RecurrentQNet
@@ -62,9 +63,9 @@ class RecurrentGreedy:
         return torch.where(explore, random, greedy)
 
 
-class RecurrentAgents:
+class RecurrentAgents(EpisodeMemory):
     """The recurrent version of a value-decomposition agent (mixed in before it: see the
-    module)."""
+    module; what the episode replay shares with MADDPG's and MATD3's: `EpisodeMemory`)."""
 
     # set by the value-decomposition agent this is mixed into
     qnet_class: type[QNet]
@@ -98,14 +99,6 @@ class RecurrentAgents:
         attributes type them as its QNet)."""
         return cast(RecurrentQNet, net)
 
-    @property
-    def hidden(self) -> torch.Tensor | None:
-        """The exploring agents' hidden states `(E * A, H)` (None before the first step)."""
-        return self.hiddens.value
-
-    def update_cycle(self) -> int | None:
-        return None  # episode replay draws a data-dependent number of episode starts
-
     # --- acting ---
     def greedy_joint_action(self, obs: torch.Tensor, avail: torch.Tensor | None) -> torch.Tensor:
         raise ValueError(
@@ -117,10 +110,6 @@ class RecurrentAgents:
         explore_rate = 0.0 if self.config.eval_deterministic else self.config.explore_rate
         return RecurrentGreedy(self.drqn(self.qnet), explore_rate)
 
-    def observe(self, obs: torch.Tensor, info: dict) -> torch.Tensor:
-        self.hiddens.reset()  # the envs were reset: new episodes
-        return super().observe(obs, info)  # type: ignore[misc]
-
     def read_observation(self, joint: Joint) -> None:
         # the hidden state takes in every step
         x = with_agent_ids(joint.obs).flatten(0, 1)
@@ -128,21 +117,11 @@ class RecurrentAgents:
         self.hiddens.keep(hidden)
         self.step_q = q.view(*joint.obs.shape[:2], -1)
 
-    def episodes_ended(self, done: torch.Tensor) -> None:
-        # a finished sub-env's agents start their next episode afresh
-        self.hiddens.restart(done.repeat_interleave(self.multi_spec.num_agents))
-
     def explore_q(self, joint: Joint) -> torch.Tensor:
         assert self.step_q is not None, "read_observation took this step's Q-values"
         return self.step_q  # the hidden states took in this step already
 
     # --- learning ---
-    def sample_batch(self) -> Episodes:
-        assert self.buffer is not None, "an acting-only copy (learner=False) never updates"
-        assert self.config.batch_size is not None, "resolve_config sets batch_size"
-        episodes = max(1, self.config.batch_size // self.multi_spec.max_step)
-        return self.buffer.sample_episodes(episodes, self.multi_spec.max_step)
-
     def update_step(self, batch: Batch | Episodes) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """The TD update of the feed-forward agents on whole episodes `(T, B)`: each network is
         unrolled from the episode's first step; the next state's Q-values at step t come from
@@ -195,15 +174,6 @@ class RecurrentAgents:
         truncated = last & ~episodes.terminals
         return lambda_returns(rewards, next_value, episodes.terminals, truncated,
                               self.config.gamma, self.config.td_lambda)  # fmt: skip
-
-    # --- the hidden state belongs to the training state ---
-    def state_dict(self) -> dict:
-        return {**super().state_dict(), "hidden": self.hiddens.value}  # type: ignore[misc]
-
-    def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)  # type: ignore[misc]
-        hidden = state.get("hidden")
-        self.hiddens.keep(None if hidden is None else hidden.to(self.device))
 
 
 class AgentRecurrentVDN(RecurrentAgents, AgentVDN):

@@ -95,12 +95,7 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
 
     @classmethod
     def check(cls, config: Config) -> None:
-        # differs: recurrent agents replay whole episodes (uniformly), over which TD(lambda) runs
-        if config.recurrent and config.per:
-            raise ConfigError(
-                f"per=true with recurrent={config.recurrent}: recurrent agents replay whole "
-                f"episodes, uniformly; set per=false."
-            )
+        # differs: TD(lambda) runs over the whole episodes the recurrent agents replay
         if config.td_lambda and not config.recurrent:
             raise ConfigError(
                 f"td_lambda={config.td_lambda} without recurrent: TD(lambda) targets run over "
