@@ -138,7 +138,8 @@ def test_sac_squashed_gaussian_logprob_matches_change_of_variables(make_agent):
 def test_sac_temperature_rises_when_entropy_is_below_target(make_agent):
     agent, _ = make_agent(AgentSAC)
     before = agent.temperature().item()
-    agent.update_temperature(torch.full((8,), 5.0))  # log pi = 5: entropy -5 < target -1
+    losses, _ = agent.temperature_losses(torch.full((8,), 5.0))  # entropy -5 < target -1
+    agent.optimizer_step(agent.optimizers["temperature"], agent.temperature, losses["temperature"])
     assert agent.temperature().item() > before
 
 

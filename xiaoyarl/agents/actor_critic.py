@@ -148,6 +148,20 @@ class AgentActorCritic(AgentOffPolicy):
             self.critic.requires_grad_(True)
             self.critic.train()
 
+    def actor_losses(self, states: torch.Tensor,
+                     ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:  # fmt: skip
+        """The losses of what steps with the actor on `states`, by their optimizer's name (the
+        actor's; SAC's temperature's too, where it is tuned), and what to log of them."""
+        raise NotImplementedError
+
+    def update_actor(self, states: torch.Tensor) -> dict[str, torch.Tensor]:
+        """One gradient step of the actor (and what steps with it) on `actor_losses`: they
+        share no parameters, so one backward pass through their sum gives each its own."""
+        losses, logs = self.actor_losses(states)
+        self.optimizer_steps(sum(losses.values()),  # type: ignore[arg-type]
+                             *((self.optimizers[name], self.nets[name]) for name in losses))
+        return logs
+
     def update_critic_targets(self) -> None:
         """Soft-update the target critics (on the `target_update_every` schedule); nothing for
         a kind without targets."""

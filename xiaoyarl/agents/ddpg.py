@@ -116,14 +116,14 @@ class AgentDDPG(AgentActorCritic):
         """Combine the critics `(num_critics, B)` for the actor's objective: the first critic's."""
         return q[0]
 
-    def update_actor(self, states: torch.Tensor) -> dict[str, torch.Tensor]:
+    def actor_losses(self, states: torch.Tensor,
+                     ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:  # fmt: skip
         """Ascend Q(s, actor(s)) of the critics combined by `reduce_actor_q` (plus the auxiliary
         loss, if any)."""
         aux_loss, aux_log = self.auxiliary_loss()
         q = self.reduce_actor_q(self.critic_q_for_actor(states, self.actor(states)))
         actor_loss = -q.mean()
-        self.optimizer_step(self.optimizers["actor"], self.actor, actor_loss + aux_loss)
-        return {"actor_loss": actor_loss.detach(), **aux_log}
+        return {"actor": actor_loss + aux_loss}, {"actor_loss": actor_loss.detach(), **aux_log}
 
     # --- one gradient step ---
     def update_step(self, batch: Batch) -> tuple[dict[str, torch.Tensor], torch.Tensor]:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
-from xiaoyarl.agents.critics import q_kind
+from xiaoyarl.agents.critics import CriticLoss, q_kind
 from xiaoyarl.agents.epsilon_greedy import EpsilonGreedy
 from xiaoyarl.agents.off_policy import OFF_POLICY_FIELDS, AgentOffPolicy
 from xiaoyarl.config import Config
@@ -84,10 +84,17 @@ class AgentDQN(EpsilonGreedy, AgentOffPolicy):
         evaluates."""
         return self.qnet.greedy(target_q)
 
+    critic_net = "qnet"
+
+    def critic_loss(self, batch: Batch) -> CriticLoss:
+        """The Q-network's loss, its Q(s, a) and TD errors, as its kind computes them
+        (`agents/critics.py`)."""
+        return self.q_kind.loss(self, batch)
+
     def update_step(self, batch: Batch) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-        """A step on the Q-network's loss (its kind's: `agents/critics.py`), then the target
-        network's soft update."""
-        loss, q, td_errors = self.q_kind.loss(self, batch)
+        """A step on the Q-network's loss (`critic_loss`), then the target network's soft
+        update."""
+        loss, q, td_errors = self.critic_loss(batch)
         self.optimizer_step(self.optimizers["qnet"], self.qnet, loss)
         self.update_targets((self.qnet_target, self.qnet))
         return {"critic_loss": loss.detach(), "q_value": q.detach().mean()}, td_errors.detach()

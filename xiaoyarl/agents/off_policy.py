@@ -56,6 +56,14 @@ class AgentOffPolicy(AgentBase):
         """One gradient step on `batch`; returns (named scalars, TD errors `(B,)`)."""
         raise NotImplementedError
 
+    # the network `critic_loss` steps, by its optimizer's name (the DQN family's: "qnet")
+    critic_net: ClassVar[str] = "critic"
+
+    def critic_loss(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The critics' loss on `batch` (the first step of `update_step`), their Q(s, a) and
+        TD errors."""
+        raise NotImplementedError
+
     def update_cycle(self) -> int | None:
         return self.config.target_update_every  # the target networks' schedule
 

@@ -108,28 +108,33 @@ class AgentSAC(AgentActorCritic):
         """The critics `(num_critics, B)` for the actor's objective: the smallest's value."""
         return q.min(0).values
 
-    def update_actor(self, states: torch.Tensor) -> dict[str, torch.Tensor]:
+    def actor_losses(self, states: torch.Tensor,
+                     ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:  # fmt: skip
         """Minimise E[alpha * log pi(a|s) - Q(s, a)], a ~ pi(.|s) (plus the auxiliary loss, if
-        any), then tune alpha towards the target entropy."""
+        any), and tune alpha towards the target entropy (`temperature_losses`)."""
         action, logprob = self.gaussian_actor().get_action_logprob(states)
         alpha = self.temperature().detach()
         q = self.reduce_actor_q(self.critic_q_for_actor(states, action))
         actor_loss = (alpha * logprob - q).mean()
         aux_loss, aux_log = self.auxiliary_loss()
-        self.optimizer_step(self.optimizers["actor"], self.actor, actor_loss + aux_loss)
-        return {"actor_loss": actor_loss.detach(), **aux_log,
-                **self.update_temperature(logprob.detach())}  # fmt: skip
+        losses, logs = self.temperature_losses(logprob.detach())
+        return ({"actor": actor_loss + aux_loss, **losses},
+                {"actor_loss": actor_loss.detach(), **aux_log, **logs})  # fmt: skip
 
-    def update_temperature(self, logprob: torch.Tensor, target: torch.Tensor | float | None = None,
-                           ) -> dict[str, torch.Tensor]:  # fmt: skip
-        """Gradient step on J(alpha) = E[-log(alpha) * (log pi + target entropy)] (none with
-        `alpha_auto` off: alpha stays `alpha_init`, as SB3's fixed `ent_coef`); the target is
-        `target_entropy` unless `target` gives one (per state)."""
-        if self.config.alpha_auto:
-            target = self.target_entropy if target is None else target
-            loss = -(self.temperature.log_alpha * (logprob + target)).mean()
-            self.optimizer_step(self.optimizers["temperature"], self.temperature, loss)
-        return {"alpha": self.temperature().detach(), "entropy": -logprob.mean()}
+    def temperature_losses(self, logprob: torch.Tensor, target: torch.Tensor | float | None = None,
+                           ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:  # fmt: skip
+        """J(alpha) = E[-log(alpha) * (log pi + target entropy)] as the temperature's loss
+        (none with `alpha_auto` off: alpha stays `alpha_init`, as SB3's fixed `ent_coef`); the
+        target is `target_entropy` unless `target` gives one (per state)."""
+        logs = {"entropy": -logprob.mean()}
+        if not self.config.alpha_auto:
+            return {}, logs
+        target = self.target_entropy if target is None else target
+        return {"temperature": -(self.temperature.log_alpha * (logprob + target)).mean()}, logs
+
+    def update_actor(self, states: torch.Tensor) -> dict[str, torch.Tensor]:
+        # (the temperature after its step)
+        return {**super().update_actor(states), "alpha": self.temperature().detach()}
 
     def update_step(self, batch: Batch) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """A critic step on the soft target; an actor and temperature step when due
@@ -255,14 +260,13 @@ class AgentSACDiscrete(AgentSAC):
         index = actions.view(1, -1, 1).expand(q.shape[0], -1, 1)
         return q.gather(-1, index).squeeze(-1)
 
-    def update_actor(self, states: torch.Tensor) -> dict[str, torch.Tensor]:
+    def actor_losses(self, states: torch.Tensor,
+                     ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:  # fmt: skip
         probs, logprobs = self.policy(states)
         with torch.no_grad():
             q = self.reduce_actor_q(self.critic(states))  # (B, A)
         alpha = self.temperature().detach()
         actor_loss = (probs * (alpha * logprobs - q)).sum(-1).mean()
-        self.optimizer_step(self.optimizers["actor"], self.actor, actor_loss)
         expected_logprob = (probs * logprobs).sum(-1).detach()  # -entropy per state
-        target = self.state_target_entropy(states)
-        return {"actor_loss": actor_loss.detach(),
-                **self.update_temperature(expected_logprob, target)}  # fmt: skip
+        losses, logs = self.temperature_losses(expected_logprob, self.state_target_entropy(states))
+        return {"actor": actor_loss, **losses}, {"actor_loss": actor_loss.detach(), **logs}
