@@ -226,7 +226,7 @@ def test_each_sub_env_keeps_its_noise_std_until_its_episode_ends():
     assert len(set(stds.flatten().tolist())) == 4
     torch.manual_seed(7)
     noise = torch.randn(4, 1)  # the same draws, in the same order: the noise, then the stds
-    torch.testing.assert_close(agent.noise.draw_stds(4), stds)
+    torch.testing.assert_close(agent.noise.draw_stds((4,)), stds)
     with torch.no_grad():
         want = (agent.actor(state) + noise * stds).clamp(-1, 1)
     torch.testing.assert_close(action, want)

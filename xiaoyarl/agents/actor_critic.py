@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import torch
 from torch import nn
+from torch.func import functional_call
 
 from xiaoyarl.agents.critics import CriticLoss, TargetReduce, critic_kind
 from xiaoyarl.agents.off_policy import OFF_POLICY_FIELDS, AgentOffPolicy
@@ -138,14 +139,15 @@ class AgentActorCritic(AgentOffPolicy):
 
     def critic_q_for_actor(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """The critics' Q(s, a) `(num_critics, B)` with gradients to the actions only: the
-        actor's loss never needs the critics' weight gradients, so they are not computed.
-        The critics are in eval mode (CrossQ's batch renormalisation: running statistics)."""
-        self.critic.requires_grad_(False)
+        actor's loss never needs the critics' weight gradients, so they are not computed
+        (the critics run on their weights detached: unlike switching `requires_grad` off, this
+        holds inside a vmapped population's transforms too). The critics are in eval mode
+        (CrossQ's batch renormalisation: running statistics)."""
+        frozen = {name: weight.detach() for name, weight in self.critic.named_parameters()}
         self.critic.eval()
         try:
-            return self.critic(states, actions)
+            return functional_call(self.critic, frozen, (states, actions))
         finally:
-            self.critic.requires_grad_(True)
             self.critic.train()
 
     def actor_losses(self, states: torch.Tensor,

@@ -76,6 +76,12 @@ class AgentDDPG(AgentActorCritic):
         """The exploration distribution's density: N(actor(s), explore_noise_std^2)."""
         return self.noise.logprob(actions - self.actor(states))
 
+    def exploring_state(self) -> dict[str, torch.Tensor]:
+        return {k: v for k, v in self.noise.state_dict().items() if v is not None}
+
+    def load_exploring_state(self, state: dict[str, torch.Tensor]) -> None:
+        self.noise.load_state_dict(state)
+
     def sub_env_state(self) -> dict:
         # differs: each sub-env's noise std (explore_noise_std_max) and OU noise (ou)
         return {**super().sub_env_state(), **self.noise.state_dict()}
@@ -106,11 +112,6 @@ class AgentDDPG(AgentActorCritic):
 
     def should_update_actor(self, critic_loss: torch.Tensor) -> bool:
         return True  # DDPG updates the actor after every critic step
-
-    def critic_target_due(self, actor_updated: bool) -> bool:
-        """Whether this gradient step soft-updates the target critics (besides the
-        `target_update_every` schedule): every step in DDPG."""
-        return True
 
     def reduce_actor_q(self, q: torch.Tensor) -> torch.Tensor:
         """Combine the critics `(num_critics, B)` for the actor's objective: the first critic's."""

@@ -56,13 +56,15 @@ class ExplorationNoise:
         if self.std_max is None:
             return self.std
         if self.stds is None or self.stds.shape[0] != num_envs:
-            self.stds = self.draw_stds(num_envs)
+            self.stds = self.draw_stds((num_envs,))
         return self.stds
 
-    def draw_stds(self, num_envs: int) -> torch.Tensor:
-        """New stds for `num_envs` sub-envs, uniform in [explore_noise_std, ..._max]."""
+    def draw_stds(self, sub_envs: tuple[int, ...]) -> torch.Tensor:
+        """New stds for the sub-envs of shape `sub_envs` (`(num_envs,)`; a vmapped population's
+        `(members, num_envs)`), uniform in [explore_noise_std, ..._max]: `(*sub_envs, 1)`."""
         assert self.std_max is not None, "drawn only with explore_noise_std_max"
-        return self.std + (self.std_max - self.std) * torch.rand(num_envs, 1, device=self.device)
+        draw = torch.rand(*sub_envs, 1, device=self.device)
+        return self.std + (self.std_max - self.std) * draw
 
     def episodes_ended(self, ended: torch.Tensor) -> None:
         """A sub-env whose episode ended `(num_envs,)` draws a new std and restarts its OU
@@ -71,7 +73,7 @@ class ExplorationNoise:
             return
         ended = ended.unsqueeze(-1)
         if self.stds is not None:
-            self.stds = torch.where(ended, self.draw_stds(ended.shape[0]), self.stds)
+            self.stds = torch.where(ended, self.draw_stds(ended.shape[:-1]), self.stds)
         if self.ou_noise is not None:
             self.ou_noise = torch.where(ended, 0.0, self.ou_noise)
 

@@ -40,6 +40,9 @@ class AgentOffPolicy(AgentBase):
     `update_step` on one sampled batch."""
 
     if_off_policy = True
+    # what members of a vmapped population may vary (`population/vmap.py`: each member's own
+    # optimizer steps)
+    member_fields: ClassVar[frozenset[str]] = frozenset({"learning_rate", "clip_grad_norm"})
 
     def __init__(self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True,
                  kit: OptimizerKit | None = None) -> None:  # fmt: skip
@@ -63,6 +66,28 @@ class AgentOffPolicy(AgentBase):
         """The critics' loss on `batch` (the first step of `update_step`), their Q(s, a) and
         TD errors."""
         raise NotImplementedError
+
+    def should_update_actor(self, critic_loss: torch.Tensor) -> bool:
+        """Whether this gradient step also steps an actor (after the critics' step, whose loss
+        it may read): never, where the agent has no actor of its own (the DQN family)."""
+        return False
+
+    def critic_target_due(self, actor_updated: bool) -> bool:
+        """Whether this gradient step soft-updates the target critics (besides the
+        `target_update_every` schedule): every step, unless the agent says otherwise."""
+        return True
+
+    def exploring_state(self) -> dict[str, torch.Tensor]:
+        """What exploring keeps per sub-env besides the networks and the buffer (DDPG's noise
+        stds and OU values), where it has any: a vmapped population keeps it stacked."""
+        return {}
+
+    def load_exploring_state(self, state: dict[str, torch.Tensor]) -> None:
+        """Take back what `exploring_state` gave (missing entries: none kept yet)."""
+
+    def start_update(self) -> None:
+        """Called as each `update_net` starts, before its gradient steps (ModSAC restarts the
+        counts of its actor's schedule there)."""
 
     def update_cycle(self) -> int | None:
         return self.config.target_update_every  # the target networks' schedule
@@ -94,6 +119,7 @@ class AgentOffPolicy(AgentBase):
         assert self.buffer is not None, "an acting-only copy (learner=False) never updates"
         replay_ratio = self.config.replay_ratio
         assert replay_ratio is not None, "resolve_config sets replay_ratio"
+        self.start_update()
         self.buffer.add(rollout)
         self.update_normalizers(rollout)
         self.observe_auxiliary(rollout)

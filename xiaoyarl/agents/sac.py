@@ -166,10 +166,9 @@ class AgentModSAC(AgentSAC):
         self.actor_updates = 0
         self.critic_updates = 0
 
-    def update_net(self, rollout: Transitions) -> dict[str, torch.Tensor]:
+    def start_update(self) -> None:
         # differs: the actor schedule's counts restart with every update call
         self.actor_updates = self.critic_updates = 0
-        return super().update_net(rollout)
 
     def should_update_actor(self, critic_loss: torch.Tensor) -> bool:
         # differs: adaptive actor-update frequency

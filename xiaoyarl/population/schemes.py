@@ -68,12 +68,10 @@ def check_vmap_population(config: Config, search_space: dict) -> None:
     agent = agent_of(config)
     per_member = sorted(agent.member_fields)
     if not per_member:
-        why = " learns from a replay buffer" if agent.if_off_policy else " has no stacked form"
         raise ConfigError(
             f"--population-backend vmap trains {', '.join(vmap_algorithms())} members; "
             f"{config.algo} members need the process backend (the default): a vmapped "
-            f"population stacks each member's update on its own last rollout, and "
-            f"{config.algo}{why}."
+            f"population stacks single-agent members, and {config.algo} is multi-agent."
         )
     varied = sorted(set(search_space) - set(per_member))
     if varied:
@@ -87,6 +85,8 @@ def check_vmap_population(config: Config, search_space: dict) -> None:
         raise ConfigError(f"--population-backend vmap trains plain single-process "
                           f"{config.algo} members (no h_term, runner single, no recurrent "
                           f"policy).")  # fmt: skip
+    if agent.if_off_policy:
+        _check_vmap_replay(config)
     if scheduled(config) or any(f.endswith("_schedule") for f in search_space):
         names = [
             f.name
@@ -98,6 +98,20 @@ def check_vmap_population(config: Config, search_space: dict) -> None:
                           f"schedules ({', '.join(names) or 'searched'}) need the process "
                           f"backend (the default){fix}; a task preset may set one (--no-preset "
                           f"starts from the library's defaults).")  # fmt: skip
+
+
+def _check_vmap_replay(config: Config) -> None:
+    """Refuse what vmapped replay members cannot take: prioritized replay (each member's
+    priorities follow its own TD errors, read back per member) and gSDE (its exploration
+    matrices are drawn as the agent's own rollout starts)."""
+    if config.per:
+        raise ConfigError("--population-backend vmap draws each member's batches uniformly: "
+                          "prioritized replay (per) needs the process backend (the default); "
+                          "remove per=true.")  # fmt: skip
+    if config.explore_noise == "gsde":
+        raise ConfigError("--population-backend vmap explores with each member's policy "
+                          "samples: gSDE's exploration matrices need the process backend (the "
+                          "default); remove explore_noise=gsde.")  # fmt: skip
 
 
 @dataclass

@@ -2,12 +2,14 @@
 
 With `--population-backend vmap` a slot claims a batch of the population's tasks (every member
 of a generation, or a batch of tournament pods) and trains them together. The members' agents
-are ordinary agents (`AgentPPO`, `AgentA2C`, `AgentPQN`); their weights, normaliser statistics
-and Adam moments are stacked along a leading member axis (`torch.func.stack_module_state`), and
-every call of an agent's method is one `torch.func.vmap` of `functional_call` over the members: the
-agents' own `explore_step`, in `AgentBase.explore_env`'s loop, and their own update steps in
-their update's order (PPO: `ppo_batch` (GAE), `ppo_loss`, `update_state_norms`; PQN:
-`q_lambda_targets`, `pqn_loss`). Each member acts in its own block of sub-envs of one
+are ordinary agents (`AgentPPO`, `AgentA2C`, `AgentPQN`, the replay agents); their weights,
+normaliser statistics and Adam moments are stacked along a leading member axis
+(`torch.func.stack_module_state`), and every call of an agent's method is one `torch.func.vmap`
+of `functional_call` over the members: the agents' own `explore_step`, in
+`AgentBase.explore_env`'s loop, and their own update steps in their update's order (PPO:
+`ppo_batch` (GAE), `ppo_loss`, `update_state_norms`; PQN: `q_lambda_targets`, `pqn_loss`; a
+replay agent: `critic_loss`, then when due `actor_losses`, each member's batch drawn from its
+own replay buffer). Each member acts in its own block of sub-envs of one
 vectorized env (sub-envs `m * N ... (m + 1) * N - 1` are member m's). Per member: its own
 exploration (PQN: its own epsilon), reward scaling, returns or advantages, mini-batch order,
 gradient clipping and Adam step (`core/optim.py`'s, on its slice of the stacked weights) with
@@ -40,12 +42,14 @@ from torch.func import functional_call, stack_module_state, vmap
 from torch.utils._pytree import tree_leaves, tree_map
 
 from xiaoyarl.agents.base import AgentBase
+from xiaoyarl.agents.off_policy import AgentOffPolicy
 from xiaoyarl.agents.ppo import LOSS_NAMES, AgentPPO, PPOBatch, Rollout
 from xiaoyarl.agents.pqn import AgentPQN
 from xiaoyarl.agents.pqn import Rollout as PQNRollout
 from xiaoyarl.agents.settings import agent_of, resolve_config, resolve_device
 from xiaoyarl.config import Config
 from xiaoyarl.config_io import save_config
+from xiaoyarl.core.buffer import Batch, Transitions
 from xiaoyarl.core.optim import LeanKit, adam_step, clip_scale, radam_step
 from xiaoyarl.envs import is_torch_native
 from xiaoyarl.envs.base import VecEnv
@@ -170,6 +174,7 @@ class VmapAgents:
             }  # fmt: skip
         self.last_state: torch.Tensor | None = None
         self.explored = 0  # env steps of all members (`AgentBase.explore_env` counts them)
+        self.gradient_steps = 0  # each member's, so far
         self._explore_step = self.vmapped(lambda agent, s: agent.explore_step(s), "different")
 
     # --- stacking ----------------------------------------------------------------------------
@@ -292,20 +297,27 @@ class VmapAgents:
             order = torch.stack([torch.cat(draw.indices) for draw in draws])
         return order, len(draws[0].indices), draws[0].indices[0].numel(), draws[0].mean
 
-    def _step(self, loss: torch.Tensor) -> None:
-        """Every member's gradient step on its part of `loss` `(M,)`."""
-        grads = torch.autograd.grad(loss.sum(), list(self.params.values()))
+    def _step(self, loss: torch.Tensor, names: list[str] | None = None,
+              members: list[bool] | None = None) -> None:  # fmt: skip
+        """Every member's gradient step on its part of `loss` `(M,)`: of the networks `names`
+        (None: every one with an optimizer), of the `members` set (None: all)."""
+        groups = {name: self.groups[name] for name in names or self.groups}
+        keys = [k for group in groups.values() for k in group]
+        grads = torch.autograd.grad(loss.sum(), [self.params[k] for k in keys])
         # contiguous, as parameters' own gradients are (the fused Adam kernel reads them so)
-        self._optimizer_steps({k: g.contiguous()
-                               for k, g in zip(self.params, grads, strict=True)})  # fmt: skip
+        self._optimizer_steps({k: g.contiguous() for k, g in zip(keys, grads, strict=True)},
+                              groups, members)  # fmt: skip
 
     @torch.no_grad()
-    def _optimizer_steps(self, grads: dict[str, torch.Tensor]) -> None:
+    def _optimizer_steps(self, grads: dict[str, torch.Tensor],
+                         groups: dict[str, list[str]] | None = None,
+                         members: list[bool] | None = None) -> None:  # fmt: skip
         """Each member's steps of `AgentBase.optimizer_steps` after its backward pass: per
-        network, clip the gradients to the member's `clip_grad_norm`, then its Adam (or RAdam)
-        step with its learning rate (`core/optim.py`'s `clip_scale`, `adam_step`,
-        `radam_step`)."""
-        for name, keys in self.groups.items():
+        network (of `groups`, by default all), clip the gradients to the member's
+        `clip_grad_norm`, then its Adam (or RAdam) step with its learning rate (`core/optim.py`'s
+        `clip_scale`, `adam_step`, `radam_step`); only the `members` set step (None: all)."""
+        stepping = torch.tensor(members or [True] * self.m, device=self.device)
+        for name, keys in (groups or self.groups).items():
             member_grads = [[grads[k][i] for k in keys] for i in range(self.m)]
             norms = torch._foreach_norm([g for member in member_grads for g in member])
             scale = clip_scale(torch.stack(norms).view(self.m, len(keys)),
@@ -314,8 +326,10 @@ class VmapAgents:
                 grads[k].mul_(_per_member(scale, grads[k]))
             radam = self.config.optimizer == "radam"  # it counts its steps itself
             if not radam:
-                self.steps[name] += 1
+                self.steps[name] += stepping.unsqueeze(1)
             for i, agent in enumerate(self.agents):
+                if members is not None and not members[i]:
+                    continue
                 params, exp_avgs, exp_avg_sqs, steps = self.member_slices[name][i]
                 lr = agent.config.learning_rate
                 assert lr is not None, "resolve_config sets learning_rate"
@@ -375,6 +389,7 @@ class VmapPPO(VmapAgents):
                                      self.hparams["lambda_entropy"])  # fmt: skip
             self._step(loss)
             logs += step_logs
+        self.gradient_steps += num_updates
         self.vmapped(_update_state_norms)(self.state, data)
         return dict(zip(LOSS_NAMES, (logs / num_updates).unbind(1), strict=True))
 
@@ -419,8 +434,145 @@ class VmapPQN(VmapAgents):
                                      _gather(returns, idx))  # fmt: skip
             self._step(loss)
             logs += step_logs
+        self.gradient_steps += num_updates
         self.vmapped(_update_state_norm)(self.state, states)
         return dict(zip(("critic_loss", "q_value"), (logs / num_updates).unbind(1), strict=True))
+
+
+class VmapReplay(VmapAgents):
+    """M replay agents (`AgentOffPolicy`: the DQN family, DDPG, TD3, SAC and their kin): each
+    member explores into its own replay buffer and takes its own gradient steps, `replay_ratio`
+    per env step of its own, every member's at once. A step draws a batch from every member's
+    buffer, then runs the agent's own stages, each followed by every member's optimizer step:
+    `critic_loss` (the critics', or the DQN family's Q-network's), then where the agent says
+    the actor steps (`should_update_actor`, per member) `actor_losses` (with SAC's temperature),
+    then the target networks' soft updates on the agent's schedule (`target_update_every`,
+    `critic_target_due`; a target actor after its actor's step)."""
+
+    rollout_class = Transitions
+
+    def __init__(self, agents: list[AgentOffPolicy]) -> None:
+        super().__init__(agents)
+        self._critic_loss = self.vmapped(lambda agent, b: agent.critic_loss(b), "different")
+        self._actor_losses = self.vmapped(lambda agent, s: agent.actor_losses(s), "different")
+        self._explore_step = self.vmapped(_explore_step, "different")
+        # what exploring keeps per sub-env besides the networks (DDPG's noise), stacked
+        states = [agent.exploring_state() for agent in agents]
+        self.exploring = {k: torch.stack([s[k] for s in states]) for k in states[0]}
+
+    def explore_step(self, state: torch.Tensor) -> tuple[torch.Tensor, tuple]:
+        """Every member's `explore_step` (see `VmapAgents.explore_step`), each continuing what
+        it keeps per sub-env (`exploring_state`)."""
+        # the members' schedules (the random warm-up, epsilon) read the env steps explored,
+        # every member's the same
+        self.template.agent.explored = self.agents[0].explored
+        action, kept, self.exploring = self._explore_step(self.state, self._members(state),
+                                                          self.exploring)  # fmt: skip
+        for agent in self.agents:
+            agent.explored += self.num_envs
+        return action.flatten(0, 1), kept
+
+    def record(self, kept: tuple, reward: torch.Tensor, terminal: torch.Tensor,
+               truncate: torch.Tensor, info: dict) -> tuple[torch.Tensor, ...]:  # fmt: skip
+        # the agent's `record` sees every member's sub-envs `(M, N)`, and what they keep
+        agent = cast(AgentOffPolicy, self.template.agent)
+        agent.load_exploring_state(self.exploring)
+        try:
+            return super().record(kept, reward, terminal, truncate, info)
+        finally:
+            self.exploring = agent.exploring_state()
+            agent.load_exploring_state({})
+
+    def write_back(self) -> None:
+        super().write_back()
+        for i, agent in enumerate(self.agents):
+            cast(AgentOffPolicy, agent).load_exploring_state(
+                {k: v[i].clone() for k, v in self.exploring.items()})
+
+    def update(self, rollout: Transitions, order: torch.Tensor | None = None,
+               ) -> dict[str, torch.Tensor]:  # fmt: skip
+        """Every member's `update_net` on its part of `rollout` `(T, M, N, ...)`: its buffer
+        takes it, its observation normaliser too; then, once learning has started,
+        `replay_ratio` gradient steps per env step of one member (`gradient_step`). `order` is
+        not read (each batch is drawn from each member's buffer)."""
+        t_len, _, n = rollout.rewards.shape
+        members = Transitions._make(x.transpose(0, 1) for x in rollout)  # (M, T, N, ...)
+        for i, agent in enumerate(self.agents):
+            cast(AgentOffPolicy, agent).buffer.add(Transitions._make(x[i] for x in members))
+        self.vmapped(_update_normalizers)(self.state, members)
+        first = cast(AgentOffPolicy, self.agents[0])
+        assert first.buffer is not None and self.config.replay_ratio is not None
+        if first.explored < self.config.learning_starts or first.buffer.num_sampleable == 0:
+            return {}
+        logs: dict[str, torch.Tensor] = {}
+        num_updates = max(1, round(self.config.replay_ratio * t_len * n))
+        for _ in range(num_updates):
+            for name, value in self.gradient_step(self.sample()).items():
+                logs[name] = logs.get(name, 0) + value / num_updates
+        return logs
+
+    def sample(self) -> Batch:
+        """A batch from every member's own buffer, stacked `(M, B, ...)`."""
+        batches = [cast(AgentOffPolicy, agent).sample_batch() for agent in self.agents]
+        return Batch._make(torch.stack(field) for field in zip(*batches, strict=True))
+
+    def gradient_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """Every member's `update_step` on its part of `batch` `(M, B, ...)`, as its stages
+        (see the class); returns the logs `(M,)` each."""
+        template = cast(AgentOffPolicy, self.template.agent)
+        template.updates = self.agents[0].updates  # the agents' schedules read it
+        loss, q, _ = self._critic_loss(self.state, batch)
+        self._step(loss, [template.critic_net])
+        logs = {"critic_loss": loss.detach(), "q_value": q.detach().flatten(1).mean(1)}
+        due = [cast(AgentOffPolicy, agent).should_update_actor(loss[i].detach())
+               for i, agent in enumerate(self.agents)]  # fmt: skip
+        stepped = [template.critic_net] if template.critic_target_due(any(due)) else []
+        if any(due):
+            losses, actor_logs = self._actor_losses(self.state, batch.states)
+            self._step(sum(losses.values()), list(losses), due)
+            logs.update(actor_logs)
+            stepped.append("actor")
+        self._update_targets(stepped, due)
+        for agent in self.agents:
+            agent.updates += 1
+        self.gradient_steps += 1
+        return logs
+
+    @torch.no_grad()
+    def _update_targets(self, online: list[str], due: list[bool]) -> None:
+        """The target of each network of `online` that has one soft-updated towards it, on the
+        agents' `target_update_every` schedule (`AgentOffPolicy.update_targets`); the target
+        actor of the members whose actor stepped only."""
+        if self.agents[0].updates % self.config.target_update_every:
+            return
+        tau = self.config.soft_update_tau
+        for name in online:
+            if f"{name}_target" not in self.template.agent.nets:
+                continue  # (a critic kind without targets; the FastTD3 actor's none)
+            weight = torch.full((self.m,), tau, device=self.device)
+            if name == "actor":
+                weight *= torch.tensor(due, device=self.device)
+            prefix = f"nets.{name}_target."
+            for key, target in self.params.items():
+                if key.startswith(prefix):
+                    source = self.params[f"nets.{name}." + key[len(prefix) :]]
+                    target.lerp_(source, _per_member(weight, target))
+
+
+def _explore_step(agent: AgentOffPolicy, state: torch.Tensor, exploring: dict,
+                  ) -> tuple[torch.Tensor, tuple, dict]:  # fmt: skip
+    """The agent's `explore_step` from what it keeps per sub-env, and what it keeps after."""
+    agent.load_exploring_state(exploring)
+    try:
+        action, kept = agent.explore_step(state)
+        return action, kept, agent.exploring_state()
+    finally:
+        agent.load_exploring_state({})  # (nothing of one member's is left on the agent)
+
+
+def _update_normalizers(agent: AgentOffPolicy, rollout: Transitions) -> torch.Tensor:
+    agent.update_normalizers(rollout)
+    return rollout.rewards.new_zeros(())  # vmap returns tensors
 
 
 def _optimizer(agent: AgentBase, name: str):  # noqa: ANN202 - the agent's optimizer
@@ -438,7 +590,8 @@ def member_spec(env: VecEnv, members: int):  # noqa: ANN201 - an EnvSpec
 
 # agent class (`agent_of`) -> its stacked form: one for each agent that declares `member_fields`
 # (A2C: PPO's, its own objective in its `ppo_loss`)
-VMAPPED: dict[type[AgentBase], type[VmapAgents]] = {AgentPPO: VmapPPO, AgentPQN: VmapPQN}
+VMAPPED: dict[type[AgentBase], type[VmapAgents]] = {AgentPPO: VmapPPO, AgentPQN: VmapPQN,
+                                                    AgentOffPolicy: VmapReplay}
 
 
 def vmapped_form(agent: type[AgentBase]) -> type[VmapAgents]:
@@ -528,6 +681,7 @@ class VmapSlot(Slot):
                 beat[0] = time.monotonic()
             return self.stop_signal is None
 
+        steps_before = model.gradient_steps
         done = model.train(env, -(-left // rollout), tasks[0]["seconds"], keep_going)
         env.close()
         if self.stop_signal is not None:  # stopped: the members resume from their checkpoints
@@ -549,7 +703,7 @@ class VmapSlot(Slot):
             if float(scores[i]) > _best_recorded(folder):  # its best policy, as a run keeps
                 save_atomic(policy_state(agent), folder / "actor.pt")
             c.update(total_steps=c["total_steps"] + done * rollout,
-                     updates=c["updates"] + done * _updates_per_rollout(config, rollout),
+                     updates=c["updates"] + model.gradient_steps - steps_before,
                      train_seconds=c["train_seconds"] + train_seconds,
                      best_return=max(c["best_return"], float(scores[i])))  # fmt: skip
             save_atomic(member_checkpoint(c, config, agent), folder / "checkpoint" / "state.pt")
@@ -582,12 +736,6 @@ def _best_recorded(folder: Path) -> float:
         return -math.inf
     with open(path, newline="") as f:
         return max((float(row["eval_mean"]) for row in csv.DictReader(f)), default=-math.inf)
-
-
-def _updates_per_rollout(config: Config, rollout: int) -> int:
-    assert config.batch_size and config.repeat_times, "resolve_config sets them"
-    batch_size = min(config.batch_size, rollout)
-    return max(1, int(config.repeat_times * rollout / batch_size))
 
 
 def _range(scores: torch.Tensor) -> str:
