@@ -33,7 +33,6 @@ from xiaoyarl.agents.settings import agent_of_name, load_saved_config
 from xiaoyarl.envs import make_env
 from xiaoyarl.envs.multi.registry import make_multi_agent_env
 from xiaoyarl.export import export_policy
-from xiaoyarl.population.launch import train_population
 from xiaoyarl.record import record_video
 from xiaoyarl.run import train_agent
 from xiaoyarl.support import TOOLS, scale_cells, scale_config, scale_refusal
@@ -136,25 +135,14 @@ def scale_command(algo: str, column: str, cwd: str) -> list[str]:
     return ["population", algo, config.env_id, *small, *scale]
 
 
-@pytest.mark.parametrize(("algo", "column"), REFUSED, ids=[f"{a}-{c}" for a, c in REFUSED])
-def test_each_refused_scale_cell_is_refused_before_a_run_folder(tmp_path, algo, column):
-    config, population = scale_config(algo, column)
-    assert population is not None, "only populations refuse algorithms"
-    with pytest.raises(ConfigError, match="need the process backend"):
-        train_population(config, population, tmp_path / "pop", log=None)
-    assert not (tmp_path / "pop").exists()
-
-
-def test_every_algorithm_scales_but_vmapped_replay_and_graphs_where_said():
+def test_every_algorithm_scales_and_graphs_where_said():
     """What the scale table shows, read from the runners: every algorithm with worker processes
-    (a GRU policy too), torchrun learners and both kinds of population; vmapped members for the
-    on-policy agents; CUDA graphs for all but ModSAC, whose actor's steps depend on the critic
-    loss read back."""
+    (a GRU policy too), torchrun learners, both kinds of population and vmapped members; CUDA
+    graphs for all but ModSAC, whose actor's steps depend on the critic loss read back."""
     vmapped = {algo for algo, column in SCALE_CELLS
                if column == "vmapped" and (algo, column) in TRAINED}  # fmt: skip
-    assert vmapped == {"ppo", "a2c", "pqn"}
-    assert {(a, c) for a, c in REFUSED} == {(a, "vmapped") for a in single_agent_algorithms()
-                                            if a not in vmapped}  # fmt: skip
+    assert vmapped == set(single_agent_algorithms())
+    assert REFUSED == []
     eager = [algo for algo in single_agent_algorithms() if scale_refusal(algo, "CUDA graphs")]
     assert eager == ["modsac"]
 

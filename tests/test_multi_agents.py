@@ -182,8 +182,9 @@ def train_recall(algo, tmp_path, seed, continuous, **memory):
     """`algo` on Recall (`memory_envs`), 8,000 env steps; its last evaluation's mean team
     return over 32 episodes (2 for agents that remember their cues, 1 for chance)."""
     pytest.importorskip("pettingzoo")
-    on_policy = {"horizon_len": 32} if algo in ON_POLICY else {"batch_size": 64,
-                                                               "learning_starts": 256}
+    on_policy = (
+        {"horizon_len": 32} if algo in ON_POLICY else {"batch_size": 64, "learning_starts": 256}
+    )
     config = Config(algo=algo, env_id="memory_envs:make_recall", num_envs=8, max_steps=8000,
                     eval_every=4000, eval_episodes=32, net_dims=[32], seed=seed, threads=1,
                     env_kwargs={"max_episode_steps": 4, "continuous": continuous},
@@ -557,6 +558,7 @@ def test_recurrent_centralized_critic_update_matches_a_step_by_step_reference():
     critic_errors = []
     with torch.no_grad():
         target_memory = agent.actor_target.norm
+        h = target_memory.initial(a)
         for t, now, after, actions, rewards, terminal in steps():
             h = target_memory.initial(a) if t == 0 else h
             h = carried(target_memory, h, with_agent_ids(now.obs)[0])
@@ -571,6 +573,7 @@ def test_recurrent_centralized_critic_update_matches_a_step_by_step_reference():
     assert logs["critic_loss"].item() == pytest.approx(np.mean(critic_errors), rel=1e-4)
     actor_q = []
     with torch.no_grad():
+        h = actor.norm.initial(a)
         for t, now, _, actions, _, _ in steps():
             h = actor.norm.initial(a) if t == 0 else h
             with actor.norm.context(h, zeros):

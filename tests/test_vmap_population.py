@@ -16,6 +16,7 @@ from xiaoyarl.agents.a2c import AgentA2C, AgentDiscreteA2C
 from xiaoyarl.agents.ppo import AgentDiscretePPO, AgentPPO, Rollout
 from xiaoyarl.agents.pqn import AgentPQN
 from xiaoyarl.agents.pqn import Rollout as PQNRollout
+from xiaoyarl.agents.registry import agent_class
 from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.config import Config
 from xiaoyarl.core.optim import clip_grad_norm
@@ -23,7 +24,7 @@ from xiaoyarl.envs import make_env
 from xiaoyarl.errors import ConfigError
 from xiaoyarl.population.plots import read_population_csv
 from xiaoyarl.population.schemes import PopulationConfig
-from xiaoyarl.population.vmap import VmapPPO, VmapPQN, member_spec, vmapped_form
+from xiaoyarl.population.vmap import VmapPPO, VmapPQN, VmapReplay, member_spec, vmapped_form
 from xiaoyarl.train.checkpoint import load_plain
 
 MEMBERS, SUB_ENVS, HORIZON = 3, 4, 16
@@ -250,6 +251,91 @@ def test_vmapped_pqn_members_explore_with_their_own_epsilon():
         assert (agree < 0.8) if i == 0 else (agree == 1.0)
 
 
+def _replay_members(algo: str, env_id: str, **settings):
+    """Three `algo` members with their own learning rate and gradient clip, their buffers
+    filled by one vmapped rollout of 48 env steps each (the warm-up: random actions)."""
+    env = make_env(env_id, MEMBERS * SUB_ENVS, seed=1)
+    spec = member_spec(env, MEMBERS)
+    agents = []
+    for i, (lr, clip) in enumerate([(1e-3, 0.5), (3e-3, 10.0), (5e-4, 0.05)]):
+        config = resolve_config(Config(algo=algo, env_id=env_id, seed=i, num_envs=SUB_ENVS,
+                                       horizon_len=12, learning_rate=lr, clip_grad_norm=clip,
+                                       net_dims=[32, 32], batch_size=16, learning_starts=64,
+                                       **settings), True, "cpu")  # fmt: skip
+        torch.manual_seed(i)
+        agents.append(agent_class(algo, spec)(spec, config, torch.device("cpu")))
+    model = vmapped_form(type(agents[0]))(agents)
+    assert isinstance(model, VmapReplay)
+    model.last_state = env.reset(seed=0)[0]
+    assert model.update(model.explore_env(env, 12)) == {}  # stored; learning starts after it
+    model.write_back()  # (the agents take the stacked normalisers' statistics)
+    assert all(a.buffer.num_sampleable == 44 for a in agents)  # each member's own 48 steps
+    return env, model
+
+
+@pytest.mark.parametrize(("algo", "env_id", "settings"), [
+    ("dqn", "CartPole-v1", {}), ("d3qn", "CartPole-v1", {"n_step": 3}),
+    ("ddpg", "Pendulum-v1", {}), ("ddpg", "Pendulum-v1", {"state_norm": True}),
+])  # fmt: skip
+def test_vmapped_replay_steps_equal_each_members_own(algo, env_id, settings):
+    """The DQN family and DDPG (whose steps draw nothing at random): five gradient steps on the
+    same batches, stacked and by each member's own `gradient_step` (its own learning rate and
+    gradient clip), leave weights, targets and Adam's state equal; the targets moved."""
+    env, model = _replay_members(algo, env_id, **settings)
+    references = [copy.deepcopy(a) for a in model.agents]
+    before = [copy.deepcopy(a.nets) for a in model.agents]
+    for _ in range(5):
+        batch = model.sample()
+        model.gradient_step(batch)
+        for i, ref in enumerate(references):
+            ref.gradient_step(type(batch)._make(x[i] for x in batch))
+    model.write_back()
+    assert _max_difference(model.agents, references) < 1e-5
+    assert [a.updates for a in model.agents] == [5] * MEMBERS == [r.updates for r in references]
+    target = "qnet_target" if algo != "ddpg" else "critic_target"
+    moved = [
+        (a - b).abs().max().item()
+        for a, b in zip(
+            model.agents[0].nets[target].parameters(), before[0][target].parameters(), strict=True
+        )
+    ]
+    assert max(moved) > 0
+
+
+@pytest.mark.parametrize(("algo", "env_id"), [("td3", "Pendulum-v1"), ("sac", "Pendulum-v1"),
+                                              ("modsac", "Pendulum-v1"), ("redq", "Pendulum-v1"),
+                                              ("sac_discrete", "CartPole-v1"),
+                                              ("fast_td3", "Pendulum-v1")])  # fmt: skip
+def test_vmapped_replay_members_keep_their_own_schedules(algo, env_id):
+    """The algorithms whose steps draw at random (smoothing noise, policy samples, REDQ's
+    subsets): each member steps its critics every gradient step and its actor (and SAC's
+    temperature) on its own schedule, as its own agent does: TD3's every 2nd step, ModSAC's
+    by its own critic loss, REDQ's every G-th; FastTD3's per-sub-env noise stds stay
+    stacked and are each member's own."""
+    noise = {"explore_noise_std_max": 0.4, "replay_ratio": 0.25} if algo == "fast_td3" else {}
+    env, model = _replay_members(algo, env_id, **noise)
+    references = [copy.deepcopy(a) for a in model.agents]
+    for _ in range(4):
+        batch = model.sample()
+        logs = model.gradient_step(batch)
+        for i, ref in enumerate(references):
+            ref_logs = ref.gradient_step(type(batch)._make(x[i] for x in batch))
+            assert ("actor_loss" in ref_logs) == ("actor_loss" in logs)
+    model.write_back()
+    for agent, ref in zip(model.agents, references, strict=True):
+        for name, optimizer in agent.optimizers.items():
+            steps = [s["step"].item() for s in optimizer.state_dict()["state"].values()]
+            theirs = [s["step"].item() for s in ref.optimizers[name].state_dict()["state"].values()]
+            assert steps == theirs, name
+    if algo == "fast_td3":  # past the warm-up, its noise explores (and learning goes on)
+        for _ in range(2):
+            assert model.update(model.explore_env(env, 12))["critic_loss"].shape == (MEMBERS,)
+        model.write_back()
+        stds = model.exploring["noise_stds"]
+        assert stds.shape == (MEMBERS, SUB_ENVS, 1) and stds.unique().numel() > SUB_ENVS
+        assert torch.equal(model.agents[1].noise.stds, stds[1])
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "xiaoyarl", "population", *args],
                           capture_output=True, text=True, timeout=600)  # fmt: skip
@@ -343,7 +429,8 @@ def test_a_vmapped_population_of_16_pqn_members_learns_cartpole(seed, tmp_path):
 
 
 @pytest.mark.parametrize("algo, space, words", [
-    ("sac", {}, "sac members need the process backend"),
+    ("vdn", {}, "vdn members need the process backend .* vdn is multi-agent"),
+    ("sac", {"per": {"choice": [True]}}, "not per"),
     ("ppo", {"net_dims": {"choice": [[64, 64], [32]]}}, "not net_dims"),
     ("pqn", {"ratio_clip": {"choice": [0.1, 0.2]}}, "clip_grad_norm, learning_rate of pqn"),
 ])  # fmt: skip
@@ -351,6 +438,14 @@ def test_vmap_backend_refuses_what_it_cannot_stack(algo, space, words):
     pop = PopulationConfig(backend="vmap", search_space=space)
     with pytest.raises(ConfigError, match=words):
         pop.validate(Config(algo=algo, env_id="Pendulum-v1"))
+
+
+@pytest.mark.parametrize("settings, words", [({"per": True}, "prioritized replay .* per=true"),
+                                             ({"explore_noise": "gsde"}, "gSDE")])  # fmt: skip
+def test_vmapped_replay_members_refuse_what_reads_each_members_own_draws(settings, words):
+    pop = PopulationConfig(backend="vmap")
+    with pytest.raises(ConfigError, match=words):
+        pop.validate(Config(algo="sac", env_id="Pendulum-v1", **settings))
 
 
 def test_a_vmapped_population_leaves_out_a_presets_schedules_and_says_so(capsys):

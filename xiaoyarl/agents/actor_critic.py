@@ -160,8 +160,10 @@ class AgentActorCritic(AgentOffPolicy):
         """One gradient step of the actor (and what steps with it) on `actor_losses`: they
         share no parameters, so one backward pass through their sum gives each its own."""
         losses, logs = self.actor_losses(states)
-        self.optimizer_steps(sum(losses.values()),  # type: ignore[arg-type]
-                             *((self.optimizers[name], self.nets[name]) for name in losses))
+        self.optimizer_steps(
+            sum(losses.values()),  # type: ignore[arg-type]
+            *((self.optimizers[name], self.nets[name]) for name in losses),
+        )
         return logs
 
     def update_critic_targets(self) -> None:

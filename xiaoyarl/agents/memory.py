@@ -22,8 +22,11 @@ class Memory:
     actor: Any
     hidden: torch.Tensor
     starts: torch.Tensor
-    # memory rows per observation the env gives (a multi-agent env's: one per agent)
-    per_state = 1
+
+    @property
+    def per_state(self) -> int:
+        """Memory rows per observation the env gives (a multi-agent env's: one per agent)."""
+        return 1
 
     def observe(self, state: torch.Tensor, info: dict) -> torch.Tensor:
         self.starts.fill_(True)  # the env was reset: every sub-env begins an episode

@@ -79,8 +79,14 @@ HYBRID_KIND = "hybrid (discrete and continuous parts)"  # how a refusal names hy
 # the recurrent variant of each agent that has one (`recurrent`)
 RECURRENT_VARIANTS: dict[type, type] = {
     base: variant
-    for table in (RECURRENT, RECURRENT_REPLAY, RECURRENT_COMBINED, RECURRENT_AGENTS,
-                  RECURRENT_CRITICS, RECURRENT_ON_POLICY)
+    for table in (
+        RECURRENT,
+        RECURRENT_REPLAY,
+        RECURRENT_COMBINED,
+        RECURRENT_AGENTS,
+        RECURRENT_CRITICS,
+        RECURRENT_ON_POLICY,
+    )
     for base, variant in table.items()
 }
 

@@ -16,7 +16,7 @@ from torch import nn
 
 from xiaoyarl.agents.actor_critic import AgentActorCritic
 from xiaoyarl.config import Config
-from xiaoyarl.core.buffer import Batch, Transitions
+from xiaoyarl.core.buffer import Batch
 from xiaoyarl.core.off_policy_nets import ActorDiscreteSAC, ActorGSDE, ActorSAC, QEnsemble
 from xiaoyarl.envs.base import EnvSpec
 
@@ -121,8 +121,9 @@ class AgentSAC(AgentActorCritic):
         return ({"actor": actor_loss + aux_loss, **losses},
                 {"actor_loss": actor_loss.detach(), **aux_log, **logs})  # fmt: skip
 
-    def temperature_losses(self, logprob: torch.Tensor, target: torch.Tensor | float | None = None,
-                           ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:  # fmt: skip
+    def temperature_losses(
+        self, logprob: torch.Tensor, target: torch.Tensor | float | None = None
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         """J(alpha) = E[-log(alpha) * (log pi + target entropy)] as the temperature's loss
         (none with `alpha_auto` off: alpha stays `alpha_init`, as SB3's fixed `ent_coef`); the
         target is `target_entropy` unless `target` gives one (per state)."""

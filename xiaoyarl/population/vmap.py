@@ -487,7 +487,8 @@ class VmapReplay(VmapAgents):
         super().write_back()
         for i, agent in enumerate(self.agents):
             cast(AgentOffPolicy, agent).load_exploring_state(
-                {k: v[i].clone() for k, v in self.exploring.items()})
+                {k: v[i].clone() for k, v in self.exploring.items()}
+            )
 
     def update(self, rollout: Transitions, order: torch.Tensor | None = None,
                ) -> dict[str, torch.Tensor]:  # fmt: skip
@@ -498,7 +499,9 @@ class VmapReplay(VmapAgents):
         t_len, _, n = rollout.rewards.shape
         members = Transitions._make(x.transpose(0, 1) for x in rollout)  # (M, T, N, ...)
         for i, agent in enumerate(self.agents):
-            cast(AgentOffPolicy, agent).buffer.add(Transitions._make(x[i] for x in members))
+            buffer = cast(AgentOffPolicy, agent).buffer
+            assert buffer is not None, "vmapped members are learners"
+            buffer.add(Transitions._make(x[i] for x in members))
         self.vmapped(_update_normalizers)(self.state, members)
         first = cast(AgentOffPolicy, self.agents[0])
         assert first.buffer is not None and self.config.replay_ratio is not None
@@ -590,8 +593,11 @@ def member_spec(env: VecEnv, members: int):  # noqa: ANN201 - an EnvSpec
 
 # agent class (`agent_of`) -> its stacked form: one for each agent that declares `member_fields`
 # (A2C: PPO's, its own objective in its `ppo_loss`)
-VMAPPED: dict[type[AgentBase], type[VmapAgents]] = {AgentPPO: VmapPPO, AgentPQN: VmapPQN,
-                                                    AgentOffPolicy: VmapReplay}
+VMAPPED: dict[type[AgentBase], type[VmapAgents]] = {
+    AgentPPO: VmapPPO,
+    AgentPQN: VmapPQN,
+    AgentOffPolicy: VmapReplay,
+}
 
 
 def vmapped_form(agent: type[AgentBase]) -> type[VmapAgents]:

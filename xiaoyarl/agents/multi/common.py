@@ -154,6 +154,11 @@ class MultiAgentOffPolicy(AgentOffPolicy):
                 "agents; the multi-agent ones learn from one-step targets (vdn and qmix with "
                 "recurrent take td_lambda instead). Leave n_step at 1."
             )
+        if config.recurrent and config.per:
+            raise ConfigError(
+                f"per=true with recurrent={config.recurrent}: recurrent agents replay whole "
+                f"episodes, uniformly; set per=false."
+            )
         if config.critic_atoms or config.crossq or config.explore_noise_std_max is not None:
             raise ConfigError(
                 f"critic_atoms={config.critic_atoms}, crossq={config.crossq}, "

@@ -3,7 +3,8 @@ and QMIX, `recurrent_decomposition.py`; MADDPG and MATD3, `recurrent_critic.py`)
 PyMARL family trains them: exploring carries a hidden state per (sub-env, agent), zeroed where
 its sub-env's episode ends; a gradient step replays `batch_size // max_step` whole episodes from
 the replay buffer, uniformly, each network unrolled from the episode's first step; the
-exploring hidden states belong to the checkpoint.
+exploring hidden states belong to the checkpoint. (Prioritized replay, of transitions, is
+refused for them: `MultiAgentOffPolicy.check`.)
 Shapes: E = sub-envs, A = agents, H = the width of a hidden state.
 """
 
@@ -15,7 +16,6 @@ import torch
 
 from xiaoyarl.core.buffer import Episodes
 from xiaoyarl.core.recurrent import HiddenStates
-from xiaoyarl.errors import ConfigError
 
 
 class EpisodeMemory:
@@ -27,14 +27,6 @@ class EpisodeMemory:
     multi_spec: Any
     buffer: Any
     hiddens: HiddenStates  # (E * A, H): where exploring goes on
-
-    def __init__(self, spec, config, device, learner=True, kit=None) -> None:  # noqa: ANN001
-        if config.per:
-            raise ConfigError(
-                f"per=true with recurrent={config.recurrent}: recurrent agents replay whole "
-                f"episodes, uniformly; set per=false."
-            )
-        super().__init__(spec, config, device, learner, kit)  # type: ignore[call-arg]
 
     @property
     def hidden(self) -> torch.Tensor | None:

@@ -35,7 +35,7 @@ from xiaoyarl.core.nets import ActorDiscretePPO, CriticV, RunningNorm
 from xiaoyarl.envs.multi.base import MultiAgentEnvSpec, team_reward
 
 if TYPE_CHECKING:
-    from xiaoyarl.agents.protocols import OptimizerKit
+    from xiaoyarl.agents.protocols import OptimizerKit, Steps
 
 
 class MultiRollout(NamedTuple):
@@ -117,7 +117,7 @@ class AgentMAPPO(AgentPPO):
 
     # --- exploring ---
     # each agent explores into its own rollout class and learns from it (`update_net`)
-    rollout_class = MultiRollout
+    rollout_class: ClassVar[Callable[..., Steps]] = MultiRollout
 
     def explore_step(self, packed: torch.Tensor) -> tuple[torch.Tensor, tuple]:
         # differs: joint steps; the actor acts for every agent, its log-probability per agent

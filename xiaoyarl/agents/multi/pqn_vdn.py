@@ -33,7 +33,7 @@ from xiaoyarl.agents.pqn import AgentPQN
 from xiaoyarl.envs.multi.base import team_reward
 
 if TYPE_CHECKING:
-    from xiaoyarl.agents.protocols import OptimizerKit
+    from xiaoyarl.agents.protocols import OptimizerKit, Steps
     from xiaoyarl.config import Config
     from xiaoyarl.envs.multi.base import MultiAgentEnvSpec
 
@@ -56,7 +56,7 @@ class AgentPQNVDN(AgentPQN):
 
     if_multi_agent = True
     member_fields: ClassVar[frozenset[str]] = frozenset()  # differs: no vmapped form
-    rollout_class = JointRollout
+    rollout_class: ClassVar[Callable[..., Steps]] = JointRollout
 
     def __init__(self, spec: MultiAgentEnvSpec, config: Config, device: torch.device,
                  learner: bool = True, kit: OptimizerKit | None = None) -> None:  # fmt: skip

@@ -33,13 +33,12 @@ from xiaoyarl.agents.multi.centralized_critic import (
 )
 from xiaoyarl.agents.multi.common import Joint, joint_evaluation_policy, with_agent_ids
 from xiaoyarl.agents.multi.episode_memory import EpisodeMemory
+from xiaoyarl.agents.off_policy import Net
 from xiaoyarl.agents.recurrent_replay import memories_of
 from xiaoyarl.core.buffer import Batch, Episodes
 from xiaoyarl.core.recurrent import HiddenStates, RecurrentActing, RecurrentEncoder
 
 if TYPE_CHECKING:
-    from torch import nn
-
     from xiaoyarl.core.encoders import Encoder
     from xiaoyarl.core.nets import RunningNorm
 
@@ -57,7 +56,7 @@ class RecurrentActors(EpisodeMemory):
     joint_update: Callable[..., tuple[dict[str, torch.Tensor], torch.Tensor]]
 
     def __init__(self, spec, config, device, learner=True, kit=None) -> None:  # noqa: ANN001
-        super().__init__(spec, config, device, learner, kit)
+        super().__init__(spec, config, device, learner, kit)  # type: ignore[call-arg]
         self.memory: RecurrentEncoder = self.actor.norm
         self.hiddens = HiddenStates(self.memory.initial)  # (E * A, H) exploring
         self.step_hidden: torch.Tensor | None = None  # (E * A, H) before this exploring step
@@ -69,7 +68,7 @@ class RecurrentActors(EpisodeMemory):
         self.feature_dim = encoder.out_dim
         return encoder.to(self.device)  # type: ignore[return-value]
 
-    def make_target(self, net: nn.Module) -> nn.Module:
+    def make_target(self, net: Net) -> Net:
         # the target actor's memory lags with its weights; the observation normaliser is shared
         target = super().make_target(net)  # type: ignore[misc]
         for online, copy in zip(memories_of(net), memories_of(target), strict=True):

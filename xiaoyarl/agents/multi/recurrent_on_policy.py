@@ -16,13 +16,17 @@ Shapes: T = horizon, E = sub-envs, A = agents, N = E * A, Hs = the width of a hi
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import torch
 
 from xiaoyarl.agents.multi.mappo import AgentDiscreteMAPPO, AgentMAPPO
 from xiaoyarl.agents.multi.pqn_vdn import AgentPQNVDN
 from xiaoyarl.agents.recurrent import Recurrent, RecurrentPQNRollout, RecurrentQ
+
+if TYPE_CHECKING:
+    from xiaoyarl.agents.protocols import Steps
 
 
 class RecurrentMultiRollout(NamedTuple):
@@ -61,7 +65,7 @@ class RecurrentMAPPO(JointMemory, Recurrent):
     """MAPPO's rollout is already one of PPO's sub-envs per (sub-env, agent): its sequences are
     those rows."""
 
-    rollout_class = RecurrentMultiRollout
+    rollout_class: ClassVar[Callable[..., Steps]] = RecurrentMultiRollout
 
     def update_net(self, rollout: Any) -> dict[str, torch.Tensor]:
         self.read_sequences(rollout)
@@ -80,7 +84,8 @@ class AgentRecurrentPQNVDN(JointMemory, RecurrentQ, AgentPQNVDN):
     """PQN-VDN with a recurrent Q-network: its rollout holds joint steps, one per sub-env, each
     the sequences of its A agents."""
 
-    rollout_class = RecurrentPQNRollout  # states (T, E, width), hiddens and starts (T, N, ...)
+    # states (T, E, width); hiddens and starts (T, N, ...)
+    rollout_class: ClassVar[Callable[..., Steps]] = RecurrentPQNRollout
 
     def sequence_rows(self, envs: torch.Tensor) -> torch.Tensor:
         a = self.multi_spec.num_agents
