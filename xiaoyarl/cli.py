@@ -162,8 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
     pop.add_argument(
         "--population-backend",
         choices=["process", "vmap"],
-        help="process: a process per member (default); vmap: PPO, A2C or PQN members of one shape "
-        "trained together as one stacked model in one process",
+        help="process: a process per member (default); vmap: members of one shape (any "
+        "single-agent algorithm) trained together as one stacked model in one process",
     )
     pop.add_argument(
         "--search",

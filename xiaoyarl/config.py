@@ -134,9 +134,10 @@ class Config:
     schedule_steps: int | None = option(None, "... after this many env steps; None: max_steps")
     encoder: str = option("auto", "auto (by obs shape), mlp, nature, impala, minatar, module:Class")
     share_encoder: bool = option(True, "ppo, a2c: actor and critic share an image encoder")
-    recurrent: str | None = option(None, "an LSTM or GRU policy (ppo, a2c, pqn; the replay "
-        "algorithms: R2D2's replayed sequences); recurrent agent networks (vdn, qmix: a DRQN, "
-        "whole episodes replayed)", ("lstm", "gru"))  # fmt: skip
+    recurrent: str | None = option(None, "an LSTM or GRU policy (ppo, a2c, pqn, mappo, "
+        "pqn_vdn; the replay algorithms: R2D2's replayed sequences); recurrent agent networks "
+        "(vdn, qmix: a DRQN; maddpg, matd3: the actor; whole episodes replayed)",
+        ("lstm", "gru"))  # fmt: skip
     recurrent_dim: int = option(128, "with recurrent: units of the LSTM or GRU (vdn, qmix: "
         "after the net_dims layers; the QMIX paper: [64] and 64)")  # fmt: skip
     sequence_len: int = option(16, "replay algorithms with recurrent: steps of each replayed "
