@@ -1,6 +1,7 @@
 """Vmapped populations: the wall time of M members trained together against one member.
 
-Every row trains ALGO (`--algo`: ppo, the default, or pqn) on torch-native CartPole-v1 for a
+Every row trains ALGO (`--algo`: ppo, the default, pqn, or a replay algorithm such as sac) on
+ENV (`--env`: torch-native CartPole-v1 by default; Pendulum-v1 for continuous actions) for a
 fixed budget of env steps per member,
 through the command line in a fresh process (start-up included), with the defaults:
 - `train`: one member, `xiaoyarl train ALGO CartPole-v1` (what a user runs for one agent);
@@ -11,6 +12,8 @@ evaluation (10 episodes each).
 
     python benchmarks/vmap_population.py --members 1 16 --threads 1 2
     python benchmarks/vmap_population.py --algo pqn --members 1 16 --threads 1 2
+    python benchmarks/vmap_population.py --algo sac --env Pendulum-v1 --budget 12000 \
+        --members 1 8 --threads 2
     python benchmarks/vmap_population.py --device cuda --members 1 64 256 1024
 """
 
@@ -36,10 +39,10 @@ def timed(args: list[str], timeout: float) -> float:
     return time.perf_counter() - start
 
 
-def one_member(algo: str, root: Path, budget: int, threads: int, device: str,
+def one_member(algo: str, env: str, root: Path, budget: int, threads: int, device: str,
                timeout: float) -> dict:  # fmt: skip
     run = root / "train"
-    seconds = timed([sys.executable, "-m", "xiaoyarl", "train", algo, "CartPole-v1", "--quiet",
+    seconds = timed([sys.executable, "-m", "xiaoyarl", "train", algo, env, "--quiet",
                      "--max-steps", str(budget), "--target-return", "none", "--threads",
                      str(threads), "--device", device, "--cwd", str(run)], timeout)  # fmt: skip
     rows = (run / "recorder.csv").read_text().splitlines()
@@ -47,11 +50,11 @@ def one_member(algo: str, root: Path, budget: int, threads: int, device: str,
     return {"row": "train", "members": 1, "seconds": seconds, "median_eval": final}
 
 
-def vmapped(algo: str, root: Path, members: int, budget: int, threads: int, device: str,
-            timeout: float) -> dict:  # fmt: skip
+def vmapped(algo: str, env: str, root: Path, members: int, budget: int, threads: int,
+            device: str, timeout: float) -> dict:  # fmt: skip
     out = root / f"vmap{members}"
     summary = root / f"vmap{members}.json"
-    seconds = timed([sys.executable, "-m", "xiaoyarl", "population", algo, "CartPole-v1",
+    seconds = timed([sys.executable, "-m", "xiaoyarl", "population", algo, env,
                      "--members", str(members), "--population-backend", "vmap", "--quiet",
                      "--max-steps", str(budget), "--generation-steps", str(budget),
                      "--select-fraction", "0", "--target-return", "none", "--threads",
@@ -65,7 +68,8 @@ def vmapped(algo: str, root: Path, members: int, budget: int, threads: int, devi
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--algo", choices=["ppo", "pqn"], default="ppo")
+    parser.add_argument("--algo", default="ppo", help="any single-agent algorithm")
+    parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("--members", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--budget", type=int, default=100_000, help="env steps per member")
@@ -78,9 +82,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for threads in args.threads:
             root = Path(tmp) / f"threads{threads}"
-            base = one_member(args.algo, root, args.budget, threads, args.device, args.timeout)
-            found = [base] + [vmapped(args.algo, root, m, args.budget, threads, args.device,
-                                      args.timeout) for m in args.members]  # fmt: skip
+            base = one_member(args.algo, args.env, root, args.budget, threads, args.device,
+                              args.timeout)  # fmt: skip
+            found = [base] + [vmapped(args.algo, args.env, root, m, args.budget, threads,
+                                      args.device, args.timeout) for m in args.members]  # fmt: skip
             for row in found:
                 row.update(threads=threads, ratio=row["seconds"] / base["seconds"])
                 rows.append(row)
