@@ -33,6 +33,7 @@ from xiaoyarl.agents.settings import agent_of_name, load_saved_config
 from xiaoyarl.envs import make_env
 from xiaoyarl.envs.multi.registry import make_multi_agent_env
 from xiaoyarl.export import export_policy
+from xiaoyarl.population.launch import train_population
 from xiaoyarl.record import record_video
 from xiaoyarl.run import train_agent
 from xiaoyarl.support import TOOLS, scale_cells, scale_config, scale_refusal
@@ -135,14 +136,24 @@ def scale_command(algo: str, column: str, cwd: str) -> list[str]:
     return ["population", algo, config.env_id, *small, *scale]
 
 
+@pytest.mark.parametrize(("algo", "column"), REFUSED, ids=[f"{a}-{c}" for a, c in REFUSED])
+def test_each_refused_scale_cell_is_refused_before_a_run_folder(tmp_path, algo, column):
+    config, population = scale_config(algo, column)
+    assert population is not None, "only populations refuse algorithms"
+    with pytest.raises(ConfigError, match="need the process backend"):
+        train_population(config, population, tmp_path / "pop", log=None)
+    assert not (tmp_path / "pop").exists()
+
+
 def test_every_algorithm_scales_and_graphs_where_said():
-    """What the scale table shows, read from the runners: every algorithm with worker processes
-    (a GRU policy too), torchrun learners, both kinds of population and vmapped members; CUDA
-    graphs for all but ModSAC, whose actor's steps depend on the critic loss read back."""
+    """What the scale table shows, read from the runners: every algorithm, single- or
+    multi-agent, with worker processes (a GRU policy too), torchrun learners and both kinds of
+    population; every single-agent algorithm in vmapped populations; CUDA graphs for all but
+    ModSAC, whose actor's steps depend on the critic loss read back."""
     vmapped = {algo for algo, column in SCALE_CELLS
                if column == "vmapped" and (algo, column) in TRAINED}  # fmt: skip
     assert vmapped == set(single_agent_algorithms())
-    assert REFUSED == []
+    assert REFUSED == [(algo, "vmapped") for algo in multi_agent_algorithms()]
     eager = [algo for algo in single_agent_algorithms() if scale_refusal(algo, "CUDA graphs")]
     assert eager == ["modsac"]
 
@@ -159,8 +170,10 @@ def test_each_scale_cell_trains_through_the_cli(tmp_path, algo, column):
                           text=True, timeout=280)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     run = out if command[0] == "train" else next((out / "members").iterdir())
-    assert np.isfinite(load_policy(run).predict(np.zeros(load_policy(run).obs_shape,
-                                                         np.float32))).all()  # fmt: skip
+    policy = load_policy(run)
+    shape = (policy.num_agents, policy.obs_dim) if algo in multi_agent_algorithms() else \
+        policy.obs_shape  # fmt: skip
+    assert np.isfinite(policy.predict(np.zeros(shape, np.float32))).all()
 
 
 # --- tools on every kind of run ---------------------------------------------------------------

@@ -1,10 +1,11 @@
 """The support matrix beyond the agents' own tables (`agents/matrix.py`: observations, actions,
-masks, memory): each single-agent algorithm at scale, and every tool on every kind of run.
+masks, memory): each algorithm at scale, and every tool on every kind of run.
 
 - **Scale**: a cell's state is what the runner's own checks say before anything starts
   (`resolve_run` for worker processes and torchrun learners, `PopulationConfig.validate` for
   populations), on the algorithm's own kind of task (CartPole-v1 for algorithms of discrete
-  actions, Pendulum-v1 otherwise); CUDA graphs are captured where the agent's update repeats
+  actions, Pendulum-v1 otherwise; SpreadDiscrete-v0 and SpreadContinuous-v0 for the
+  multi-agent ones); CUDA graphs are captured where the agent's update repeats
   its choices (`update_cycle`, `core/graphs.py`), else its updates run eagerly and the cell says
   why. `tests/test_matrix.py` trains every cell said to work through the CLI (the full tier:
   they start processes) and checks that every refused one is refused before a run folder.
@@ -20,24 +21,31 @@ from collections.abc import Iterator
 
 import torch
 
-from xiaoyarl.agents.matrix import own_action, single_agent_algorithms
+from xiaoyarl.agents.matrix import multi_agent_algorithms, own_action, single_agent_algorithms
 from xiaoyarl.agents.registry import make_agent
 from xiaoyarl.agents.settings import resolve_config, resolve_run
 from xiaoyarl.config import Config
 from xiaoyarl.core.graphs import MAX_GRAPHS
-from xiaoyarl.envs import make_env
+from xiaoyarl.envs.build import build_env
 from xiaoyarl.errors import XiaoyaError
 from xiaoyarl.population.schemes import PopulationConfig
 
-# the task of each kind of action the scale cells are read (and trained) on
-SCALE_TASKS = {"Discrete": "CartPole-v1", "Box": "Pendulum-v1"}
+# the task of each kind of action the scale cells are read (and trained) on, single- and
+# multi-agent
+SCALE_TASKS = {
+    (False, "Discrete"): "CartPole-v1",
+    (False, "Box"): "Pendulum-v1",
+    (True, "Discrete"): "SpreadDiscrete-v0",
+    (True, "Box"): "SpreadContinuous-v0",
+}
 SCALE = ("workers", "workers, gru", "torchrun", "generational", "tournament", "vmapped",
          "CUDA graphs")  # fmt: skip
 
 
 def scale_config(algo: str, column: str) -> tuple[Config, PopulationConfig | None]:
     """The run (and, for a population, its settings) of the scale cell `column` of `algo`."""
-    config = Config(algo=algo, env_id=SCALE_TASKS[own_action(algo)])
+    multi = algo in multi_agent_algorithms()
+    config = Config(algo=algo, env_id=SCALE_TASKS[multi, own_action(algo)])
     if column.startswith("workers"):
         memory = "gru" if column.endswith("gru") else None
         config = dataclasses.replace(config, runner="parallel", recurrent=memory)
@@ -66,7 +74,7 @@ def scale_refusal(algo: str, column: str) -> str | None:
 
 def _graphs_note(config: Config) -> str | None:
     """Why the agent's updates cannot be replayed as CUDA graphs (`core/graphs.py`), or None."""
-    with make_env(config.env_id, 2) as env:
+    with build_env(config, 2, torch.device("cpu"), "torch", 0) as env:
         resolved = resolve_config(config, batched=True)
         agent = make_agent(config.algo, env.spec, resolved, torch.device("cpu"))
     period = agent.update_cycle()
@@ -81,7 +89,7 @@ def _graphs_note(config: Config) -> str | None:
 
 def scale_cells() -> Iterator[tuple[str, str]]:
     """Every (algorithm, scale column)."""
-    for algo in single_agent_algorithms():
+    for algo in single_agent_algorithms() + multi_agent_algorithms():
         for column in SCALE:
             yield algo, column
 

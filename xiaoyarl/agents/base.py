@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from xiaoyarl.config import Config
     from xiaoyarl.core.encoders import Encoder
     from xiaoyarl.envs.base import EnvSpec, VecEnv
+    from xiaoyarl.envs.multi.base import MultiAgentEnvSpec
 
 
 class TorchKit:
@@ -246,6 +247,12 @@ class AgentBase:
     def act(self, state: torch.Tensor) -> torch.Tensor:
         """Deterministic env action for a batch of states `(batch, state_dim)`."""
         return self.actor(state)
+
+    @property
+    def env_spec(self) -> EnvSpec | MultiAgentEnvSpec:
+        """The spec of the env the agent acts in: its `spec`, or a multi-agent agent's
+        `multi_spec` (its `spec` is one agent's view of it)."""
+        return getattr(self, "multi_spec", self.spec)
 
     def acting_nets(self) -> dict[str, nn.Module]:
         """The networks exploring runs, by name in `nets` (a runner's worker processes keep

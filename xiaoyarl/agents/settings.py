@@ -187,11 +187,6 @@ def resolve_run(config: Config, ranks: tuple[int, int, int] | None = None) -> Ru
         config.env_id in MULTI_AGENT_ENVS
     )
     device = resolve_device(config.device)
-    if multi_agent and (ranks is not None or config.runner == "parallel"):
-        raise ConfigError(
-            f"{config.env_id} is a multi-agent env: it trains in one process for now (runner "
-            f"single, no torchrun / --learners)."
-        )
     if ranks is not None:
         if config.runner == "parallel":
             raise ConfigError(

@@ -50,8 +50,8 @@ import torch.multiprocessing as mp
 from xiaoyarl.agents import AgentBase, make_agent
 from xiaoyarl.config import Config
 from xiaoyarl.config_io import config_from_dict
-from xiaoyarl.envs import make_env
 from xiaoyarl.envs.base import EnvSpec, VecEnv
+from xiaoyarl.envs.build import build_env
 from xiaoyarl.errors import XiaoyaError
 from xiaoyarl.train.checkpoint import policy_state
 from xiaoyarl.train.evaluator import EvalResult, Evaluator, evaluation_seed
@@ -62,6 +62,7 @@ from xiaoyarl.train.start import run_title
 
 if TYPE_CHECKING:
     from xiaoyarl.agents.protocols import Steps
+    from xiaoyarl.envs.multi.base import MultiAgentEnvSpec
 
 POLL = 0.1  # seconds between liveness checks while waiting
 OFF_POLICY_SLOTS = 2  # rollouts a pipelined worker may have in flight
@@ -106,8 +107,7 @@ def _worker_main(
             "the learner sends its resolved config"
         )
         torch.manual_seed(seed)
-        env = make_env(config.env_id, config.num_envs, device, comm["backend"], seed,
-                       config.vector_mode, config.env_kwargs)  # fmt: skip
+        env = build_env(config, config.num_envs, torch.device(device), comm["backend"], seed)
         agent = make_agent(config.algo, env.spec, config, torch.device(device), learner=False)
         state, info = env.reset(seed=seed)
         agent.last_state = agent.observe(state, info)  # action masks too
@@ -167,22 +167,21 @@ def _read_weights(comm: dict, agent: AgentBase, have: int) -> int:
             return version
 
 
-def _evaluator_main(config_dict: dict, spec: EnvSpec, setup: dict, comm: dict) -> None:
+def _evaluator_main(config_dict: dict, spec: EnvSpec | MultiAgentEnvSpec, setup: dict,
+                    comm: dict) -> None:  # fmt: skip
     """Score the newest weights sent; keep recorder, best policy and learning curve."""
     parent = _child_setup("xyrl-evaluator", config_dict["threads"])
     requests, results, stop = comm["requests"], comm["results"], comm["stop"]
     try:
         config = config_from_dict(config_dict)
         device = torch.device(setup["device"])
-        env = make_env(config.env_id, config.eval_episodes, device, comm["backend"],
-                       setup["eval_seed"], config.vector_mode, config.env_kwargs,
-                       evaluation=True)  # fmt: skip
+        env = build_env(config, config.eval_episodes, device, comm["backend"],
+                        setup["eval_seed"], evaluation=True)  # fmt: skip
         agent = make_agent(config.algo, spec, config, device, learner=False)
 
         def make_confirm_env():
-            return make_env(config.env_id, config.confirm_episodes, device, comm["backend"],
-                            setup["eval_seed"] + 10_000, config.vector_mode,
-                            config.env_kwargs, evaluation=True)  # fmt: skip
+            return build_env(config, config.confirm_episodes, device, comm["backend"],
+                             setup["eval_seed"] + 10_000, evaluation=True)  # fmt: skip
 
         evaluator = Evaluator(
             env,
@@ -232,7 +231,7 @@ class _WorkerEnvs:
     """Stands in for the env in the learner: the real envs live in the workers, so there is no
     env state to checkpoint (a resumed run's workers start new episodes)."""
 
-    def __init__(self, spec: EnvSpec) -> None:
+    def __init__(self, spec: EnvSpec | MultiAgentEnvSpec) -> None:
         self.spec = spec
 
     def state_dict(self) -> None:
@@ -252,7 +251,7 @@ class ParallelRunner:
         self,
         config: Config,
         agent: AgentBase,
-        worker_spec: EnvSpec,
+        worker_spec: EnvSpec | MultiAgentEnvSpec,
         backend: str,
         evaluator_setup: dict,
         say: Callable[[str], None],
@@ -304,7 +303,7 @@ class ParallelRunner:
         setup = {**self.evaluator_setup, "state": evaluator_state, "resume_step": total_steps}
         self.evaluator = self.ctx.Process(
             target=_evaluator_main, name="xiaoyarl-evaluator", daemon=True,
-            args=(self.config.to_dict(), self.agent.spec, setup, self.comm),
+            args=(self.config.to_dict(), self.agent.env_spec, setup, self.comm),
         )  # fmt: skip
         self.evaluator.start()
         for wid in range(self.config.num_workers):
@@ -567,11 +566,11 @@ class ParallelLoop(TrainLoop):
         # `env`: the one that gave the spec (closed); the workers' stand-in gives the loop what
         # it asks of an env (spec, state, reset). The evaluator process evaluates.
         assert evaluator is None, "the evaluator process evaluates a parallel run"
-        envs = cast(VecEnv, _WorkerEnvs(agent.spec))
+        envs = cast(VecEnv, _WorkerEnvs(agent.env_spec))
         super().__init__(config, agent, envs, None, target, run_dir, backend, console, loggers,
                          callbacks)  # fmt: skip
         assert config.num_envs is not None, "resolve_config sets num_envs"
-        one_worker = dataclasses.replace(agent.spec, num_envs=config.num_envs)
+        one_worker = dataclasses.replace(agent.env_spec, num_envs=config.num_envs)
         setup = {"device": str(agent.device) if backend == "torch" else "cpu",
                  "eval_seed": evaluation_seed(config.seed), "run_dir": str(run_dir),
                  "target": target, "title": run_title(config, backend)}  # fmt: skip
