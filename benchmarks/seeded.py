@@ -15,8 +15,8 @@ from pathlib import Path
 
 TEST_ENVS = Path(__file__).resolve().parents[1] / "tests"  # the tests' small tasks (module:Id)
 # what a row reports of a run's summary
-KEPT = ("solved", "steps_to_target", "seconds_to_target", "best_eval_mean", "total_steps",
-        "train_seconds")  # fmt: skip
+KEPT = ("solved", "steps_to_target", "seconds_to_target", "best_eval_mean", "final_eval_mean",
+        "total_steps", "train_seconds")  # fmt: skip
 
 
 def add_seed_options(parser: argparse.ArgumentParser, max_steps: int | None) -> None:
