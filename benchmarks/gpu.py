@@ -254,7 +254,7 @@ def population(b: Bench) -> None:
     base: dict = {}
 
     def alone() -> tuple[dict, bool | None]:
-        base.update(one_member("ppo", root, budget, 1, b.device, timeout))
+        base.update(one_member("ppo", "CartPole-v1", root, budget, 1, b.device, timeout))
         return base, None
 
     b.measure(
@@ -267,7 +267,7 @@ def population(b: Bench) -> None:
     for m in members:
 
         def run(m: int = m) -> tuple[dict, bool | None]:
-            out = vmapped("ppo", root, m, budget, 1, b.device, timeout)
+            out = vmapped("ppo", "CartPole-v1", root, m, budget, 1, b.device, timeout)
             out["ratio"] = out["seconds"] / base["seconds"] if base else None
             met = out["ratio"] is not None and out["ratio"] <= GOAL_POPULATION
             return out, (met if m == 256 and not b.dry else None)
