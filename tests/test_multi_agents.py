@@ -325,8 +325,8 @@ def test_the_command_line_trains_and_refuses_a_mismatch(tmp_path, cli):
 
 
 def test_pqn_vdn_trains_through_the_command_line_from_its_preset(tmp_path, cli):
-    """PQN-VDN through the CLI starts from its task preset (128 sub-envs, one episode per rollout) and saves a policy
-    that `xiaoyarl eval` runs."""
+    """PQN-VDN through the CLI starts from its task preset (128 sub-envs, one episode per
+    rollout) and saves a policy that `xiaoyarl eval` runs."""
     import json
 
     summary = tmp_path / "summary.json"
