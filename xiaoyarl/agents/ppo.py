@@ -8,7 +8,7 @@ Estimation", 2016.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import torch
 
@@ -219,6 +219,10 @@ class AgentPPO(AgentBase):
         """`ppo_update` on `rollout` (through `run_update`)."""
         self.observe_auxiliary(rollout)
         return self.run_update(self.ppo_update, rollout)
+
+    def ppo_rollout(self, rollout: Any) -> Rollout:
+        """The agent's rollout as PPO's `Rollout` (a multi-agent agent's: its agents' rows)."""
+        return rollout
 
     def ppo_batch(self, rollout: Rollout) -> PPOBatch:
         """The rollout `(T, N, ...)` as one batch of B = T * N transitions, with GAE advantages

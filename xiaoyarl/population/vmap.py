@@ -62,8 +62,6 @@ from xiaoyarl.train.loggers import append_csv_row
 
 ADAM_BETAS = (0.9, 0.999)
 ADAM_EPS = 1e-5  # as the agents' optimizers (`AgentBase.make_optimizer`)
-# where `AgentPPO.ppo_batch`'s fields have the member axis: PPO's rollouts carry no action masks
-BATCH_DIMS = tuple(None if field == "masks" else 0 for field in PPOBatch._fields)
 
 
 def same_shape(configs: list[Config]) -> None:
@@ -112,9 +110,14 @@ def _update_state_norms(agent: AgentPPO, data: PPOBatch) -> torch.Tensor:
     return data.advantages.new_zeros(())  # vmap returns tensors
 
 
-def _update_state_norm(agent: AgentBase, states: torch.Tensor) -> torch.Tensor:
-    agent.state_norm.update(states)
+def _update_state_norm(agent: AgentPQN, states: torch.Tensor) -> torch.Tensor:
+    agent.update_state_norm(states)
     return states.new_zeros(())  # vmap returns tensors
+
+
+def _record(agent: AgentBase, kept: tuple, reward: torch.Tensor, terminal: torch.Tensor,
+            truncate: torch.Tensor, info: dict) -> tuple[torch.Tensor, ...]:  # fmt: skip
+    return agent.record(kept, reward, terminal, truncate, info)
 
 
 class VmapAgents:
@@ -136,7 +139,13 @@ class VmapAgents:
         first = agents[0]
         self.config = first.config
         self.device = first.device
-        self.num_envs = first.spec.num_envs  # per member
+        self.num_envs = first.env_spec.num_envs  # per member
+        self.rollout_class = type(first).rollout_class
+        # a multi-agent agent's steps are joint: it packs what the env shows (`next_observation`)
+        # and records through its layout, member by member
+        self.joint = first.if_multi_agent
+        self._observe = self.vmapped(lambda agent, s, info: agent.next_observation(s, info))
+        self._record = self.vmapped(_record)
         self.template = _Member(copy.deepcopy(first))
         params, buffers = stack_module_state([_Member(a) for a in agents])
         # networks share the state normaliser: every name of a shared tensor is given to
@@ -258,22 +267,36 @@ class VmapAgents:
 
     def record(self, kept: tuple, reward: torch.Tensor, terminal: torch.Tensor,
                truncate: torch.Tensor, info: dict) -> tuple[torch.Tensor, ...]:  # fmt: skip
-        """The agents' `record`, with the env's outputs `(M * N, ...)` as `(M, N, ...)`."""
+        """The agents' `record`, with the env's outputs `(M * N, ...)` as `(M, N, ...)` (a
+        multi-agent agent's, member by member: see `joint`)."""
+        outputs = (self._members(reward), self._members(terminal), self._members(truncate))
+        if self.joint:
+            return self._record(self.state, kept, *outputs, self._member_info(info))
         final = {"final_state": self._members(info["final_state"])}
-        return self.template.agent.record(kept, self._members(reward), self._members(terminal),
-                                          self._members(truncate), final)  # fmt: skip
+        return self.template.agent.record(kept, *outputs, final)
 
     def next_observation(self, state: torch.Tensor, info: dict) -> torch.Tensor:
-        return state
+        if not self.joint:
+            return state
+        return self._observe(self.state, self._members(state),
+                             self._member_info(info)).flatten(0, 1)  # fmt: skip
+
+    def _member_info(self, info: dict) -> dict[str, torch.Tensor]:
+        """The tensors of an env's `info` `(M * N, ...)` as `(M, N, ...)`."""
+        return {k: self._members(v) for k, v in info.items() if isinstance(v, torch.Tensor)}
 
     @torch.no_grad()
     def evaluate(self, env: VecEnv, seed: int | None = None) -> torch.Tensor:
         """Returns `(M, K)` of each member's evaluation policy (`eval_deterministic`), one
         episode in each of its block of `env`'s sub-envs (`env` has M * K sub-envs)."""
-        act = self.vmapped(lambda agent, s: agent.evaluation_policy()(s), "different")
+        act = self.vmapped(lambda agent, s, *mask: agent.evaluation_policy()(s, *mask),
+                           "different")  # fmt: skip
 
-        def policy(state: torch.Tensor) -> torch.Tensor:
-            return act(self.state, state.view(self.m, -1, state.shape[-1])).flatten(0, 1)
+        def policy(state: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+            """The members' actions for their blocks of states (and action masks)."""
+            given = (state,) if mask is None else (state, mask)
+            blocks = [x.view(self.m, -1, *x.shape[1:]) for x in given]
+            return act(self.state, *blocks).flatten(0, 1)
 
         return run_episodes(env, policy, seed=seed).view(self.m, -1)
 
@@ -366,7 +389,6 @@ class VmapPPO(VmapAgents):
     """M `AgentPPO`s (or `AgentA2C`s): the update is `AgentPPO.ppo_update`'s, every member at
     once (A2C's clip range is not read)."""
 
-    rollout_class = Rollout
     hparam_names = ("ratio_clip", "lambda_entropy", "clip_grad_norm")
 
     def update(
@@ -375,9 +397,13 @@ class VmapPPO(VmapAgents):
         """Every member's `ppo_update` on its part of `rollout` `(T, M, N, ...)`: its GAE
         (`ppo_batch`), mini-batch steps of its `ppo_loss` (with its clip range and entropy
         weight), then its normalisers' update."""
+        rollout = cast(AgentPPO, self.template.agent).ppo_rollout(rollout)
         t_len, m, n = rollout.rewards.shape
         members = Rollout._make(None if x is None else x.transpose(0, 1) for x in rollout)
-        ppo_batch = self.vmapped(lambda agent, r: tuple(agent.ppo_batch(r)), out_dims=BATCH_DIMS)
+        # where `AgentPPO.ppo_batch`'s fields have the member axis (None: no action masks)
+        dims = tuple(None if field == "masks" and members.action_masks is None else 0
+                     for field in PPOBatch._fields)  # fmt: skip
+        ppo_batch = self.vmapped(lambda agent, r: tuple(agent.ppo_batch(r)), out_dims=dims)
         data = PPOBatch(*ppo_batch(self.state, members))  # (M, T * N, ...) each
         order, num_updates, batch_size, mean = self._minibatch_order(t_len * n, order)
         losses = self.vmapped(lambda agent, b, eps, entropy: agent.ppo_loss(b, mean, eps, entropy))
@@ -397,8 +423,6 @@ class VmapPPO(VmapAgents):
 class VmapPQN(VmapAgents):
     """M `AgentPQN`s: each explores with its own epsilon (its own env steps so far), and the
     update is `AgentPQN.pqn_update`'s, every member at once."""
-
-    rollout_class = PQNRollout
 
     def __init__(self, agents: list[AgentPQN]) -> None:
         super().__init__(agents)
@@ -448,8 +472,6 @@ class VmapReplay(VmapAgents):
     the actor steps (`should_update_actor`, per member) `actor_losses` (with SAC's temperature),
     then the target networks' soft updates on the agent's schedule (`target_update_every`,
     `critic_target_due`; a target actor after its actor's step)."""
-
-    rollout_class = Transitions
 
     def __init__(self, agents: list[AgentOffPolicy]) -> None:
         super().__init__(agents)
@@ -674,8 +696,8 @@ class VmapSlot(Slot):
                             {"total_steps": 0, "updates": 0, "train_seconds": 0.0,
                              "eval_seconds": 0.0, "best_return": -math.inf})  # fmt: skip
         model = vmapped_form(agent_of(first))(agents)
-        state, _ = env.reset(seed=seed)
-        model.last_state = state
+        state, info = env.reset(seed=seed)
+        model.last_state = model.next_observation(state, info)
         start = time.perf_counter()
         rollout = horizon_len * n
         left = max(t["max_steps"] - c["total_steps"] for t, c in zip(tasks, counters, strict=True))

@@ -61,9 +61,8 @@ class AgentMAPPO(AgentPPO):
     """MAPPO with a Gaussian actor (continuous actions)."""
 
     if_multi_agent = True
-    # differs: PPO's H-term and vmapped form are single-agent (its search space applies)
+    # differs: PPO's H-term is single-agent (its search space applies)
     takes_h_term = False
-    member_fields: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
     def defaults(cls, config: Config, batched: bool, device_type: str) -> dict:
@@ -123,11 +122,12 @@ class AgentMAPPO(AgentPPO):
         # differs: joint steps; the actor acts for every agent, its log-probability per agent
         joint = self.layout.unpack(packed)
         action, logprob = self.policy(joint.obs, joint.avail, sample=True)
-        return self.actor.convert_action_for_env(action), (joint, action, logprob)
+        return self.actor.convert_action_for_env(action), (packed, action, logprob)
 
     def record(self, kept: tuple, reward: torch.Tensor, terminal: torch.Tensor,
                truncate: torch.Tensor, info: dict) -> tuple[torch.Tensor, ...]:  # fmt: skip
-        joint, action, logprob = kept
+        packed, action, logprob = kept
+        joint = self.layout.unpack(packed)
         spec = self.multi_spec
         a = spec.num_agents
         if joint.avail is not None:
@@ -146,14 +146,16 @@ class AgentMAPPO(AgentPPO):
 
     # --- learning: PPO's update on the flattened rollout ---
     def update_net(self, rollout: MultiRollout) -> dict[str, torch.Tensor]:  # type: ignore[override]
+        return self.run_update(self.ppo_update, self.ppo_rollout(rollout))
+
+    def ppo_rollout(self, rollout: MultiRollout) -> Rollout:
         # differs: each (sub-env, agent) pair is one of PPO's sub-envs, the critic centralized
         masks = rollout.avail if self.if_discrete else None
-        view = Rollout(
+        return Rollout(
             rollout.states, rollout.actions, rollout.logprobs, rollout.agent_rewards,
             rollout.agent_terminals, rollout.agent_truncates, rollout.next_states,
             rollout.critic_states, rollout.next_critic_states, masks,
         )  # fmt: skip
-        return self.run_update(self.ppo_update, view)
 
 
 class AgentDiscreteMAPPO(AgentMAPPO):

@@ -55,7 +55,6 @@ class AgentPQNVDN(AgentPQN):
     honouring action masks)."""
 
     if_multi_agent = True
-    member_fields: ClassVar[frozenset[str]] = frozenset()  # differs: no vmapped form
     rollout_class: ClassVar[Callable[..., Steps]] = JointRollout
 
     def __init__(self, spec: MultiAgentEnvSpec, config: Config, device: torch.device,
