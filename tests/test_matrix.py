@@ -148,12 +148,12 @@ def test_each_refused_scale_cell_is_refused_before_a_run_folder(tmp_path, algo, 
 def test_every_algorithm_scales_and_graphs_where_said():
     """What the scale table shows, read from the runners: every algorithm, single- or
     multi-agent, with worker processes (a GRU policy too), torchrun learners and both kinds of
-    population; in vmapped populations every single-agent algorithm and MAPPO and PQN-VDN;
+    population; in vmapped populations every algorithm but MADDPG and MATD3;
     CUDA graphs for all but ModSAC, whose actor's steps depend on the critic loss read back."""
     vmapped = {algo for algo, column in SCALE_CELLS
                if column == "vmapped" and (algo, column) in TRAINED}  # fmt: skip
-    assert vmapped == {*single_agent_algorithms(), "mappo", "pqn_vdn"}
-    assert REFUSED == [(algo, "vmapped") for algo in ("vdn", "qmix", "maddpg", "matd3")]
+    assert vmapped == {*single_agent_algorithms(), "mappo", "pqn_vdn", "vdn", "qmix"}
+    assert REFUSED == [("maddpg", "vmapped"), ("matd3", "vmapped")]
     eager = [algo for algo in single_agent_algorithms() if scale_refusal(algo, "CUDA graphs")]
     assert eager == ["modsac"]
 

@@ -295,7 +295,10 @@ def test_vmapped_multi_agent_update_equals_each_members_own_update(algo, env_id)
 def _replay_members(algo: str, env_id: str, **settings):
     """Three `algo` members with their own learning rate and gradient clip, their buffers
     filled by one vmapped rollout of 48 env steps each (the warm-up: random actions)."""
-    env = make_env(env_id, MEMBERS * SUB_ENVS, seed=1)
+    from xiaoyarl.envs.build import build_env
+
+    config = Config(algo=algo, env_id=env_id)
+    env = build_env(config, MEMBERS * SUB_ENVS, torch.device("cpu"), "torch", 1)
     spec = member_spec(env, MEMBERS)
     agents = []
     for i, (lr, clip) in enumerate([(1e-3, 0.5), (3e-3, 10.0), (5e-4, 0.05)]):
@@ -307,7 +310,7 @@ def _replay_members(algo: str, env_id: str, **settings):
         agents.append(agent_class(algo, spec)(spec, config, torch.device("cpu")))
     model = vmapped_form(type(agents[0]))(agents)
     assert isinstance(model, VmapReplay)
-    model.last_state = env.reset(seed=0)[0]
+    model.last_state = model.next_observation(*env.reset(seed=0))
     assert model.update(model.explore_env(env, 12)) == {}  # stored; learning starts after it
     model.write_back()  # (the agents take the stacked normalisers' statistics)
     assert all(a.buffer.num_sampleable == 44 for a in agents)  # each member's own 48 steps
@@ -317,11 +320,14 @@ def _replay_members(algo: str, env_id: str, **settings):
 @pytest.mark.parametrize(("algo", "env_id", "settings"), [
     ("dqn", "CartPole-v1", {}), ("d3qn", "CartPole-v1", {"n_step": 3}),
     ("ddpg", "Pendulum-v1", {}), ("ddpg", "Pendulum-v1", {"state_norm": True}),
+    # the value decompositions: the agent network and QMIX's mixer on the team's TD error
+    ("vdn", "SpreadDiscrete-v0", {}), ("qmix", "SpreadDiscrete-v0", {"reward_norm": True}),
 ])  # fmt: skip
 def test_vmapped_replay_steps_equal_each_members_own(algo, env_id, settings):
-    """The DQN family and DDPG (whose steps draw nothing at random): five gradient steps on the
-    same batches, stacked and by each member's own `gradient_step` (its own learning rate and
-    gradient clip), leave weights, targets and Adam's state equal; the targets moved."""
+    """The DQN family, DDPG, VDN and QMIX (whose steps draw nothing at random): five gradient
+    steps on the same batches, stacked and by each member's own `gradient_step` (its own
+    learning rate and gradient clip), leave weights, targets and Adam's state equal; the
+    targets moved."""
     env, model = _replay_members(algo, env_id, **settings)
     references = [copy.deepcopy(a) for a in model.agents]
     before = [copy.deepcopy(a.nets) for a in model.agents]
@@ -333,7 +339,7 @@ def test_vmapped_replay_steps_equal_each_members_own(algo, env_id, settings):
     model.write_back()
     assert _max_difference(model.agents, references) < 1e-5
     assert [a.updates for a in model.agents] == [5] * MEMBERS == [r.updates for r in references]
-    target = "qnet_target" if algo != "ddpg" else "critic_target"
+    target = "critic_target" if algo == "ddpg" else "qnet_target"
     moved = [
         (a - b).abs().max().item()
         for a, b in zip(
@@ -495,7 +501,7 @@ def test_a_vmapped_population_of_16_pqn_members_learns_cartpole(seed, tmp_path):
 
 
 @pytest.mark.parametrize("algo, space, words", [
-    ("vdn", {}, "vdn members need the process backend .* no stacked form"),
+    ("maddpg", {}, "maddpg members need the process backend .* no stacked form"),
     ("sac", {"per": {"choice": [True]}}, "not per"),
     ("ppo", {"net_dims": {"choice": [[64, 64], [32]]}}, "not net_dims"),
     ("pqn", {"ratio_clip": {"choice": [0.1, 0.2]}}, "clip_grad_norm, learning_rate of pqn"),

@@ -84,7 +84,7 @@ class AgentDQN(EpsilonGreedy, AgentOffPolicy):
         evaluates."""
         return self.qnet.greedy(target_q)
 
-    critic_net = "qnet"
+    critic_nets: ClassVar[tuple[str, ...]] = ("qnet",)
 
     def critic_loss(self, batch: Batch) -> CriticLoss:
         """The Q-network's loss, its Q(s, a) and TD errors, as its kind computes them

@@ -59,8 +59,9 @@ class AgentOffPolicy(AgentBase):
         """One gradient step on `batch`; returns (named scalars, TD errors `(B,)`)."""
         raise NotImplementedError
 
-    # the network `critic_loss` steps, by its optimizer's name (the DQN family's: "qnet")
-    critic_net: ClassVar[str] = "critic"
+    # the networks `critic_loss` steps, by their optimizers' names (the DQN family's "qnet"; VDN's
+    # and QMIX's with their mixer)
+    critic_nets: ClassVar[tuple[str, ...]] = ("critic",)
 
     def critic_loss(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The critics' loss on `batch` (the first step of `update_step`), their Q(s, a) and

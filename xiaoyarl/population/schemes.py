@@ -72,7 +72,7 @@ def check_vmap_population(config: Config, search_space: dict) -> None:
             f"--population-backend vmap trains {', '.join(vmap_algorithms())} members; "
             f"{config.algo} members need the process backend (the default): a vmapped "
             f"population runs each member's update stage by stage, and {config.algo}'s joint "
-            f"replay update (of its mixer or centralized critics) has no stacked form yet."
+            f"update of its centralized critics and actor has no stacked form yet."
         )
     varied = sorted(set(search_space) - set(per_member))
     if varied:

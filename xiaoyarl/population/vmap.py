@@ -547,11 +547,12 @@ class VmapReplay(VmapAgents):
         template = cast(AgentOffPolicy, self.template.agent)
         template.updates = self.agents[0].updates  # the agents' schedules read it
         loss, q, _ = self._critic_loss(self.state, batch)
-        self._step(loss, [template.critic_net])
+        stepped = [name for name in template.critic_nets if name in self.groups]
+        self._step(loss, stepped)
         logs = {"critic_loss": loss.detach(), "q_value": q.detach().flatten(1).mean(1)}
         due = [cast(AgentOffPolicy, agent).should_update_actor(loss[i].detach())
                for i, agent in enumerate(self.agents)]  # fmt: skip
-        stepped = [template.critic_net] if template.critic_target_due(any(due)) else []
+        stepped = list(template.critic_nets) if template.critic_target_due(any(due)) else []
         if any(due):
             losses, actor_logs = self._actor_losses(self.state, batch.states)
             self._step(sum(losses.values()), list(losses), due)

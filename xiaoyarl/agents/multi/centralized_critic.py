@@ -42,6 +42,8 @@ class CentralizedCritic(MultiAgentOffPolicy, AgentDDPG):
     calls are known (the agents' method resolution order is the same either way)."""
 
     tune_space: ClassVar[str | None] = "centralized_critic.yaml"  # differs: one-step targets
+    # differs: no vmapped form (its update is one joint step of critics and actor)
+    member_fields: ClassVar[frozenset[str]] = frozenset()
 
     def make_critic(self, norm: nn.Module) -> nn.Module:
         # differs: the critic sees the global state, the agent's id and every agent's action

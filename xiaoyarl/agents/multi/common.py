@@ -139,11 +139,9 @@ class MultiAgentOffPolicy(AgentOffPolicy):
     algorithm it extends (`AgentVDN(MultiAgentOffPolicy, AgentDQN)`)."""
 
     if_multi_agent = True
-    # differs: the H-term, the search space and the vmapped form of the single-agent algorithm
-    # are its own
+    # differs: the H-term and the search space of the single-agent algorithm are its own
     takes_h_term = False
     tune_space: ClassVar[str | None] = None
-    member_fields: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
     def check(cls, config: Config) -> None:

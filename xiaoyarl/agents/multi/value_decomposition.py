@@ -148,7 +148,14 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
         q = self.agent_q(self.qnet_target, joint.obs).gather(-1, best).squeeze(-1)  # (B, A)
         return self.mixer_target(q, joint.state)
 
+    critic_nets: ClassVar[tuple[str, ...]] = ("qnet", "mixer")  # differs: one TD loss of both
+
     def update_step(self, batch: Batch) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        loss, q_tot, td_errors = self.critic_loss(batch)
+        return self.step_networks(loss, q_tot), td_errors
+
+    def critic_loss(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The team's TD loss, Q_tot of the joint actions taken, and the TD errors `(B,)`."""
         joint = self.layout.unpack(batch.states)
         actions, _ = self.layout.unpack_step(batch.actions)  # (B, A)
         with torch.no_grad():
@@ -160,7 +167,7 @@ class AgentVDN(MultiAgentOffPolicy, AgentDQN):
         q_tot = self.mixer(q, joint.state)
         # differs from DQN: the papers' squared TD error, not the Huber loss
         loss = (batch.weights * (target - q_tot).square()).mean()
-        return self.step_networks(loss, q_tot), (target - q_tot).detach()
+        return loss, q_tot, (target - q_tot).detach()
 
     def step_networks(self, loss: torch.Tensor, q_tot: torch.Tensor,
                       mask: torch.Tensor | None = None) -> dict[str, torch.Tensor]:  # fmt: skip
