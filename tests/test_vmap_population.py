@@ -77,15 +77,20 @@ def _pqn_update(agent, rollout: list) -> None:
     agent.pqn_update(PQNRollout(*rollout))
 
 
-def _update_both(env, agents, updates: int, stacked=VmapPPO, own_update=_ppo_update) -> list:
+def _own_update_net(agent, rollout: list) -> None:
+    agent.update_net(agent.rollout_class(*rollout))
+
+
+def _update_both(env, agents, updates: int, stacked=VmapPPO, own_update=_ppo_update,
+                 rows: int = SUB_ENVS) -> list:  # fmt: skip
     """`updates` rollouts, each updated stacked (`stacked(agents)`) and by every member's own
     update (`own_update(agent, its part of the rollout)`, PPO's by default) with the same
-    mini-batch order; returns the members' own (reference) agents."""
+    mini-batch order (over `rows` sub-envs of the update a member); returns the members' own
+    (reference) agents."""
     model = stacked(agents)
-    state, _ = env.reset(seed=0)
-    model.last_state = state
+    model.last_state = model.next_observation(*env.reset(seed=0))
     references = [copy.deepcopy(a) for a in agents]
-    size = HORIZON * SUB_ENVS
+    size = HORIZON * rows
     config = agents[0].config
     num_updates = max(1, int(config.repeat_times * size / config.batch_size))
     num_perms = -(-num_updates * config.batch_size // size)
@@ -270,26 +275,10 @@ def test_vmapped_multi_agent_update_equals_each_members_own_update(algo, env_id)
                                 True, "cpu")  # fmt: skip
         torch.manual_seed(i)
         agents.append(agent_class(algo, spec)(spec, config, torch.device("cpu")))
-    model = vmapped_form(type(agents[0]))(agents)
-    state, info = env.reset(seed=0)
-    model.last_state = model.next_observation(state, info)
-    references = [copy.deepcopy(a) for a in agents]
     rows = SUB_ENVS * (spec.num_agents if algo == "mappo" else 1)  # its update's sub-envs
-    size, config = HORIZON * rows, agents[0].config
-    num_perms = -(-max(1, int(config.repeat_times * size / config.batch_size)) * 32 // size)
-    for u in range(2):
-        rollout = model.explore_env(env, HORIZON)
-        orders = []
-        for i in range(MEMBERS):  # the permutations a member's own update draws after this seed
-            torch.manual_seed(100 * u + i)
-            orders.append(torch.cat([torch.randperm(size) for _ in range(num_perms)]))
-        model.update(rollout, torch.stack(orders))
-        for i, ref in enumerate(references):
-            torch.manual_seed(100 * u + i)
-            ref.update_net(type(rollout)._make(x[:, i] for x in rollout))
-    model.write_back()
+    stacked = vmapped_form(type(agents[0]))
+    references = _update_both(env, agents, 2, stacked, _own_update_net, rows)
     assert _max_difference(agents, references) < 1e-5
-    assert rollout.states.shape[:3] == (HORIZON, MEMBERS, rows if algo == "mappo" else SUB_ENVS)
 
 
 def _replay_members(algo: str, env_id: str, **settings):
