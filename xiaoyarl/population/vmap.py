@@ -2,7 +2,9 @@
 
 With `--population-backend vmap` a slot claims a batch of the population's tasks (every member
 of a generation, or a batch of tournament pods) and trains them together. The members' agents
-are ordinary agents (`AgentPPO`, `AgentA2C`, `AgentPQN`, the replay agents); their weights,
+are ordinary agents (`AgentPPO`, `AgentA2C`, `AgentPQN`, the replay agents; of the multi-agent
+ones MAPPO, PQN-VDN, VDN and QMIX, whose joint steps are packed and recorded member by member:
+`VmapAgents.joint`); their weights,
 normaliser statistics and Adam moments are stacked along a leading member axis
 (`torch.func.stack_module_state`), and every call of an agent's method is one `torch.func.vmap`
 of `functional_call` over the members: the agents' own `explore_step`, in
