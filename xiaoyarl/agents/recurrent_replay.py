@@ -54,6 +54,15 @@ def memories_of(net: nn.Module) -> list[RecurrentEncoder]:
     return [module for module in net.modules() if isinstance(module, RecurrentEncoder)]
 
 
+def share_normalisers(net: Net, target: Net) -> Net:
+    """`target`, a copy of `net` whose memories lag with its weights, made to read observations
+    through `net`'s own observation normaliser (a memory's inner module without weights)."""
+    for online, copy in zip(memories_of(net), memories_of(target), strict=True):
+        if next(online.inner.parameters(), None) is None:
+            copy.inner = online.inner
+    return target
+
+
 class RecurrentReplay(Memory):
     """The recurrent version of a replay agent, mixed in before it (see the module)."""
 
@@ -97,11 +106,7 @@ class RecurrentReplay(Memory):
         return encoder.to(self.device)  # type: ignore[return-value]
 
     def make_target(self, net: Net) -> Net:
-        target = super().make_target(net)  # type: ignore[misc]
-        for online, copy in zip(memories_of(net), memories_of(target), strict=True):
-            if next(online.inner.parameters(), None) is None:  # the shared observation normaliser
-                copy.inner = online.inner
-        return target
+        return share_normalisers(net, super().make_target(net))  # type: ignore[misc]
 
     # --- the replay buffer ---
     def make_buffer(self) -> ReplayBuffer | None:

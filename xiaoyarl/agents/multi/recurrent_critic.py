@@ -34,7 +34,7 @@ from xiaoyarl.agents.multi.centralized_critic import (
 from xiaoyarl.agents.multi.common import Joint, joint_evaluation_policy, with_agent_ids
 from xiaoyarl.agents.multi.episode_memory import EpisodeMemory
 from xiaoyarl.agents.off_policy import Net
-from xiaoyarl.agents.recurrent_replay import memories_of
+from xiaoyarl.agents.recurrent_replay import share_normalisers
 from xiaoyarl.core.buffer import Batch, Episodes
 from xiaoyarl.core.recurrent import HiddenStates, RecurrentActing, RecurrentEncoder
 
@@ -70,11 +70,7 @@ class RecurrentActors(EpisodeMemory):
 
     def make_target(self, net: Net) -> Net:
         # the target actor's memory lags with its weights; the observation normaliser is shared
-        target = super().make_target(net)  # type: ignore[misc]
-        for online, copy in zip(memories_of(net), memories_of(target), strict=True):
-            if next(online.inner.parameters(), None) is None:
-                copy.inner = online.inner
-        return target
+        return share_normalisers(net, super().make_target(net))  # type: ignore[misc]
 
     # --- acting ---
     def read_observation(self, joint: Joint) -> None:
