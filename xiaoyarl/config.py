@@ -156,8 +156,7 @@ class Config:
     # --- rollout and update schedule ---
     horizon_len: int | None = option(None, "steps per sub-env per rollout; None: automatic")
     batch_size: int | None = option(None, "transitions per gradient step; None: automatic")
-    repeat_times: float | None = option(None, "on-policy: epochs over each rollout; None: "
-        "automatic")  # fmt: skip
+    repeat_times: float | None = option(None, "on-policy: epochs over each rollout; None: auto")
     replay_ratio: float | None = option(None, "off-policy: gradient steps per env step (the "
         "update-to-data ratio); None: automatic")  # fmt: skip
 

@@ -90,6 +90,9 @@ class AgentBase:
             kind = "discrete" if spec.if_discrete else "continuous"
             raise ValueError(f"{type(self).__name__} cannot act in the {kind} env {spec.name}")
         self.spec = spec
+        # the spec of the env the agent acts in (a multi-agent agent's is its `multi_spec`; its
+        # `spec` is one agent's view of it)
+        self.env_spec: EnvSpec | MultiAgentEnvSpec = getattr(self, "multi_spec", spec)
         self.config = config
         self.device = device
         self.nets: dict[str, nn.Module] = {}
@@ -247,12 +250,6 @@ class AgentBase:
     def act(self, state: torch.Tensor) -> torch.Tensor:
         """Deterministic env action for a batch of states `(batch, state_dim)`."""
         return self.actor(state)
-
-    @property
-    def env_spec(self) -> EnvSpec | MultiAgentEnvSpec:
-        """The spec of the env the agent acts in: its `spec`, or a multi-agent agent's
-        `multi_spec` (its `spec` is one agent's view of it)."""
-        return getattr(self, "multi_spec", self.spec)
 
     def acting_nets(self) -> dict[str, nn.Module]:
         """The networks exploring runs, by name in `nets` (a runner's worker processes keep
