@@ -83,7 +83,7 @@ class AgentPPO(AgentBase):
     if_discrete = False
     config_fields = frozenset({"repeat_times", "ratio_clip", "lambda_gae_adv", "lambda_entropy",
                                "reward_norm", "value_norm", "value_clip", "value_loss",
-                               "huber_delta", "share_encoder", "recurrent", "recurrent_dim"})
+                               "huber_delta", "share_encoder", "recurrent", "recurrent_dim"})  # fmt: skip
     takes_h_term = True
     tune_space: ClassVar[str | None] = "ppo.yaml"
     member_fields = frozenset({"learning_rate", "ratio_clip", "lambda_entropy", "clip_grad_norm"})
