@@ -370,7 +370,7 @@ def test_crossq_critic_loss_is_one_pass_over_both_batches_with_no_target_network
     torch.testing.assert_close(loss, want)
     torch.testing.assert_close(q, now)
     stats = [b.clone() for b in agent.critic.buffers()]
-    agent.update_actor(batch.states)  # the actor reads the critics in eval mode
+    agent.update_actor(batch)  # the actor reads the critics in eval mode
     assert all(torch.equal(a, b) for a, b in zip(stats, agent.critic.buffers(), strict=True))
     assert agent.critic.training
 
@@ -422,9 +422,9 @@ def test_fast_td3_follows_its_reference_update(batch_for):
         ]
         assert all(target), step  # every critic step moves the target critics
     # the actor's loss is the smaller critic's value: against a reference on the same weights
-    states = torch.randn(64, 3)
-    q = agent.critic_q_for_actor(states, agent.actor(states))  # (2, B)
-    logs = agent.update_actor(states)
+    batch = batch_for(agent, size=64)
+    q = agent.critic_q_for_actor(batch.states, agent.actor(batch.states))  # (2, B)
+    logs = agent.update_actor(batch)
     torch.testing.assert_close(logs["actor_loss"], -q.min(0).values.mean().detach())
 
 

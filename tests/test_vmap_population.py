@@ -311,11 +311,13 @@ def _replay_members(algo: str, env_id: str, **settings):
     ("ddpg", "Pendulum-v1", {}), ("ddpg", "Pendulum-v1", {"state_norm": True}),
     # the value decompositions: the agent network and QMIX's mixer on the team's TD error
     ("vdn", "SpreadDiscrete-v0", {}), ("qmix", "SpreadDiscrete-v0", {"reward_norm": True}),
+    # MADDPG's centralized critics on the joint actions, its actor in each agent's slot
+    ("maddpg", "SpreadContinuous-v0", {}),
 ])  # fmt: skip
 def test_vmapped_replay_steps_equal_each_members_own(algo, env_id, settings):
-    """The DQN family, DDPG, VDN and QMIX (whose steps draw nothing at random): five gradient
-    steps on the same batches, stacked and by each member's own `gradient_step` (its own
-    learning rate and gradient clip), leave weights, targets and Adam's state equal; the
+    """The DQN family, DDPG, VDN, QMIX and MADDPG (whose steps draw nothing at random): five
+    gradient steps on the same batches, stacked and by each member's own `gradient_step` (its
+    own learning rate and gradient clip), leave weights, targets and Adam's state equal; the
     targets moved."""
     env, model = _replay_members(algo, env_id, **settings)
     references = [copy.deepcopy(a) for a in model.agents]
@@ -328,7 +330,7 @@ def test_vmapped_replay_steps_equal_each_members_own(algo, env_id, settings):
     model.write_back()
     assert _max_difference(model.agents, references) < 1e-5
     assert [a.updates for a in model.agents] == [5] * MEMBERS == [r.updates for r in references]
-    target = "critic_target" if algo == "ddpg" else "qnet_target"
+    target = "critic_target" if algo in ("ddpg", "maddpg") else "qnet_target"
     moved = [
         (a - b).abs().max().item()
         for a, b in zip(
@@ -341,13 +343,15 @@ def test_vmapped_replay_steps_equal_each_members_own(algo, env_id, settings):
 @pytest.mark.parametrize(("algo", "env_id"), [("td3", "Pendulum-v1"), ("sac", "Pendulum-v1"),
                                               ("modsac", "Pendulum-v1"), ("redq", "Pendulum-v1"),
                                               ("sac_discrete", "CartPole-v1"),
-                                              ("fast_td3", "Pendulum-v1")])  # fmt: skip
+                                              ("fast_td3", "Pendulum-v1"),
+                                              ("matd3", "SpreadContinuous-v0"),
+                                              ("maddpg", "SpreadDiscrete-v0")])  # fmt: skip
 def test_vmapped_replay_members_keep_their_own_schedules(algo, env_id):
     """The algorithms whose steps draw at random (smoothing noise, policy samples, REDQ's
-    subsets): each member steps its critics every gradient step and its actor (and SAC's
-    temperature) on its own schedule, as its own agent does: TD3's every 2nd step, ModSAC's
-    by its own critic loss, REDQ's every G-th; FastTD3's per-sub-env noise stds stay
-    stacked and are each member's own."""
+    subsets, MADDPG's Gumbel-softmax actions): each member steps its critics every gradient
+    step and its actor (and SAC's temperature) on its own schedule, as its own agent does:
+    TD3's and MATD3's every 2nd step, ModSAC's by its own critic loss, REDQ's every G-th;
+    FastTD3's per-sub-env noise stds stay stacked and are each member's own."""
     noise = {"explore_noise_std_max": 0.4, "replay_ratio": 0.25} if algo == "fast_td3" else {}
     env, model = _replay_members(algo, env_id, **noise)
     references = [copy.deepcopy(a) for a in model.agents]
@@ -490,7 +494,6 @@ def test_a_vmapped_population_of_16_pqn_members_learns_cartpole(seed, tmp_path):
 
 
 @pytest.mark.parametrize("algo, space, words", [
-    ("maddpg", {}, "maddpg members need the process backend .* no stacked form"),
     ("sac", {"per": {"choice": [True]}}, "not per"),
     ("ppo", {"net_dims": {"choice": [[64, 64], [32]]}}, "not net_dims"),
     ("pqn", {"ratio_clip": {"choice": [0.1, 0.2]}}, "clip_grad_norm, learning_rate of pqn"),

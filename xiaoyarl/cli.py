@@ -163,8 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--population-backend",
         choices=["process", "vmap"],
         help="process: a process per member (default); vmap: members of one shape (any "
-        "algorithm but maddpg and matd3) trained together as one stacked model in one "
-        "process",
+        "algorithm) trained together as one stacked model in one process",
     )
     pop.add_argument(
         "--search",

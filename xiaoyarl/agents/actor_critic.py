@@ -150,16 +150,17 @@ class AgentActorCritic(AgentOffPolicy):
         finally:
             self.critic.train()
 
-    def actor_losses(self, states: torch.Tensor,
+    def actor_losses(self, batch: Batch,
                      ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:  # fmt: skip
-        """The losses of what steps with the actor on `states`, by their optimizer's name (the
-        actor's; SAC's temperature's too, where it is tuned), and what to log of them."""
+        """The losses of what steps with the actor on the batch (its states; a multi-agent
+        critic's, the other agents' actions too), by their optimizer's name (the actor's; SAC's
+        temperature's too, where it is tuned), and what to log of them."""
         raise NotImplementedError
 
-    def update_actor(self, states: torch.Tensor) -> dict[str, torch.Tensor]:
+    def update_actor(self, batch: Batch) -> dict[str, torch.Tensor]:
         """One gradient step of the actor (and what steps with it) on `actor_losses`: they
         share no parameters, so one backward pass through their sum gives each its own."""
-        losses, logs = self.actor_losses(states)
+        losses, logs = self.actor_losses(batch)
         self.optimizer_steps(
             sum(losses.values()),  # type: ignore[arg-type]
             *((self.optimizers[name], self.nets[name]) for name in losses),

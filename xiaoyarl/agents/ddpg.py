@@ -117,11 +117,12 @@ class AgentDDPG(AgentActorCritic):
         """Combine the critics `(num_critics, B)` for the actor's objective: the first critic's."""
         return q[0]
 
-    def actor_losses(self, states: torch.Tensor,
+    def actor_losses(self, batch: Batch,
                      ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:  # fmt: skip
         """Ascend Q(s, actor(s)) of the critics combined by `reduce_actor_q` (plus the auxiliary
         loss, if any)."""
         aux_loss, aux_log = self.auxiliary_loss()
+        states = batch.states
         q = self.reduce_actor_q(self.critic_q_for_actor(states, self.actor(states)))
         actor_loss = -q.mean()
         return {"actor": actor_loss + aux_loss}, {"actor_loss": actor_loss.detach(), **aux_log}
@@ -135,7 +136,7 @@ class AgentDDPG(AgentActorCritic):
         logs = {"critic_loss": critic_loss.detach(), "q_value": q.detach().mean()}
         actor_updated = self.should_update_actor(critic_loss.detach())
         if actor_updated:
-            logs.update(self.update_actor(batch.states))
+            logs.update(self.update_actor(batch))
             if self.actor_target is not None:
                 self.update_targets((self.actor_target, self.actor))
         if self.critic_target_due(actor_updated):

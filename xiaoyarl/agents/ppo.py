@@ -83,7 +83,8 @@ class AgentPPO(AgentBase):
     if_discrete = False
     config_fields = frozenset({"repeat_times", "ratio_clip", "lambda_gae_adv", "lambda_entropy",
                                "reward_norm", "value_norm", "value_clip", "value_loss",
-                               "huber_delta", "share_encoder", "recurrent", "recurrent_dim"})  # fmt: skip
+                               "huber_delta", "share_encoder", "recurrent",
+                               "recurrent_dim"})  # fmt: skip
     takes_h_term = True
     tune_space: ClassVar[str | None] = "ppo.yaml"
     member_fields = frozenset({"learning_rate", "ratio_clip", "lambda_entropy", "clip_grad_norm"})
@@ -203,8 +204,7 @@ class AgentPPO(AgentBase):
         log_ratio = logprob - batch.old_logprobs
         ratio = log_ratio.exp()
         objective = mean(self.actor_objective(ratio, batch.advantages, logprob, eps))
-        actor_loss = -(objective + entropy_weight * mean(entropy))
-        actor_loss = actor_loss + self.auxiliary_loss()[0]
+        actor_loss = -(objective + entropy_weight * mean(entropy)) + self.auxiliary_loss()[0]
         value_loss = self.value_loss(batch.critic_states, batch.returns, batch.old_outputs, eps)
         critic_loss = 0.5 * mean(value_loss)
         with torch.no_grad():

@@ -108,10 +108,11 @@ class AgentSAC(AgentActorCritic):
         """The critics `(num_critics, B)` for the actor's objective: the smallest's value."""
         return q.min(0).values
 
-    def actor_losses(self, states: torch.Tensor,
+    def actor_losses(self, batch: Batch,
                      ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:  # fmt: skip
         """Minimise E[alpha * log pi(a|s) - Q(s, a)], a ~ pi(.|s) (plus the auxiliary loss, if
         any), and tune alpha towards the target entropy (`temperature_losses`)."""
+        states = batch.states
         action, logprob = self.gaussian_actor().get_action_logprob(states)
         alpha = self.temperature().detach()
         q = self.reduce_actor_q(self.critic_q_for_actor(states, action))
@@ -133,9 +134,9 @@ class AgentSAC(AgentActorCritic):
         target = self.target_entropy if target is None else target
         return {"temperature": -(self.temperature.log_alpha * (logprob + target)).mean()}, logs
 
-    def update_actor(self, states: torch.Tensor) -> dict[str, torch.Tensor]:
+    def update_actor(self, batch: Batch) -> dict[str, torch.Tensor]:
         # (the temperature after its step)
-        return {**super().update_actor(states), "alpha": self.temperature().detach()}
+        return {**super().update_actor(batch), "alpha": self.temperature().detach()}
 
     def update_step(self, batch: Batch) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """A critic step on the soft target; an actor and temperature step when due
@@ -144,7 +145,7 @@ class AgentSAC(AgentActorCritic):
         self.optimizer_step(self.optimizers["critic"], self.critic, critic_loss)
         logs = {"critic_loss": critic_loss.detach(), "q_value": q.detach().mean()}
         if self.should_update_actor(critic_loss.detach()):
-            logs.update(self.update_actor(batch.states))
+            logs.update(self.update_actor(batch))
         self.update_critic_targets()
         return logs, td_errors.detach().abs().mean(0)  # critics of opposite error: no cancelling
 
@@ -260,8 +261,9 @@ class AgentSACDiscrete(AgentSAC):
         index = actions.view(1, -1, 1).expand(q.shape[0], -1, 1)
         return q.gather(-1, index).squeeze(-1)
 
-    def actor_losses(self, states: torch.Tensor,
+    def actor_losses(self, batch: Batch,
                      ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:  # fmt: skip
+        states = batch.states
         probs, logprobs = self.policy(states)
         with torch.no_grad():
             q = self.reduce_actor_q(self.critic(states))  # (B, A)

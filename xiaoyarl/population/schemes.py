@@ -70,9 +70,9 @@ def check_vmap_population(config: Config, search_space: dict) -> None:
     if not per_member:
         raise ConfigError(
             f"--population-backend vmap trains {', '.join(vmap_algorithms())} members; "
-            f"{config.algo} members need the process backend (the default): a vmapped "
-            f"population runs each member's update stage by stage, and {config.algo}'s joint "
-            f"update of its centralized critics and actor has no stacked form yet."
+            f"{config.algo} members need the process backend (the default): its agent "
+            f"declares no settings a member may vary (`member_fields`), so it has no stacked "
+            f"form."
         )
     varied = sorted(set(search_space) - set(per_member))
     if varied:

@@ -478,7 +478,7 @@ class VmapReplay(VmapAgents):
     def __init__(self, agents: list[AgentOffPolicy]) -> None:
         super().__init__(agents)
         self._critic_loss = self.vmapped(lambda agent, b: agent.critic_loss(b), "different")
-        self._actor_losses = self.vmapped(lambda agent, s: agent.actor_losses(s), "different")
+        self._actor_losses = self.vmapped(lambda agent, b: agent.actor_losses(b), "different")
         self._explore_step = self.vmapped(_explore_step, "different")
         # what exploring keeps per sub-env besides the networks (DDPG's noise), stacked
         states = [agent.exploring_state() for agent in agents]
@@ -556,7 +556,7 @@ class VmapReplay(VmapAgents):
                for i, agent in enumerate(self.agents)]  # fmt: skip
         stepped = list(template.critic_nets) if template.critic_target_due(any(due)) else []
         if any(due):
-            losses, actor_logs = self._actor_losses(self.state, batch.states)
+            losses, actor_logs = self._actor_losses(self.state, batch)
             self._step(sum(losses.values()), list(losses), due)
             logs.update(actor_logs)
             stepped.append("actor")

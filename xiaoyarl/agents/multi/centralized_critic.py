@@ -9,9 +9,11 @@ and a centralized critic Q_i(s, a_1..a_A) of agent i's return, on the global sta
 agent's action (one network with the agent id, too). Agent i's critic learns
 r_i + gamma (1 - terminal) Q_i'(s', a'_1..a'_A) with every a'_j from the target actor; agent
 i's actor ascends Q_i(s, a_1..mu(o_i)..a_A), the other agents' actions as stored. Everything
-else is the single-agent algorithm's own: `AgentMADDPG` takes DDPG's target networks and
-exploration noise, `AgentMATD3` TD3's clipped double Q (two critics), target policy smoothing
-and delayed actor and target updates, through the very hooks TD3 overrides in DDPG.
+else is the single-agent algorithm's own: its gradient step (`update_step`, on the losses
+written here for joint steps: `critic_loss`, `actor_losses`), `AgentMADDPG` takes DDPG's target
+networks and exploration noise, `AgentMATD3` TD3's clipped double Q (two critics), target
+policy smoothing and delayed actor and target updates, through the very hooks TD3 overrides in
+DDPG.
 Discrete actions go through the Gumbel-softmax (a straight-through one-hot sample) as in the
 MADDPG paper, over the agent's available actions only (exploring, target and relaxed
 actions alike); the critic sees one-hot actions.
@@ -21,12 +23,13 @@ Shapes: B = batch, A = agents, O = observation, S = global state, U = action siz
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import ClassVar, cast
+from typing import ClassVar, NamedTuple, cast
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
+from xiaoyarl.agents.critics import CriticLoss
 from xiaoyarl.agents.ddpg import AgentDDPG
 from xiaoyarl.agents.multi.common import Joint, MultiAgentOffPolicy, with_agent_ids
 from xiaoyarl.agents.multi.value_decomposition import masked
@@ -36,14 +39,24 @@ from xiaoyarl.core.nets import RunningNorm, sample_categorical
 from xiaoyarl.core.off_policy_nets import ActorGumbel, CriticEnsemble
 
 
+class JointStep(NamedTuple):
+    """B joint transitions as the centralized critics and the actor read them."""
+
+    joint: Joint  # what the agents observed (B, A, O), the global state (B, S), masks
+    taken: torch.Tensor  # (B, A, U): the actions taken, as the critic sees them
+    rewards: torch.Tensor  # (B, A): each agent's
+    after: Joint  # where the step led
+    terminals: torch.Tensor  # (B,) bool
+    weights: torch.Tensor  # (B,): each transition's weight in the critics' loss
+    counted: torch.Tensor | None  # (B,) float: the transitions the actor's loss averages over
+
+
 class CentralizedCritic(MultiAgentOffPolicy, AgentDDPG):
     """Mix-in that turns DDPG (or TD3) into its multi-agent version (see the module). It comes
     first in the bases, before DDPG or TD3; it names DDPG among its own so that the hooks it
     calls are known (the agents' method resolution order is the same either way)."""
 
     tune_space: ClassVar[str | None] = "centralized_critic.yaml"  # differs: one-step targets
-    # differs: no vmapped form (its update is one joint step of critics and actor)
-    member_fields: ClassVar[frozenset[str]] = frozenset()
 
     def make_critic(self, norm: nn.Module) -> nn.Module:
         # differs: the critic sees the global state, the agent's id and every agent's action
@@ -122,65 +135,54 @@ class CentralizedCritic(MultiAgentOffPolicy, AgentDDPG):
             return self.per_agent(self.gumbel(self.actor).relaxed, obs, avail)
         return self.per_agent(self.actor, obs)
 
-    # --- learning ---
-    def update_step(self, batch: Batch) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    # --- learning: DDPG's (TD3's) gradient step, its losses on joint transitions ---
+    def joint_step(self, batch: Batch) -> JointStep:
+        """The batch's transitions as joint steps, every transition counted in the actor's
+        loss."""
         actions, rewards = self.layout.unpack_step(batch.actions)  # (B, A[, U]), (B, A)
-        return self.joint_update(self.layout.unpack(batch.states), actions, rewards,
-                                 self.layout.unpack(batch.next_states), batch.terminals,
-                                 batch.weights)  # fmt: skip
+        return JointStep(self.layout.unpack(batch.states), self.joint_features(actions), rewards,
+                         self.layout.unpack(batch.next_states), batch.terminals, batch.weights,
+                         None)  # fmt: skip
 
-    def joint_update(self, joint: Joint, actions: torch.Tensor, rewards: torch.Tensor,
-                     after: Joint, terminals: torch.Tensor, weights: torch.Tensor,
-                     counted: torch.Tensor | None = None,
-                     ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:  # fmt: skip
-        """One gradient step on B joint transitions: the critics' TD step (each transition's
-        squared error weighted by `weights` `(B,)`: prioritized replay's, or 1), the delayed
-        actor step, the target updates; `counted` `(B,)` float, where given, the transitions
-        that count in the actor's loss (a recurrent agent's real steps of its episodes). Returns
-        the logs and each transition's mean absolute TD error."""
-        b = rewards.shape[0]
-        a = self.multi_spec.num_agents
-        taken = self.joint_features(actions)  # (B, A, U)
-        states = self.critic_states(joint.state)  # (B * A, S + A)
+    def critic_loss(self, batch: Batch) -> CriticLoss:
+        """Each agent's critic towards r_i + gamma (1 - terminal) Q_i'(s', a'_1..a'_A) (TD3: the
+        smaller of two), each transition's squared error weighted by `weights` (prioritized
+        replay's, or 1); the TD errors are each transition's mean absolute one over the agents
+        (signs do not cancel) `(num_critics, B)`."""
+        step = self.joint_step(batch)
+        b, a = step.rewards.shape
         with torch.no_grad():
+            after = step.after
             q_next = self.critic_target(
                 self.critic_states(after.state), self.for_every_agent(self.target_joint(after))
             )
             v_next = self.reduce_target_q(q_next).view(b, a)  # TD3: the minimum of two
-            not_terminal = (~terminals).float().unsqueeze(1)
-            target = rewards + self.config.gamma * not_terminal * v_next  # (B, A)
-        q = self.critic_q(states, self.for_every_agent(taken)).view(-1, b, a)  # (critics, B, A)
-        td_errors = target - q
-        critic_loss = (weights.view(1, b, 1) * td_errors.square()).mean((-2, -1)).sum()
-        self.optimizer_step(self.optimizers["critic"], self.critic, critic_loss)
-        logs = {"critic_loss": critic_loss.detach(), "q_value": q.detach().mean()}
-        actor_updated = self.should_update_actor(critic_loss.detach())
-        if actor_updated:
-            logs.update(self.update_joint_actor(joint, taken, states, counted))
-            assert self.actor_target is not None, "DDPG and TD3 keep a target actor"
-            self.update_targets((self.actor_target, self.actor))
-        if self.critic_target_due(actor_updated):
-            self.update_targets((self.critic_target, self.critic))
-        # priority: the mean absolute TD error of the critics and agents (signs do not cancel)
-        return logs, td_errors.detach().abs().mean((0, 2))
+            not_terminal = (~step.terminals).float().unsqueeze(1)
+            target = step.rewards + self.config.gamma * not_terminal * v_next  # (B, A)
+        states = self.critic_states(step.joint.state)  # (B * A, S + A)
+        q = self.critic_q(states, self.for_every_agent(step.taken)).view(-1, b, a)
+        td_errors = target - q  # (critics, B, A)
+        critic_loss = (step.weights.view(1, b, 1) * td_errors.square()).mean((-2, -1)).sum()
+        return critic_loss, q, td_errors.abs().mean(-1)
 
-    def update_joint_actor(
-        self, joint: Joint, taken: torch.Tensor, states: torch.Tensor,
-        counted: torch.Tensor | None = None,
-    ) -> dict[str, torch.Tensor]:  # fmt: skip
-        """Ascend each agent's Q_i(s, a_1..mu(o_i)..a_A) (the first critic), the other agents'
-        actions as stored; over the `counted` transitions only, where given."""
+    def actor_losses(self, batch: Batch,
+                     ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:  # fmt: skip
+        """Ascend each agent's Q_i(s, a_1..mu(o_i)..a_A) (`reduce_actor_q`: the first critic),
+        the other agents' actions as stored; over the `counted` transitions only, where the
+        joint step says."""
+        step = self.joint_step(batch)
         a = self.multi_spec.num_agents
         own = torch.eye(a, device=self.device).view(1, a, a, 1)  # agent i's own slot
-        mine = self.policy_joint(joint.obs, joint.avail).unsqueeze(1)  # (B, 1, A, U)
-        mixed = taken.unsqueeze(1) * (1 - own) + mine * own  # (B, A agents, A slots, U)
-        q = self.critic_q_for_actor(states, mixed.flatten(2).flatten(0, 1))[0]
-        if counted is None:
+        mine = self.policy_joint(step.joint.obs, step.joint.avail).unsqueeze(1)  # (B, 1, A, U)
+        mixed = step.taken.unsqueeze(1) * (1 - own) + mine * own  # (B, A agents, A slots, U)
+        states = self.critic_states(step.joint.state)  # (B * A, S + A)
+        q = self.reduce_actor_q(self.critic_q_for_actor(states, mixed.flatten(2).flatten(0, 1)))
+        if step.counted is None:
             actor_loss = -q.mean()
         else:
-            actor_loss = -(q.view(-1, a) * counted.unsqueeze(1)).sum() / (counted.sum() * a)
-        self.optimizer_step(self.optimizers["actor"], self.actor, actor_loss)
-        return {"actor_loss": actor_loss.detach()}
+            counted = step.counted.unsqueeze(1)
+            actor_loss = -(q.view(-1, a) * counted).sum() / (counted.sum() * a)
+        return {"actor": actor_loss}, {"actor_loss": actor_loss.detach()}
 
 
 # the single-agent actor-critics' options a centralized critic does not take (refused: common.py)

@@ -30,6 +30,7 @@ from xiaoyarl.agents.multi.centralized_critic import (
     AgentMATD3,
     AgentMATD3Discrete,
     CentralizedCritic,
+    JointStep,
 )
 from xiaoyarl.agents.multi.common import Joint, joint_evaluation_policy, with_agent_ids
 from xiaoyarl.agents.multi.episode_memory import EpisodeMemory
@@ -53,7 +54,7 @@ class RecurrentActors(EpisodeMemory):
     layout: Any
     explored: int
     feature_dim: int
-    joint_update: Callable[..., tuple[dict[str, torch.Tensor], torch.Tensor]]
+    joint_features: Callable[[torch.Tensor], torch.Tensor]
 
     def __init__(self, spec, config, device, learner=True, kit=None) -> None:  # noqa: ANN001
         super().__init__(spec, config, device, learner, kit)  # type: ignore[call-arg]
@@ -105,24 +106,30 @@ class RecurrentActors(EpisodeMemory):
     # --- learning ---
     def update_step(self, batch: Batch | Episodes) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """The feed-forward agents' step on whole episodes `(T, B)` flattened to T * B joint
-        transitions, the actor's memory along each episode from its first step, the target
-        actor's continuing from its hidden state after each step; every step's weight is
-        whether it is one of its episode's (`mask`)."""
+        transitions (`joint_step`), the actor's memory along each episode from its first step,
+        the target actor's continuing from its hidden state after each step."""
         assert isinstance(batch, Episodes), "recurrent agents replay whole episodes"
         t_len, b = batch.mask.shape
-        rows = b * self.multi_spec.num_agents  # one sequence per (episode, agent)
-        joint = self.layout.unpack(batch.states.flatten(0, 1))  # obs (T * B, A, O)
-        after = self.layout.unpack(batch.next_states.flatten(0, 1))
+        along = torch.zeros(t_len, b * self.multi_spec.num_agents, dtype=torch.bool,
+                            device=self.device)  # fmt: skip
+        online, target = self.memory, cast(RecurrentEncoder, self.actor_target.norm)
+        obs = self.layout.unpack(batch.states.flatten(0, 1)).obs  # (T * B, A, O)
+        reached = self.hidden_after(target, obs, along)  # (T * B * A, H)
+        with online.context(online.initial(along.shape[1]), along), \
+                target.context(reached, along.view(1, -1)):  # fmt: skip
+            return super().update_step(batch)  # type: ignore[misc]
+
+    def joint_step(self, batch: Batch | Episodes) -> JointStep:
+        """The episodes' T * B steps; every step's weight, and whether the actor's loss counts
+        it, is whether it is one of its episode's (`mask`)."""
+        assert isinstance(batch, Episodes), "recurrent agents replay whole episodes"
         actions, rewards = self.layout.unpack_step(batch.actions.flatten(0, 1))
         counted = batch.mask.flatten().float()  # (T * B,)
-        along = torch.zeros(t_len, rows, dtype=torch.bool, device=self.device)
-        online, target = self.memory, cast(RecurrentEncoder, self.actor_target.norm)
-        reached = self.hidden_after(target, joint.obs, along)  # (T * B * A, H)
-        with online.context(online.initial(rows), along), \
-                target.context(reached, along.view(1, -1)):  # fmt: skip
-            return self.joint_update(joint, actions, rewards, after,
-                                     batch.terminals.flatten(), counted / counted.mean(),
-                                     counted)  # fmt: skip
+        return JointStep(self.layout.unpack(batch.states.flatten(0, 1)),
+                         self.joint_features(actions), rewards,
+                         self.layout.unpack(batch.next_states.flatten(0, 1)),
+                         batch.terminals.flatten(), counted / counted.mean(),
+                         counted)  # fmt: skip
 
     @staticmethod
     @torch.no_grad()
