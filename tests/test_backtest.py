@@ -169,8 +169,6 @@ def test_backtest_errors_name_the_problem(tmp_path, monkeypatch):
 
 def test_backtest_of_a_tiny_trained_run(tmp_path):
     """Train PPO in-process on the trading env for a few rollouts, then backtest its folder."""
-    if "env_kwargs" not in Config.field_names():
-        pytest.skip("Config has no env_kwargs field yet (make_env wiring pending)")
     from xiaoyarl import train_agent
 
     env_kwargs = {"market": "synthetic", "num_assets": 2, "num_days": 300, "max_step": 30}
