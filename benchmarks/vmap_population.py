@@ -68,7 +68,9 @@ def vmapped(algo: str, env: str, root: Path, members: int, budget: int, threads:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--algo", default="ppo", help="any single-agent algorithm")
+    parser.add_argument(
+        "--algo", default="ppo", help="any algorithm (multi-agent ones with a multi-agent env)"
+    )
     parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("--members", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
