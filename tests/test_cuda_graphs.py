@@ -9,6 +9,7 @@ from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.core.buffer import Batch
 from xiaoyarl.core.graphs import capture_updates
 from xiaoyarl.run import agent_class
+from xiaoyarl.train.schedules import Schedules
 
 
 def make_agent(algo: str, device: str, env_id: str | None = None, **overrides):
@@ -161,5 +162,32 @@ def test_graphed_ppo_update_equals_eager_update(algo, env_id):
         for name in logs_eager:
             assert torch.allclose(logs_graphed[name], logs_eager[name], rtol=1e-4, atol=1e-5)
     assert len(graphed.update_runner.step.graphs) == 1
+    for name, net in graphed.nets.items():
+        assert_same_state(net, eager.nets[name], name)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize(("algo", "overrides"), [("dqn", {"optimizer": "radam"}), ("sac", {})])
+def test_graphed_steps_follow_a_scheduled_learning_rate(algo, overrides):
+    """A scheduled learning rate is a device tensor the replays read: graphed steps under a
+    linear decay equal eager ones, the rate falling at every step (train/schedules.py)."""
+    overrides = {**overrides, "learning_rate_schedule": "linear", "max_steps": 64}
+    graphed = make_agent(algo, "cuda", **overrides)
+    eager = make_agent(algo, "cuda", cuda_graph=False, **overrides)
+    assert graphed.graphed and not eager.graphed
+    schedules = [Schedules(graphed.config, graphed), Schedules(eager.config, eager)]
+    for name, net in eager.nets.items():
+        net.load_state_dict(graphed.nets[name].state_dict())
+    batches = random_batches(graphed.spec, 12, graphed.config.batch_size, "cuda")
+    for i, batch in enumerate(batches):
+        for schedule in schedules:
+            schedule.apply(4 * i)
+        torch.cuda.manual_seed(i)
+        logs_graphed = graphed.gradient_step(batch)
+        torch.cuda.manual_seed(i)
+        logs_eager = eager.gradient_step(batch)
+        for name in logs_eager:
+            assert torch.allclose(logs_graphed[name], logs_eager[name], rtol=1e-4, atol=1e-5)
+    assert graphed.update_runner.step.graphs  # replayed, not eager
     for name, net in graphed.nets.items():
         assert_same_state(net, eager.nets[name], name)

@@ -7,12 +7,15 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
 import yaml
 
-from xiaoyarl import Callback, Config, train_agent
+from xiaoyarl import Callback, Config, make_env, train_agent
+from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.config_io import config_from_dict
 from xiaoyarl.errors import ConfigError
-from xiaoyarl.train.schedules import schedule_fraction, scheduled, scheduled_values
+from xiaoyarl.run import agent_class
+from xiaoyarl.train.schedules import Schedules, schedule_fraction, scheduled, scheduled_values
 
 
 @pytest.mark.parametrize(
@@ -138,3 +141,30 @@ def test_vmapped_populations_refuse_schedules():
         check_vmap_population(Config(algo="ppo", learning_rate_schedule="linear"), {})
     with pytest.raises(ConfigError, match="ratio_clip_schedule"):  # not one it varies
         check_vmap_population(Config(algo="ppo"), {"ratio_clip_schedule": {"choice": ["linear"]}})
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "radam"])
+def test_a_learning_rate_held_as_a_tensor_is_set_in_place_saved_as_a_number_and_kept(optimizer):
+    """The tensor learning rate of an update captured as a CUDA graph (core/graphs.py): the
+    schedule fills it in place, a checkpoint holds a number, a restore keeps the tensor."""
+    config = resolve_config(Config(algo="dqn", env_id="CartPole-v1", num_envs=2, max_steps=1000,
+                                   optimizer=optimizer, learning_rate_schedule="linear"),
+                            batched=True)  # fmt: skip
+    spec = make_env("CartPole-v1", 2).spec
+    agent = agent_class("dqn", spec)(spec, config, torch.device("cpu"))
+    groups = [g for opt in agent.optimizers.values() for g in opt.param_groups]
+    rates = [torch.tensor(float(g["lr"])) for g in groups]
+    for group, rate in zip(groups, rates, strict=True):
+        group["lr"] = rate  # as capture_updates does on a CUDA device
+    Schedules(config, agent).apply(250)
+    assert all(g["lr"] is rate for g, rate in zip(groups, rates, strict=True))
+    assert all(math.isclose(rate.item(), config.learning_rate * 0.75, rel_tol=1e-6)
+               for rate in rates)  # fmt: skip
+    state = agent.state_dict()
+    saved = [g["lr"] for opt in state["optimizers"].values() for g in opt["param_groups"]]
+    assert all(type(lr) is float for lr in saved), saved
+    Schedules(config, agent).apply(500)
+    agent.load_state_dict(state)
+    assert all(g["lr"] is rate for g, rate in zip(groups, rates, strict=True))
+    assert all(math.isclose(rate.item(), config.learning_rate * 0.75, rel_tol=1e-6)
+               for rate in rates)  # fmt: skip

@@ -34,7 +34,7 @@ def training_state(agent: AgentState) -> dict:
     counters and the auxiliary loss's state."""
     return {
         "nets": {name: net.state_dict() for name, net in agent.nets.items()},
-        "optimizers": {name: opt.state_dict() for name, opt in _optimizers(agent).items()},
+        "optimizers": {name: _saved(opt) for name, opt in _optimizers(agent).items()},
         "last_state": agent.last_state,
         "counters": {"explored": agent.explored, "updates": agent.updates},
         **_auxiliary_state(agent),
@@ -48,9 +48,12 @@ def load_training_state(agent: AgentState, state: dict) -> None:
     for name, opt in _optimizers(agent).items():
         # how this process steps (e.g. capturable) is its own, not the saved run's
         settings = [{k: g[k] for k in PROCESS_SETTINGS if k in g} for g in opt.param_groups]
+        rates = [g["lr"] for g in opt.param_groups]
         opt.load_state_dict(state["optimizers"][name])
-        for group, own in zip(opt.param_groups, settings, strict=True):
+        for group, own, rate in zip(opt.param_groups, settings, rates, strict=True):
             group.update(own)
+            if isinstance(rate, torch.Tensor):  # a captured update reads this tensor
+                group["lr"] = rate.fill_(float(group["lr"]))
     agent.update_runner.reset()  # new optimizer state tensors
     load_sub_env_state(agent, state)
     agent.explored = state["counters"]["explored"]
@@ -69,6 +72,16 @@ def load_sub_env_state(agent: AgentState, state: dict) -> None:
     agent.last_state = None if last is None else last.to(agent.device)
     if agent.auxiliary is not None and state.get(agent.auxiliary.name) is not None:
         agent.auxiliary.load_state_dict(state[agent.auxiliary.name])
+
+
+def _saved(optimizer: protocols.Optimizer) -> dict:
+    """`optimizer.state_dict()`, its learning rates as numbers: a process that captures its
+    updates holds them as tensors on its device (`core/graphs.py`), which are its own."""
+    state = optimizer.state_dict()
+    for group in state["param_groups"]:
+        if isinstance(group["lr"], torch.Tensor):
+            group["lr"] = group["lr"].item()
+    return state
 
 
 def _optimizers(agent: AgentState) -> dict[str, protocols.Optimizer]:

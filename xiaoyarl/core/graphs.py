@@ -101,14 +101,18 @@ def capture_updates(agent: Any) -> bool:
     """Replay `agent`'s updates as CUDA graphs where they can be (`config.cuda_graph`, a CUDA
     device, an update whose choices repeat within `MAX_GRAPHS` updates, no auxiliary loss whose
     sampled batches change size); returns whether it does. Called by the trainer once the agent
-    is built, before its first update."""
+    is built, before its first update. A scheduled learning rate becomes a tensor on the device,
+    which the schedule fills in place and every replay reads (`train/schedules.py`)."""
     period = agent.update_cycle()
     if not (agent.learner and agent.config.cuda_graph and agent.device.type == "cuda"
             and period is not None and period <= MAX_GRAPHS
             and agent.auxiliary is None):  # fmt: skip
         return False
+    scheduled_lr = agent.config.learning_rate_schedule != "constant"
     for optimizer in agent.optimizers.values():
         for group in optimizer.param_groups:
             group["capturable"] = True  # its state on the device, stepped inside the graph
+            if scheduled_lr:
+                group["lr"] = torch.tensor(float(group["lr"]), device=agent.device)
     agent.update_runner = GraphedUpdates(lambda: agent.updates, period)
     return True

@@ -9,18 +9,21 @@ over `schedule_steps` env steps (None: the run's `max_steps`), then stays there:
 
 with p = min(env steps / schedule_steps, 1). The loop sets the values before each update from
 the env steps taken so far, rollout included, so a resumed run (its step count is in the
-checkpoint) continues exactly where it stopped. A scheduled update is never captured as a CUDA
-graph, which would replay the values of its capture.
+checkpoint) continues exactly where it stopped.
 
-The learning rate is written into every optimizer of the agent (its parameter groups' `lr`);
+The learning rate is written into every optimizer of the agent (its parameter groups' `lr`; in
+place where it is a tensor, as in an update captured as a CUDA graph, whose replays read it);
 `ratio_clip` and `lambda_entropy` into the agent's own copy of its config, which is what PPO's
-losses read. The run's config (config.yaml, the checkpoint) keeps the start values.
+losses read, so an update with those scheduled is not captured (a graph replays the values of
+its capture). The run's config (config.yaml, the checkpoint) keeps the start values.
 """
 
 from __future__ import annotations
 
 import copy
 import math
+
+import torch
 
 from xiaoyarl.agents import AgentBase
 from xiaoyarl.config import SCHEDULES, Config
@@ -76,7 +79,7 @@ class Schedules:
         if "learning_rate" in values:
             for optimizer in self.agent.optimizers.values():
                 for group in optimizer.param_groups if optimizer is not None else ():
-                    group["lr"] = values["learning_rate"]
+                    set_learning_rate(group, values["learning_rate"])
         others = {k: v for k, v in values.items() if k != "learning_rate"}
         if others:
             config = copy.copy(self.agent.config)
@@ -84,3 +87,12 @@ class Schedules:
                 setattr(config, name, value)
             self.agent.config = config
         return values
+
+
+def set_learning_rate(group: dict, value: float) -> None:
+    """Set an optimizer parameter group's learning rate: in place where it is a tensor (a
+    captured update reads that tensor)."""
+    if isinstance(group["lr"], torch.Tensor):
+        group["lr"].fill_(value)
+    else:
+        group["lr"] = value

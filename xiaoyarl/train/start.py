@@ -77,7 +77,7 @@ def build_run(
              f"--fields` for the fields each algorithm reads)")  # fmt: skip
     checkpoint = open_checkpoint(settings, run_dir, resume)
     eval_seed, title = evaluation_seed(config.seed), run_title(config, backend)
-    graphed = share_agent is None and not scheduled(config)  # a graph replays what it captured
+    graphed = share_agent is None and set(scheduled(config)) <= {"learning_rate"}  # see schedules
     seed = config.seed + 1000 * rank  # several learners: each rank's envs and exploration
     torch.manual_seed(config.seed)  # the agent's initial weights: alike on every rank
     parallel = config.runner == "parallel"
