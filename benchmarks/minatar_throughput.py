@@ -2,7 +2,9 @@
 torch-native games (`xiaoyarl/envs/minatar/`), at 1 to 4,096 sub-envs.
 
 The package steps one game per `Environment`; N sub-envs are N of them in a Python loop (what a
-vector env of them does), so its rate hardly depends on N and is measured at 1 and 16. The
+vector env of them does), so its rate hardly depends on N and is measured at 1 and 16, acting
+only, and at 16 also reading each game's observation after its step (`Environment.state()`),
+as a vector env that gives an agent its observations does and as a torch step does. The
 torch-native games step all N sub-envs as one batch of tensor operations, on the CPU here, and
 on CUDA when available. Both with sticky actions (0.1), difficulty ramping and auto-reset; a
 step of N sub-envs counts as N steps. Actions are drawn before the clock starts.
@@ -26,8 +28,9 @@ from xiaoyarl.envs.registry import MINATAR_GAMES
 SUB_ENVS = (1, 16, 256, 4096)
 
 
-def bench_package(game: str, num_envs: int, seconds: float) -> float:
-    """Steps/s of `num_envs` `minatar.Environment`s in a Python loop, resetting on done."""
+def bench_package(game: str, num_envs: int, seconds: float, observe: bool = False) -> float:
+    """Steps/s of `num_envs` `minatar.Environment`s in a Python loop, resetting on done (and
+    reading each step's observation where `observe`)."""
     from minatar import Environment
 
     envs = [Environment(game, sticky_action_prob=0.1) for _ in range(num_envs)]
@@ -39,6 +42,8 @@ def bench_package(game: str, num_envs: int, seconds: float) -> float:
     def step(i: int) -> None:
         for env, action in zip(envs, actions[i % 64], strict=True):
             _, done = env.act(action)
+            if observe:
+                env.state()
             if done:
                 env.reset()
 
@@ -75,11 +80,13 @@ def main() -> None:
         row = {"game": game, "package": {}, **{device: {} for device in devices}}
         for n in (1, 16):
             row["package"][n] = bench_package(MINATAR_GAMES[game], n, args.seconds)
+        row["package_observed"] = {16: bench_package(MINATAR_GAMES[game], 16, args.seconds, True)}
         for device in devices:
             for n in SUB_ENVS:
                 row[device][n] = bench_torch(env_id, n, args.seconds, device)
         rows.append(row)
         cells = [f"package x{n}: {row['package'][n]:,.0f}" for n in (1, 16)]
+        cells += [f"package x16 observed: {row['package_observed'][16]:,.0f}"]
         for device in devices:
             cells += [f"{device} x{n}: {row[device][n]:,.0f}" for n in SUB_ENVS]
         print(f"{game}: " + " | ".join(cells))
