@@ -71,7 +71,7 @@ def assert_measures(path: Path) -> None:
         ("trading.py", "--quick", "| random walk |"),
         ("memory.py", "--seeds 0 --max-steps 1024", "| gru | 0/1 |"),
         ("action_kinds.py", "--seeds 0 --scale 0.01", "| DQN blind to the masks |"),
-        ("minatar_throughput.py", "--games Breakout --seconds 0.05", "Breakout: package x1"),
+        ("minatar_throughput.py", "--games Breakout --seconds 0.05", "| package x16 observed: "),
         (
             "learning.py",
             "--algos dqn sac --seeds 0 --max-steps 300 --set learning_starts=100",
