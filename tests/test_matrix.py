@@ -33,6 +33,7 @@ from xiaoyarl.agents.settings import agent_of_name, load_saved_config
 from xiaoyarl.envs import make_env
 from xiaoyarl.envs.multi.registry import make_multi_agent_env
 from xiaoyarl.export import export_policy
+from xiaoyarl.population.launch import train_population
 from xiaoyarl.record import record_video
 from xiaoyarl.run import train_agent
 from xiaoyarl.support import TOOLS, scale_cells, scale_config, scale_refusal
@@ -135,15 +136,28 @@ def scale_command(algo: str, column: str, cwd: str) -> list[str]:
     return ["population", algo, config.env_id, *small, *scale]
 
 
+@pytest.mark.parametrize(("algo", "column"), REFUSED, ids=[f"{a}-{c}" for a, c in REFUSED])
+def test_each_refused_scale_cell_is_refused_before_a_run_folder(tmp_path, algo, column):
+    config, population = scale_config(algo, column)
+    if population is not None:
+        with pytest.raises(ConfigError, match="need the process backend"):
+            train_population(config, population, tmp_path / "run", log=None)
+    else:
+        with pytest.raises(ConfigError, match="recurrent"):
+            train_agent(dataclasses.replace(config, cwd=str(tmp_path / "run")), log=None)
+    assert not (tmp_path / "run").exists()
+
+
 def test_every_algorithm_scales_and_graphs_where_said():
     """What the scale table shows, read from the runners: every algorithm, single- or
-    multi-agent, with worker processes (a GRU policy too), torchrun learners and both kinds of
-    population, vmapped ones too (none refused); CUDA graphs for all but ModSAC, whose actor's
-    steps depend on the critic loss read back."""
+    multi-agent, with worker processes (a GRU policy too, but for TD-MPC2, which has no
+    recurrent form), torchrun learners and both kinds of population, vmapped ones too (but for
+    TD-MPC2, whose planner has no stacked form yet); CUDA graphs for all but ModSAC, whose
+    actor's steps depend on the critic loss read back."""
     vmapped = {algo for algo, column in SCALE_CELLS
                if column == "vmapped" and (algo, column) in TRAINED}  # fmt: skip
-    assert vmapped == {*single_agent_algorithms(), *multi_agent_algorithms()}
-    assert REFUSED == []
+    assert vmapped == {*single_agent_algorithms(), *multi_agent_algorithms()} - {"tdmpc2"}
+    assert REFUSED == [("tdmpc2", "workers, gru"), ("tdmpc2", "vmapped")]
     eager = [algo for algo in single_agent_algorithms() if scale_refusal(algo, "CUDA graphs")]
     assert eager == ["modsac"]
 

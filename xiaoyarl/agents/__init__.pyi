@@ -22,6 +22,7 @@ from xiaoyarl.agents.redq import AgentREDQ
 from xiaoyarl.agents.registry import ALGORITHMS, agent_class, make_agent
 from xiaoyarl.agents.sac import AgentModSAC, AgentSAC, AgentSACDiscrete
 from xiaoyarl.agents.td3 import AgentTD3
+from xiaoyarl.agents.tdmpc2 import AgentTDMPC2
 
 __all__ = [
     "ALGORITHMS",
@@ -49,6 +50,7 @@ __all__ = [
     "AgentSAC",
     "AgentSACDiscrete",
     "AgentTD3",
+    "AgentTDMPC2",
     "AgentVDN",
     "agent_class",
     "make_agent",

@@ -118,15 +118,13 @@ class AgentOffPolicy(AgentBase):
         """Store the rollout, update the observation normaliser (when enabled) with its states,
         then take `replay_ratio` gradient steps per new env step."""
         assert self.buffer is not None, "an acting-only copy (learner=False) never updates"
-        replay_ratio = self.config.replay_ratio
-        assert replay_ratio is not None, "resolve_config sets replay_ratio"
         self.start_update()
         self.buffer.add(rollout)
         self.update_normalizers(rollout)
         self.observe_auxiliary(rollout)
         if self.explored < self.config.learning_starts or self.buffer.num_sampleable == 0:
             return {}
-        num_updates = max(1, round(replay_ratio * rollout.rewards.numel()))
+        num_updates = self.gradient_steps(rollout.rewards.numel())
         totals: dict[str, torch.Tensor] = {}
         counts: dict[str, int] = {}
         for _ in range(num_updates):
@@ -135,6 +133,12 @@ class AgentOffPolicy(AgentBase):
                 totals[name] = totals.get(name, 0) + value
                 counts[name] = counts.get(name, 0) + 1
         return {name: value / counts[name] for name, value in totals.items()}
+
+    def gradient_steps(self, new_steps: int) -> int:
+        """The gradient steps an update takes after `new_steps` env steps: `replay_ratio` per
+        env step, at least one."""
+        assert self.config.replay_ratio is not None, "resolve_config sets replay_ratio"
+        return max(1, round(self.config.replay_ratio * new_steps))
 
     def sample_batch(self) -> Batch | Episodes:
         """Off-policy: what one gradient step learns from: `batch_size` replayed transitions

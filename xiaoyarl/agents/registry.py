@@ -40,6 +40,7 @@ from xiaoyarl.agents.recurrent_replay import RECURRENT_REPLAY
 from xiaoyarl.agents.redq import AgentREDQ
 from xiaoyarl.agents.sac import AgentModSAC, AgentSAC, AgentSACDiscrete
 from xiaoyarl.agents.td3 import AgentTD3
+from xiaoyarl.agents.tdmpc2 import AgentTDMPC2
 from xiaoyarl.core.optim import LeanKit
 from xiaoyarl.envs.multi.base import MultiAgentEnvSpec
 from xiaoyarl.errors import ConfigError
@@ -64,6 +65,7 @@ ALGORITHMS: dict[str, tuple[type[AgentBase] | None, type[AgentBase] | None]] = {
     "redq": (AgentREDQ, None),
     "fast_td3": (AgentFastTD3, None),
     "fast_sac": (AgentFastSAC, None),
+    "tdmpc2": (AgentTDMPC2, None),
     # multi-agent
     "vdn": (None, AgentVDN),
     "qmix": (None, AgentQMIX),

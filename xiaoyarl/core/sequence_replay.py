@@ -141,5 +141,5 @@ class SequenceReplayBuffer(ReplayBuffer):
         step = torch.arange(length * num, device=dev)
         last = (burn + step // num + spans) * num + step % num
         return Sequences(batch=batch, states=states.view(-1, *self.obs_shape), starts=starts,
-                         hiddens=self.hiddens.view(-1, self.hidden_dim)[flat[0]], burn_in=burn,
+                         hiddens=self.hiddens.flatten(0, 1)[flat[0]], burn_in=burn,
                          last=last)  # fmt: skip

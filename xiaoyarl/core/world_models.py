@@ -1,0 +1,127 @@
+"""What the model-based agents share: the symlog transform and discrete regression of scalars
+(two-hot targets over a fixed support), simplicial normalisation of latent states, their
+networks' layers, and the running scale of values by percentiles.
+
+- symlog(x) = sign(x) log(1 + |x|), symexp its inverse (Hafner et al., "Mastering Diverse
+  Domains through World Models", 2023): targets of any magnitude squashed to a range a network
+  can regress.
+- Discrete regression: a scalar is predicted as a categorical distribution over `num_bins`
+  points evenly spaced on [low, high] of the symlog scale; its target is the two-hot vector that
+  splits probability 1 between the two points around symlog(x), in proportion to how near each
+  is (so its mean is symlog(x) exactly, inside the support). The loss is the cross-entropy; the
+  prediction is symexp of the distribution's mean (TD-MPC2: Hansen, Su and Wang, ICLR 2024;
+  DreamerV3).
+- SimNorm (Lavoie et al., "Simplicial Embeddings in Self-Supervised Learning", 2022; TD-MPC2's
+  latent states): a vector split into groups of `group` entries, each a softmax.
+- `RunningScale`: the range between the 5th and 95th percentile of a batch of values, at least
+  1, followed with an exponential moving average (TD-MPC2's policy loss; DreamerV3's returns).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def symlog(x: torch.Tensor) -> torch.Tensor:
+    """sign(x) * log(1 + |x|), elementwise."""
+    return torch.sign(x) * torch.log1p(x.abs())
+
+
+def symexp(x: torch.Tensor) -> torch.Tensor:
+    """sign(x) * (exp(|x|) - 1), the inverse of `symlog`."""
+    return torch.sign(x) * torch.expm1(x.abs())
+
+
+class TwoHot(nn.Module):
+    """Discrete regression on `num_bins` points evenly spaced on [low, high] of the symlog
+    scale (see the module docstring): `loss(logits, x)` and `value(logits)`."""
+
+    def __init__(self, num_bins: int, low: float, high: float) -> None:
+        super().__init__()
+        if num_bins < 2 or not low < high:
+            raise ValueError(f"TwoHot: need num_bins >= 2 and low < high, got {num_bins}, "
+                             f"[{low}, {high}].")  # fmt: skip
+        self.num_bins, self.low, self.high = num_bins, low, high
+        self.register_buffer("support", torch.linspace(low, high, num_bins), persistent=False)
+
+    def target(self, x: torch.Tensor) -> torch.Tensor:
+        """Two-hot vectors `(*x.shape, num_bins)` of scalars `x` (clipped to the support)."""
+        y = symlog(x).clamp(self.low, self.high)
+        position = (y - self.low) / (self.high - self.low) * (self.num_bins - 1)
+        below = position.floor().clamp(max=self.num_bins - 2)
+        upper = position - below  # the weight of the point above, in [0, 1]
+        index = below.long().unsqueeze(-1)
+        two_hot = torch.zeros(*x.shape, self.num_bins, device=x.device, dtype=x.dtype)
+        two_hot.scatter_(-1, index, (1 - upper).unsqueeze(-1))
+        return two_hot.scatter_(-1, index + 1, upper.unsqueeze(-1))
+
+    def loss(self, logits: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """Cross-entropy `x.shape` of the predicted distributions `(*x.shape, num_bins)` (logits)
+        against the two-hot targets of `x`."""
+        return -(self.target(x) * F.log_softmax(logits, -1)).sum(-1)
+
+    def value(self, logits: torch.Tensor) -> torch.Tensor:
+        """The scalars `logits.shape[:-1]` the distributions predict: symexp of their mean."""
+        return symexp((F.softmax(logits, -1) * self.support).sum(-1))
+
+
+class SimNorm(nn.Module):
+    """Simplicial normalisation: the last dimension in groups of `group`, each a softmax."""
+
+    def __init__(self, group: int = 8) -> None:
+        super().__init__()
+        self.group = group
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        return F.softmax(x.view(*shape[:-1], -1, self.group), -1).view(shape)
+
+
+class NormedLinear(nn.Sequential):
+    """Linear, (dropout,) LayerNorm, then `activation` (Mish by default): TD-MPC2's layer."""
+
+    def __init__(self, d_in: int, d_out: int, activation: nn.Module | None = None,
+                 dropout: float = 0.0) -> None:  # fmt: skip
+        layers = [nn.Linear(d_in, d_out)] + ([nn.Dropout(dropout)] if dropout else [])
+        super().__init__(*layers, nn.LayerNorm(d_out), activation or nn.Mish())
+
+
+def normed_mlp(dims: list[int], last: nn.Module | None = None,
+               dropout: float = 0.0) -> nn.Sequential:  # fmt: skip
+    """`dims = [in, hidden..., out]`: `NormedLinear` hidden layers (dropout after the first
+    one's linear layer), then a plain linear output, or a `NormedLinear` ending in `last` (e.g.
+    `SimNorm`) where given. Weights from a truncated normal of std 0.02, biases 0."""
+    layers: list[nn.Module] = [
+        NormedLinear(d_in, d_out, dropout=dropout if i == 0 else 0.0)
+        for i, (d_in, d_out) in enumerate(zip(dims[:-2], dims[1:-1], strict=True))
+    ]
+    layers.append(NormedLinear(dims[-2], dims[-1], last) if last else nn.Linear(dims[-2], dims[-1]))
+    net = nn.Sequential(*layers)
+    for module in net.modules():
+        if isinstance(module, nn.Linear):
+            nn.init.trunc_normal_(module.weight, std=0.02)
+            nn.init.zeros_(module.bias)
+    return net
+
+
+class RunningScale(nn.Module):
+    """The spread of values: the range between their 5th and 95th percentiles, at least 1,
+    averaged over batches with weight `tau` for the newest (`update`); `forward(x)` divides by
+    it. Starts at 1."""
+
+    def __init__(self, tau: float = 0.01) -> None:
+        super().__init__()
+        self.tau = tau
+        self.register_buffer("value", torch.ones(()))
+        self.register_buffer("percentiles", torch.tensor([0.05, 0.95]), persistent=False)
+
+    @torch.no_grad()
+    def update(self, x: torch.Tensor) -> None:
+        """Move the scale towards the spread of the batch `x` (all its entries)."""
+        low, high = torch.quantile(x.detach().flatten().float(), self.percentiles)
+        self.value.lerp_((high - low).clamp(min=1.0), self.tau)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x / self.value
