@@ -289,6 +289,7 @@ class AgentTDMPC2(AgentOffPolicy):
                                          "recurrent", "recurrent_dim", "sequence_len",
                                          "burn_in"} | {"world_model"}  # fmt: skip
     member_fields: ClassVar[frozenset[str]] = frozenset()  # no vmapped form
+    tune_space: ClassVar[str | None] = "tdmpc2.yaml"
     rollout_class = MemoryTransitions  # (with no hidden state: windows of steps are replayed)
 
     @classmethod
