@@ -328,9 +328,19 @@ FAST_TD3_OPTIONS = {"explore_noise_std": 0.001, "explore_noise_std_max": 0.4, "c
         (
             "tdmpc2",
             "Pendulum-v1",
-            {**TINY_OFF, "num_envs": 2, "batch_size": 12,
-             "world_model": {"latent_dim": 16, "enc_dim": 16, "num_samples": 16,
-                             "num_elites": 4, "num_pi_trajs": 2, "iterations": 2}},
+            {
+                **TINY_OFF,
+                "num_envs": 2,
+                "batch_size": 12,
+                "world_model": {
+                    "latent_dim": 16,
+                    "enc_dim": 16,
+                    "num_samples": 16,
+                    "num_elites": 4,
+                    "num_pi_trajs": 2,
+                    "iterations": 2,
+                },
+            },
         ),  # fmt: skip
         # the H-term's trajectory buffer (an episode ends before the checkpoint, one after)
         ("sac", "Pendulum-v1", {**TINY_OFF, "num_envs": 1, "h_term": True, "h_term_start": 200}),

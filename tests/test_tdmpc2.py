@@ -32,7 +32,8 @@ def test_two_hot_splits_a_scalar_between_its_two_points():
     two_hot = TwoHot(101, -10.0, 10.0)  # points 0.2 apart on the symlog scale
     target = two_hot.target(symexp(torch.tensor([0.05, 0.0, 25.0])))
     # 0.05 lies a quarter of the way from point 50 (0.0) to point 51 (0.2)
-    assert target[0, 50].item() == pytest.approx(0.75) and target[0, 51].item() == pytest.approx(0.25)
+    assert target[0, 50].item() == pytest.approx(0.75)
+    assert target[0, 51].item() == pytest.approx(0.25)
     assert target[1, 50].item() == pytest.approx(1.0)
     assert target[2, 100].item() == pytest.approx(1.0)  # beyond the support: its last point
     assert torch.allclose(target.sum(-1), torch.ones(3))
@@ -80,7 +81,8 @@ def fill(agent: AgentTDMPC2, steps: int = 40) -> None:
     terminals = torch.zeros(steps, n, dtype=torch.bool)
     terminals[20, 0] = True
     agent.buffer.add(MemoryTransitions(
-        states=torch.randn(steps, n, 3, generator=g), actions=torch.rand(steps, n, 1, generator=g) * 2 - 1,
+        states=torch.randn(steps, n, 3, generator=g),
+        actions=torch.rand(steps, n, 1, generator=g) * 2 - 1,
         rewards=-torch.rand(steps, n, generator=g) * 10, terminals=terminals,
         truncates=torch.zeros(steps, n, dtype=torch.bool),
         next_states=torch.randn(steps, n, 3, generator=g), hiddens=torch.zeros(steps, n, 0),
@@ -113,7 +115,9 @@ def test_the_planner_acts_for_every_sub_env_and_starts_from_its_last_plan():
     seen = []
     original = agent.model.plan
     agent.model.plan = lambda s, previous=None, explore=False: (  # type: ignore[method-assign]
-        seen.append(previous), original(s, previous, explore))[1]
+        seen.append(previous),
+        original(s, previous, explore),
+    )[1]
     agent._fresh = torch.tensor([False, True, False])
     agent.explore_action(state)
     assert torch.equal(seen[0][:, 0], shifted(plan)[:, 0]) and not seen[0][:, 1].any()
@@ -196,12 +200,10 @@ def test_the_losses_are_the_papers_written_out():
 def test_a_gradient_step_moves_every_network_but_the_targets_only_slowly():
     agent, _ = make_agent(num_envs=2)
     fill(agent)
-    before = {name: [p.clone() for p in net.parameters()] for name, net in
-              (("encoder", agent.model.encoder), ("dynamics", agent.model.dynamics),
-               ("pi", agent.model.pi), ("q", agent.model.qs), ("target", agent.q_target))}  # fmt: skip
-    agent.gradient_step(agent.sample_batch())
     nets = {"encoder": agent.model.encoder, "dynamics": agent.model.dynamics,
             "pi": agent.model.pi, "q": agent.model.qs, "target": agent.q_target}  # fmt: skip
+    before = {name: [p.clone() for p in net.parameters()] for name, net in nets.items()}
+    agent.gradient_step(agent.sample_batch())
     for name, params in before.items():
         moved = max((a - b).abs().max().item() for a, b in zip(params, nets[name].parameters(),
                                                                strict=True))  # fmt: skip

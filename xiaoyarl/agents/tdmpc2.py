@@ -113,8 +113,10 @@ class TDMPC2Settings:
                 f"0 < num_elites <= num_samples, got num_pi_trajs={settings.num_pi_trajs}, "
                 f"num_elites={settings.num_elites}, num_samples={settings.num_samples}."
             )
-        if settings.horizon < 1 or settings.iterations < 1 or settings.latent_dim % (
-            settings.simnorm_dim
+        if (
+            settings.horizon < 1
+            or settings.iterations < 1
+            or settings.latent_dim % (settings.simnorm_dim)
         ):
             raise ConfigError(
                 f"invalid config: world_model needs horizon >= 1, iterations >= 1 and a "
@@ -263,7 +265,8 @@ class PlanningPolicy:
     from the last one shifted a step, afresh after `reset()` (a new episode batch)."""
 
     def __init__(self, model: WorldModel) -> None:
-        self.model, self.mean = model, None
+        self.model = model
+        self.mean: torch.Tensor | None = None
 
     def reset(self) -> None:
         self.mean = None
@@ -339,16 +342,17 @@ class AgentTDMPC2(AgentOffPolicy):
         self.scale = RunningScale(config.soft_update_tau).to(device)
         self.nets = {"model": self.model, "q_target": self.q_target, "scale": self.scale}
         model = self.model.eval()  # (dropout) trained in train mode, acting in eval mode
-        encoder = [*model.norm.parameters(), *model.encoder.parameters()]
+        encoder_params = [*model.norm.parameters(), *model.encoder.parameters()]
         rest = [p for net in (model.dynamics, model.reward, model.termination, model.qs)
                 for p in net.parameters()]  # fmt: skip
-        self.model_params = encoder + rest
+        self.model_params = encoder_params + rest
         self.optimizers = {"encoder": None, "model": None, "pi": self.make_optimizer(model.pi)}
         if learner:
             assert config.learning_rate is not None, "resolve_config sets learning_rate"
             lr, kind = config.learning_rate, config.optimizer
-            self.optimizers["encoder"] = self.kit.optimizer(kind, encoder,
-                                                            lr * self.settings.enc_lr_scale)
+            self.optimizers["encoder"] = self.kit.optimizer(
+                kind, encoder_params, lr * self.settings.enc_lr_scale
+            )
             self.optimizers["model"] = self.kit.optimizer(kind, rest, lr)
         self._plan: torch.Tensor | None = None  # each sub-env's last plan `(H, N, A)`
         self._fresh = torch.ones(spec.num_envs, dtype=torch.bool, device=device)
@@ -457,7 +461,8 @@ class AgentTDMPC2(AgentOffPolicy):
     def _step_model(self, loss: torch.Tensor) -> None:
         """One backward pass; the encoder's and the rest's gradients clipped together (their
         global norm at most `clip_grad_norm`), each stepped by its optimizer."""
-        optimizers = [self.optimizers["encoder"], self.optimizers["model"]]
+        optimizers = [o for o in (self.optimizers["encoder"], self.optimizers["model"]) if o]
+        assert len(optimizers) == 2, "an acting-only copy (learner=False) never updates"
         for optimizer in optimizers:
             optimizer.zero_grad(set_to_none=True)
         loss.backward()

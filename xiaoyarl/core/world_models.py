@@ -38,6 +38,8 @@ class TwoHot(nn.Module):
     """Discrete regression on `num_bins` points evenly spaced on [low, high] of the symlog
     scale (see the module docstring): `loss(logits, x)` and `value(logits)`."""
 
+    support: torch.Tensor  # (num_bins,) the points, on the symlog scale
+
     def __init__(self, num_bins: int, low: float, high: float) -> None:
         super().__init__()
         if num_bins < 2 or not low < high:
@@ -110,6 +112,9 @@ class RunningScale(nn.Module):
     """The spread of values: the range between their 5th and 95th percentiles, at least 1,
     averaged over batches with weight `tau` for the newest (`update`); `forward(x)` divides by
     it. Starts at 1."""
+
+    value: torch.Tensor  # () the scale
+    percentiles: torch.Tensor  # (2,) 0.05 and 0.95
 
     def __init__(self, tau: float = 0.01) -> None:
         super().__init__()
