@@ -146,6 +146,27 @@ def test_planning_prefers_the_sequences_the_model_values_most():
     assert (mean[1:] < 0.9).all()  # no reward after the end: nothing pulls the later steps
 
 
+def test_windows_after_an_episode_end_are_masked():
+    """Sub-env 0's episode ends at its step 20: a window over it is valid up to that step."""
+    agent, _ = make_agent(num_envs=2)
+    fill(agent)
+    torch.manual_seed(0)
+    crossed = 0
+    for _ in range(40):
+        batch = agent.sample_batch()
+        horizon, size = agent.settings.horizon, batch.valid.shape[1]
+        terminals = batch.terminals.view(horizon, size)
+        for b in range(size):
+            ended = terminals[:, b].nonzero()
+            if len(ended) and ended[0] < horizon - 1:
+                t = ended[0].item()
+                assert batch.valid[: t + 1, b].all() and not batch.valid[t + 1 :, b].any()
+                crossed += 1
+            else:
+                assert batch.valid[:, b].all()
+    assert crossed > 0  # (windows over the episode's end were drawn)
+
+
 def test_the_losses_are_the_papers_written_out():
     """A gradient step's logged losses against TD-MPC2's losses computed here from the same
     batch and the same random draws (the policy's sample for the TD targets)."""
@@ -154,7 +175,7 @@ def test_the_losses_are_the_papers_written_out():
     model, s, gamma = agent.model, agent.settings, agent.config.gamma
     torch.manual_seed(5)
     batch = agent.sample_batch()
-    steps, horizon = batch.batch, s.horizon
+    steps, horizon = batch, s.horizon
     size = steps.rewards.shape[0] // horizon
     # written out: the reference's `_update`, with the steps after an episode's end masked
     with torch.no_grad():
@@ -174,7 +195,7 @@ def test_the_losses_are_the_papers_written_out():
         terminals = steps.terminals.view(horizon, size).float()
         targets = rewards + gamma * (1 - terminals) * q_min
         actions = steps.actions.view(horizon, size, -1)
-        valid = (batch.starts.cumsum(0) == 0).float()
+        valid = batch.valid
         z = model.encoder(model.norm(steps.states[:size]))
         consistency, rew, val, term = 0.0, 0.0, 0.0, 0.0
         for t in range(horizon):
@@ -241,3 +262,35 @@ def test_tdmpc2_learns_pendulum(tmp_path):
     config.max_steps, config.cwd, config.target_return = 3_000, str(tmp_path), -400.0
     summary = train_agent(config, log=None)
     assert summary["best_eval_mean"] > -400, summary
+
+
+@pytest.mark.cuda
+def test_graphed_tdmpc2_steps_equal_eager_steps():
+    """On a GPU the update is captured as CUDA graphs (its inputs flat tensors, `Windows`; the
+    running scale's percentiles read no value back): the same steps as eager ones."""
+    from xiaoyarl.core.graphs import capture_updates
+
+    agents = []
+    for graphed in (True, False):
+        config = Config(algo="tdmpc2", env_id="Pendulum-v1", num_envs=2, net_dims=[32, 32],
+                        batch_size=12, world_model=SMALL, cuda_graph=graphed)  # fmt: skip
+        config = resolve_config(config, batched=True, device_type="cuda")
+        env = make_env("Pendulum-v1", 2, device="cuda", seed=0)
+        torch.manual_seed(0)
+        agent = AgentTDMPC2(env.spec, config, torch.device("cuda"))
+        assert capture_updates(agent) == graphed
+        fill(agent)
+        agents.append(agent)
+    graphed, eager = agents
+    for i in range(8):  # 3 eager warm-up steps, a capture, then replays
+        torch.manual_seed(100 + i)
+        batch = graphed.sample_batch()
+        torch.cuda.manual_seed(i)
+        logs_graphed = graphed.gradient_step(batch)
+        torch.cuda.manual_seed(i)
+        logs_eager = eager.gradient_step(batch)
+        for name in logs_eager:
+            assert torch.allclose(logs_graphed[name], logs_eager[name], rtol=1e-4, atol=1e-5), name
+    assert graphed.update_runner.step.graphs
+    for a, b in zip(graphed.model.parameters(), eager.model.parameters(), strict=True):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-5)

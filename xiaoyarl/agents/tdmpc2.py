@@ -43,7 +43,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -59,6 +59,18 @@ if TYPE_CHECKING:
     from xiaoyarl.agents.protocols import OptimizerKit
     from xiaoyarl.config import Config
     from xiaoyarl.envs.base import EnvSpec
+
+
+class Windows(NamedTuple):
+    """What a gradient step learns from: B windows of H consecutive steps, each field
+    time-major and flat (step t of window b at t * B + b), as the sequence replay samples them."""
+
+    states: torch.Tensor  # (H * B, *obs_shape)
+    actions: torch.Tensor  # (H * B, A)
+    rewards: torch.Tensor  # (H * B,)
+    terminals: torch.Tensor  # (H * B,) bool
+    next_states: torch.Tensor  # (H * B, *obs_shape): the true last state of a truncated episode
+    valid: torch.Tensor  # (H, B) float: 0 from the step where a new episode begins on
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,8 +197,8 @@ class WorldModel(nn.Module):
         """The minimum ("min") or mean ("avg") of the values of two Q-functions drawn at
         random (all of them where there are two)."""
         logits = self.q_logits(z, action, qs, detach)
-        if logits.shape[0] > 2:
-            logits = logits[torch.randperm(logits.shape[0], device=logits.device)[:2]]
+        if logits.shape[0] > 2:  # (a random order by sorting draws: capturable, as randperm is not)
+            logits = logits[torch.rand(logits.shape[0], device=logits.device).argsort()[:2]]
         values = self.two_hot.value(logits)
         return values.min(0).values if reduce == "min" else values.mean(0)
 
@@ -406,22 +418,33 @@ class AgentTDMPC2(AgentOffPolicy):
         self._fresh = state["fresh"].to(self.device)
 
     # --- learning ---
+    def sample_batch(self) -> Windows:  # type: ignore[override]
+        """`batch_size // horizon` windows of the sequence replay, as flat tensors (a captured
+        update copies each into its static input)."""
+        sampled = super().sample_batch()
+        assert isinstance(sampled, Sequences), "the replay samples windows"
+        steps = sampled.batch
+        # a window's steps after an episode ended belong to the next one: not rolled out into
+        valid = (sampled.starts.cumsum(0) == 0).float()
+        return Windows(steps.states, steps.actions, steps.rewards, steps.terminals,
+                       steps.next_states, valid)  # fmt: skip
+
     def gradient_steps(self, new_steps: int) -> int:
         # differs: the first update pretrains on the seed data, a step per seed step
         if self.updates == 0:
             new_steps = self.explored
         return super().gradient_steps(new_steps)
 
-    def update_step(self, batch: Sequences) -> tuple[dict[str, torch.Tensor], torch.Tensor]:  # type: ignore[override]
+    def update_step(  # type: ignore[override]
+        self, steps: Windows
+    ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         s, model, cfg = self.settings, self.model, self.config
         horizon = s.horizon
-        steps = batch.batch
         size = steps.rewards.shape[0] // horizon  # windows
         actions = steps.actions.view(horizon, size, -1)
         rewards = steps.rewards.view(horizon, size)
         terminals = steps.terminals.view(horizon, size).float()
-        # a window's steps after an episode ended belong to the next one: not rolled out into
-        valid = (batch.starts.cumsum(0) == 0).float()  # (H, B)
+        valid = steps.valid
         weights = s.rho ** torch.arange(horizon, device=self.device, dtype=torch.float32)
         with torch.no_grad():
             next_z = model.encode(steps.next_states).view(horizon, size, -1)

@@ -19,6 +19,8 @@ networks' layers, and the running scale of values by percentiles.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -114,19 +116,27 @@ class RunningScale(nn.Module):
     it. Starts at 1."""
 
     value: torch.Tensor  # () the scale
-    percentiles: torch.Tensor  # (2,) 0.05 and 0.95
 
     def __init__(self, tau: float = 0.01) -> None:
         super().__init__()
         self.tau = tau
         self.register_buffer("value", torch.ones(()))
-        self.register_buffer("percentiles", torch.tensor([0.05, 0.95]), persistent=False)
 
     @torch.no_grad()
     def update(self, x: torch.Tensor) -> None:
-        """Move the scale towards the spread of the batch `x` (all its entries)."""
-        low, high = torch.quantile(x.detach().flatten().float(), self.percentiles)
+        """Move the scale towards the spread of the batch `x` (all its entries): percentiles by
+        linear interpolation between the sorted values (`torch.quantile`'s), with the positions
+        taken from the shape alone, so that a captured update never waits on the device."""
+        values = x.detach().flatten().float().sort().values
+        low, high = (self._percentile(values, p) for p in (0.05, 0.95))
         self.value.lerp_((high - low).clamp(min=1.0), self.tau)
+
+    @staticmethod
+    def _percentile(values: torch.Tensor, p: float) -> torch.Tensor:
+        position = p * (values.shape[0] - 1)
+        below = math.floor(position)
+        above = min(below + 1, values.shape[0] - 1)
+        return torch.lerp(values[below], values[above], position - below)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x / self.value
