@@ -257,8 +257,8 @@ def test_a_run_trains_saves_its_planner_and_the_policy_plans(tmp_path):
 def test_tdmpc2_learns_pendulum(tmp_path):
     """The Pendulum preset (a planner sized for a CPU) after 1,000 random steps, as many
     gradient steps on them, and 1,000 steps of planning: evaluated above -800 (a random policy:
-    about -1,200; the benchmark's seeds: -159 and -594 at this point, -200 reached from 2,000
-    to 5,000 env steps)."""
+    about -1,200; the benchmark's three seeds: -159, -594 and -547 at this point, -200 reached
+    at 2,000 to 5,000 env steps)."""
     config = config_from_preset("tdmpc2", "Pendulum-v1")
     config.max_steps, config.cwd, config.stop_at_target = 2_000, str(tmp_path), False
     config.confirm_episodes = 0
