@@ -4,6 +4,7 @@ shapes, the losses against the paper's written out by hand, the planner, and lea
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -231,6 +232,18 @@ def test_a_gradient_step_moves_every_network_but_the_targets_only_slowly():
                                                                strict=True))  # fmt: skip
         assert moved > 0, name
     assert not agent.model.training  # acting in eval mode (the Q-functions' dropout off)
+
+
+def test_a_scheduled_learning_rate_keeps_the_encoders_fraction():
+    from xiaoyarl.train.schedules import Schedules
+
+    agent, _ = make_agent(num_envs=2)
+    config = dataclasses.replace(agent.config, learning_rate_schedule="linear", max_steps=100)
+    Schedules(config, agent).apply(50)
+    half = config.learning_rate * 0.5
+    assert agent.optimizers["model"].param_groups[0]["lr"] == pytest.approx(half)
+    assert agent.optimizers["pi"].param_groups[0]["lr"] == pytest.approx(half)
+    assert agent.optimizers["encoder"].param_groups[0]["lr"] == pytest.approx(half * 0.3)
 
 
 def test_the_first_update_pretrains_on_the_seed_data():

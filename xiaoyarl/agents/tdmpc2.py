@@ -366,6 +366,8 @@ class AgentTDMPC2(AgentOffPolicy):
                 kind, encoder_params, lr * self.settings.enc_lr_scale
             )
             self.optimizers["model"] = self.kit.optimizer(kind, rest, lr)
+        # the encoder learns at a fraction of the rate, under a schedule too (`train/schedules.py`)
+        self.learning_rate_scales = {"encoder": self.settings.enc_lr_scale}
         self._plan: torch.Tensor | None = None  # each sub-env's last plan `(H, N, A)`
         self._fresh = torch.ones(spec.num_envs, dtype=torch.bool, device=device)
 

@@ -12,7 +12,8 @@ the env steps taken so far, rollout included, so a resumed run (its step count i
 checkpoint) continues exactly where it stopped.
 
 The learning rate is written into every optimizer of the agent (its parameter groups' `lr`; in
-place where it is a tensor, as in an update captured as a CUDA graph, whose replays read it);
+place where it is a tensor, as in an update captured as a CUDA graph, whose replays read it;
+times the agent's `learning_rate_scales` of that optimizer, where it has one);
 `ratio_clip` and `lambda_entropy` into the agent's own copy of its config, which is what PPO's
 losses read, so an update with those scheduled is not captured (a graph replays the values of
 its capture). The run's config (config.yaml, the checkpoint) keeps the start values.
@@ -77,9 +78,11 @@ class Schedules:
             return {}
         values = scheduled_values(self.config, env_steps)
         if "learning_rate" in values:
-            for optimizer in self.agent.optimizers.values():
+            # an optimizer an agent runs at a multiple of the learning rate (TD-MPC2's encoder's)
+            scales = getattr(self.agent, "learning_rate_scales", {})
+            for name, optimizer in self.agent.optimizers.items():
                 for group in optimizer.param_groups if optimizer is not None else ():
-                    set_learning_rate(group, values["learning_rate"])
+                    set_learning_rate(group, values["learning_rate"] * scales.get(name, 1.0))
         others = {k: v for k, v in values.items() if k != "learning_rate"}
         if others:
             config = copy.copy(self.agent.config)
