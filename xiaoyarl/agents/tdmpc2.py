@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 import torch
@@ -51,6 +50,7 @@ from torch import nn
 
 from xiaoyarl.agents.off_policy import OFF_POLICY_FIELDS, AgentOffPolicy, BufferSizes
 from xiaoyarl.core.buffer import ReplayBuffer
+from xiaoyarl.core.nets import gaussian_logprob
 from xiaoyarl.core.sequence_replay import MemoryTransitions, SequenceReplayBuffer, Sequences
 from xiaoyarl.core.world_models import RunningScale, SimNorm, TwoHot, normed_mlp
 from xiaoyarl.errors import ConfigError
@@ -210,7 +210,7 @@ class WorldModel(nn.Module):
         mean, raw = self.pi(z).chunk(2, -1)
         log_std = s.log_std_min + 0.5 * (s.log_std_max - s.log_std_min) * (torch.tanh(raw) + 1)
         noise = torch.randn_like(mean)
-        logprob = (-0.5 * noise.square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+        logprob = gaussian_logprob(noise, log_std).sum(-1)
         action = torch.tanh(mean + noise * log_std.exp())
         return action, torch.tanh(mean), -logprob * self.action_dim
 

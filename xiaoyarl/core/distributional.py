@@ -21,16 +21,16 @@ from xiaoyarl.core.off_policy_nets import QNet, QNetDuel, build_ensemble_mlp
 
 def categorical_projection(atoms: torch.Tensor, probs: torch.Tensor,
                            support: torch.Tensor) -> torch.Tensor:  # fmt: skip
-    """Project a distribution onto `support` `(K,)` (evenly spaced): `probs` `(B, K)` placed at
-    `atoms` `(B, K)` (any values; clipped to the support's range). Each atom's probability goes
-    to the two support points around it, linearly by distance; returns `(B, K)`, rows summing
-    to the rows of `probs`."""
+    """Project a distribution onto `support` `(K,)` (evenly spaced): `probs` `(..., M)` placed
+    at `atoms` `(..., M)` (any values; clipped to the support's range). Each atom's probability
+    goes to the two support points around it, linearly by distance; returns `(..., K)`, rows
+    summing to the rows of `probs` (one atom of probability 1: a two-hot vector)."""
     num_atoms = support.shape[0]
     v_min, v_max = support[0], support[-1]
     position = (atoms.clamp(v_min, v_max) - v_min) / (v_max - v_min) * (num_atoms - 1)
     lower = position.floor().clamp(max=num_atoms - 2)  # an atom at v_max: all to the upper one
     upper_share = position - lower
-    projected = torch.zeros_like(probs)
+    projected = probs.new_zeros(*probs.shape[:-1], num_atoms)
     projected.scatter_add_(-1, lower.long(), probs * (1 - upper_share))
     projected.scatter_add_(-1, lower.long() + 1, probs * upper_share)
     return projected

@@ -25,6 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from xiaoyarl.core.distributional import categorical_projection
+
 
 def symlog(x: torch.Tensor) -> torch.Tensor:
     """sign(x) * log(1 + |x|), elementwise."""
@@ -51,15 +53,10 @@ class TwoHot(nn.Module):
         self.register_buffer("support", torch.linspace(low, high, num_bins), persistent=False)
 
     def target(self, x: torch.Tensor) -> torch.Tensor:
-        """Two-hot vectors `(*x.shape, num_bins)` of scalars `x` (clipped to the support)."""
-        y = symlog(x).clamp(self.low, self.high)
-        position = (y - self.low) / (self.high - self.low) * (self.num_bins - 1)
-        below = position.floor().clamp(max=self.num_bins - 2)
-        upper = position - below  # the weight of the point above, in [0, 1]
-        index = below.long().unsqueeze(-1)
-        two_hot = torch.zeros(*x.shape, self.num_bins, device=x.device, dtype=x.dtype)
-        two_hot.scatter_(-1, index, (1 - upper).unsqueeze(-1))
-        return two_hot.scatter_(-1, index + 1, upper.unsqueeze(-1))
+        """Two-hot vectors `(*x.shape, num_bins)` of scalars `x` (clipped to the support): the
+        projection of one atom at symlog(x) onto the points."""
+        atom = symlog(x).unsqueeze(-1)
+        return categorical_projection(atom, torch.ones_like(atom), self.support)
 
     def loss(self, logits: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """Cross-entropy `x.shape` of the predicted distributions `(*x.shape, num_bins)` (logits)
