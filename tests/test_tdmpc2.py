@@ -107,6 +107,19 @@ def test_settings_are_checked_naming_what_is_wrong():
     assert TDMPC2Settings.of(Config(algo="tdmpc2")) == TDMPC2Settings()  # the paper's
 
 
+def test_the_guides_command_line_sets_the_planner_over_the_task_preset():
+    """The algorithms guide's `--set world_model=...` (not run there: it trains for minutes)
+    gives the settings it names, the rest their defaults, over the Pendulum preset's gamma."""
+    from xiaoyarl.cli import _start_config, build_parser
+
+    args = build_parser().parse_args(["train", "tdmpc2", "Pendulum-v1", "--set",
+                                      "world_model={horizon: 5, num_samples: 1024}"])  # fmt: skip
+    config = _start_config(args)
+    settings = TDMPC2Settings.of(config)
+    assert (settings.horizon, settings.num_samples, settings.num_elites) == (5, 1024, 64)
+    assert config.gamma == 0.975
+
+
 def test_the_planner_acts_for_every_sub_env_and_starts_from_its_last_plan():
     agent, env = make_agent(num_envs=3)
     state, _ = env.reset(seed=0)

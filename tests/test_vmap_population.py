@@ -377,7 +377,10 @@ def test_vmapped_replay_members_keep_their_own_schedules(algo, env_id):
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "xiaoyarl", "population", *args],
+    """`xiaoyarl population ARGS` on one thread (a vmapped population takes every core by
+    default, and the tests run two at a time: oversubscribed, a run is many times slower)."""
+    threads = [] if args[0] == "--resume" else ["--threads", "1"]  # a resume keeps the run's
+    return subprocess.run([sys.executable, "-m", "xiaoyarl", "population", *args, *threads],
                           capture_output=True, text=True, timeout=600)  # fmt: skip
 
 
