@@ -164,23 +164,25 @@ def test_planning_prefers_the_sequences_the_model_values_most():
 
 
 def test_windows_after_an_episode_end_are_masked():
-    """Sub-env 0's episode ends at its step 20: a window over it is valid up to that step."""
+    """Sub-env 0's episode ends at its step 20: a window over it is valid up to that step (the
+    update rolls the model out until the first episode start of a window)."""
     agent, _ = make_agent(num_envs=2)
     fill(agent)
     torch.manual_seed(0)
     crossed = 0
     for _ in range(40):
         batch = agent.sample_batch()
-        horizon, size = agent.settings.horizon, batch.valid.shape[1]
+        valid = batch.starts.cumsum(0) == 0  # as `update_step` masks
+        horizon, size = agent.settings.horizon, valid.shape[1]
         terminals = batch.terminals.view(horizon, size)
         for b in range(size):
             ended = terminals[:, b].nonzero()
             if len(ended) and ended[0] < horizon - 1:
                 t = ended[0].item()
-                assert batch.valid[: t + 1, b].all() and not batch.valid[t + 1 :, b].any()
+                assert valid[: t + 1, b].all() and not valid[t + 1 :, b].any()
                 crossed += 1
             else:
-                assert batch.valid[:, b].all()
+                assert valid[:, b].all()
     assert crossed > 0  # (windows over the episode's end were drawn)
 
 
@@ -212,7 +214,7 @@ def test_the_losses_are_the_papers_written_out():
         terminals = steps.terminals.view(horizon, size).float()
         targets = rewards + gamma * (1 - terminals) * q_min
         actions = steps.actions.view(horizon, size, -1)
-        valid = batch.valid
+        valid = (batch.starts.cumsum(0) == 0).float()
         z = model.encoder(model.norm(steps.states[:size]))
         consistency, rew, val, term = 0.0, 0.0, 0.0, 0.0
         for t in range(horizon):

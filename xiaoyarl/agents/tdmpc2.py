@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import TYPE_CHECKING, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -51,26 +51,19 @@ from torch import nn
 from xiaoyarl.agents.off_policy import OFF_POLICY_FIELDS, AgentOffPolicy, BufferSizes
 from xiaoyarl.core.buffer import ReplayBuffer
 from xiaoyarl.core.nets import gaussian_logprob
-from xiaoyarl.core.sequence_replay import MemoryTransitions, SequenceReplayBuffer, Sequences
-from xiaoyarl.core.world_models import RunningScale, SimNorm, TwoHot, normed_mlp
+from xiaoyarl.core.sequence_replay import (
+    MemoryTransitions,
+    SequenceReplayBuffer,
+    Sequences,
+    Windows,
+)
+from xiaoyarl.core.world_models import RunningScale, SimNorm, TwoHot, normed_mlp, settings_of
 from xiaoyarl.errors import ConfigError
 
 if TYPE_CHECKING:
     from xiaoyarl.agents.protocols import OptimizerKit
     from xiaoyarl.config import Config
     from xiaoyarl.envs.base import EnvSpec
-
-
-class Windows(NamedTuple):
-    """What a gradient step learns from: B windows of H consecutive steps, each field
-    time-major and flat (step t of window b at t * B + b), as the sequence replay samples them."""
-
-    states: torch.Tensor  # (H * B, *obs_shape)
-    actions: torch.Tensor  # (H * B, A)
-    rewards: torch.Tensor  # (H * B,)
-    terminals: torch.Tensor  # (H * B,) bool
-    next_states: torch.Tensor  # (H * B, *obs_shape): the true last state of a truncated episode
-    valid: torch.Tensor  # (H, B) float: 0 from the step where a new episode begins on
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,15 +101,7 @@ class TDMPC2Settings:
     @classmethod
     def of(cls, config: Config) -> TDMPC2Settings:
         """The settings `config.world_model` asks for over the defaults, checked."""
-        given = dict(config.world_model or {})
-        names = [field.name for field in dataclasses.fields(cls)]
-        unknown = sorted(set(given) - set(names))
-        if unknown:
-            raise ConfigError(
-                f"invalid config: world_model has no setting {', '.join(unknown)} for "
-                f"{config.algo}; its settings are {', '.join(names)}."
-            )
-        settings = cls(**given)
+        settings = settings_of(cls, config)
         if not 0 < settings.num_pi_trajs < settings.num_samples or not (
             0 < settings.num_elites <= settings.num_samples
         ):
@@ -425,11 +410,7 @@ class AgentTDMPC2(AgentOffPolicy):
         update copies each into its static input)."""
         sampled = super().sample_batch()
         assert isinstance(sampled, Sequences), "the replay samples windows"
-        steps = sampled.batch
-        # a window's steps after an episode ended belong to the next one: not rolled out into
-        valid = (sampled.starts.cumsum(0) == 0).float()
-        return Windows(steps.states, steps.actions, steps.rewards, steps.terminals,
-                       steps.next_states, valid)  # fmt: skip
+        return Windows.of(sampled)
 
     def gradient_steps(self, new_steps: int) -> int:
         # differs: the first update pretrains on the seed data, a step per seed step
@@ -446,7 +427,8 @@ class AgentTDMPC2(AgentOffPolicy):
         actions = steps.actions.view(horizon, size, -1)
         rewards = steps.rewards.view(horizon, size)
         terminals = steps.terminals.view(horizon, size).float()
-        valid = steps.valid
+        # a window's steps after an episode ended belong to the next one: not rolled out into
+        valid = (steps.starts.cumsum(0) == 0).float()
         weights = s.rho ** torch.arange(horizon, device=self.device, dtype=torch.float32)
         with torch.no_grad():
             next_z = model.encode(steps.next_states).view(horizon, size, -1)

@@ -50,6 +50,30 @@ class Sequences(NamedTuple):
     last: torch.Tensor  # (L * B,) the window step (flat) the next state continues from
 
 
+class Windows(NamedTuple):
+    """Sampled windows as the model-based agents learn from them (no burn-in, one-step
+    transitions): B windows of T consecutive steps, each field flat and time-major (step t of
+    window b at t * B + b), plain tensors that a captured update copies into its inputs."""
+
+    states: torch.Tensor  # (T * B, *obs_shape)
+    actions: torch.Tensor  # (T * B, A) float32, or (T * B,) int64
+    rewards: torch.Tensor  # (T * B,)
+    terminals: torch.Tensor  # (T * B,) bool
+    next_states: torch.Tensor  # (T * B, *obs_shape): the true last state of a truncated episode
+    starts: torch.Tensor  # (T, B) bool: the step begins an episode (never the first step)
+
+    @classmethod
+    def of(cls, sampled: Sequences) -> Windows:
+        """The windows of `sampled` (drawn with burn_in 0 and n_step 1)."""
+        steps = sampled.batch
+        assert (
+            sampled.burn_in == 0
+            and sampled.starts.shape[0] * sampled.starts.shape[1] == (steps.rewards.shape[0])
+        ), "windows without burn-in or n-step tails"
+        return cls(steps.states, steps.actions, steps.rewards, steps.terminals,
+                   steps.next_states, sampled.starts)  # fmt: skip
+
+
 class SequenceReplayBuffer(ReplayBuffer):
     """A `ReplayBuffer` that keeps each step's hidden state and samples windows of steps
     (`Sequences`) in place of single transitions: `sample(batch_size)` draws

@@ -15,17 +15,46 @@ networks' layers, and the running scale of values by percentiles.
   latent states): a vector split into groups of `group` entries, each a softmax.
 - `RunningScale`: the range between the 5th and 95th percentile of a batch of values, at least
   1, followed with an exponential moving average (TD-MPC2's policy loss; DreamerV3's returns).
+- Categorical latent states (DreamerV3's): `stoch` variables of `classes` classes each, their
+  probabilities mixed with 1% of the uniform distribution ("unimix") so that no class is
+  impossible, sampled as one-hot vectors with straight-through gradients; `categorical_kl`.
+- `NormGRUCell`: DreamerV3's GRU, its gates from one LayerNorm'd linear layer, the update gate
+  biased towards keeping the state; `dreamer_mlp`: its layers (linear, LayerNorm, SiLU).
+- `settings_of`: a model-based agent's settings that `Config` has no field for, read from
+  `config.world_model` over the defaults of a dataclass, unknown names refused.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from xiaoyarl.core.distributional import categorical_projection
+from xiaoyarl.errors import ConfigError
+
+if TYPE_CHECKING:
+    from xiaoyarl.config import Config
+
+Settings = TypeVar("Settings")
+
+
+def settings_of(cls: type[Settings], config: Config) -> Settings:
+    """The settings (a frozen dataclass `cls`) that `config.world_model` asks for over `cls`'s
+    defaults; a name `cls` has no field for is refused, naming the settings there are."""
+    given: dict[str, Any] = dict(config.world_model or {})
+    names = [field.name for field in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise ConfigError(
+            f"invalid config: world_model has no setting {', '.join(unknown)} for "
+            f"{config.algo}; its settings are {', '.join(names)}."
+        )
+    return cls(**given)
 
 
 def symlog(x: torch.Tensor) -> torch.Tensor:
@@ -137,3 +166,60 @@ class RunningScale(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x / self.value
+
+
+def dreamer_mlp(dims: list[int], out: int | None = None, zero_out: bool = False) -> nn.Sequential:
+    """`dims = [in, hidden...]`: each hidden layer linear (no bias), LayerNorm, SiLU; then a
+    linear output layer of `out` units where given (its weights zero where `zero_out`: a
+    prediction that starts at 0, DreamerV3's reward and value heads)."""
+    layers: list[nn.Module] = []
+    for d_in, d_out in zip(dims[:-1], dims[1:], strict=True):
+        layers += [nn.Linear(d_in, d_out, bias=False), nn.LayerNorm(d_out), nn.SiLU()]
+    if out is not None:
+        layers.append(nn.Linear(dims[-1], out))
+        if zero_out:
+            nn.init.zeros_(layers[-1].weight)
+            nn.init.zeros_(layers[-1].bias)
+    return nn.Sequential(*layers)
+
+
+class NormGRUCell(nn.Module):
+    """DreamerV3's GRU cell: reset, candidate and update gates from one linear layer of
+    `[input, state]` and a LayerNorm; the update gate's input lowered by 1 (a new state starts
+    mostly as the old one)."""
+
+    def __init__(self, input_dim: int, hidden_dim: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(input_dim + hidden_dim, 3 * hidden_dim, bias=False)
+        self.norm = nn.LayerNorm(3 * hidden_dim)
+
+    def forward(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        reset, candidate, update = self.norm(self.linear(torch.cat([x, h], -1))).chunk(3, -1)
+        reset = torch.sigmoid(reset)
+        candidate = torch.tanh(reset * candidate)
+        update = torch.sigmoid(update - 1)
+        return update * candidate + (1 - update) * h
+
+
+def latent_probs(logits: torch.Tensor, classes: int, unimix: float) -> torch.Tensor:
+    """The probabilities `(..., stoch, classes)` of flat logits `(..., stoch * classes)`, each
+    variable's softmax mixed with `unimix` of the uniform distribution."""
+    probs = F.softmax(logits.unflatten(-1, (-1, classes)), -1)
+    return (1 - unimix) * probs + unimix / classes
+
+
+def one_hot_latent(probs: torch.Tensor, sample: bool = True) -> torch.Tensor:
+    """A latent state `(..., stoch * classes)`: each variable a one-hot vector, drawn from
+    `probs` `(..., stoch, classes)` (`sample`) or its most likely class, with straight-through
+    gradients (the one-hot vector's gradient is that of the probabilities)."""
+    if sample:
+        index = torch.multinomial(probs.flatten(0, -2), 1).view(probs.shape[:-1])
+    else:
+        index = probs.argmax(-1)
+    hard = F.one_hot(index, probs.shape[-1]).to(probs.dtype)
+    return (hard + probs - probs.detach()).flatten(-2)
+
+
+def categorical_kl(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """KL(p || q) of latent distributions `(..., stoch, classes)`, summed over the variables."""
+    return (p * (p.log() - q.log())).sum((-2, -1))
