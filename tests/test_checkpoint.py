@@ -342,6 +342,23 @@ FAST_TD3_OPTIONS = {"explore_noise_std": 0.001, "explore_noise_std_max": 0.4, "c
                 },
             },
         ),  # fmt: skip
+        # DreamerV3: the world model, actor, critic and its slow copy, the return scale and
+        # each sub-env's recurrent state; discrete actions and continuous ones
+        *[
+            (
+                "dreamerv3",
+                env_id,
+                {
+                    **TINY_OFF,
+                    "num_envs": 2,
+                    "batch_size": 32,
+                    "net_dims": [16],
+                    "world_model": {"deter_dim": 16, "stoch": 4, "classes": 4,
+                                    "batch_length": 8, "imagine_horizon": 3},
+                },  # fmt: skip
+            )
+            for env_id in ("CartPole-v1", "Pendulum-v1")
+        ],
         # the H-term's trajectory buffer (an episode ends before the checkpoint, one after)
         ("sac", "Pendulum-v1", {**TINY_OFF, "num_envs": 1, "h_term": True, "h_term_start": 200}),
         (

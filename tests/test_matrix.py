@@ -150,14 +150,17 @@ def test_each_refused_scale_cell_is_refused_before_a_run_folder(tmp_path, algo, 
 
 def test_every_algorithm_scales_and_graphs_where_said():
     """What the scale table shows, read from the runners: every algorithm, single- or
-    multi-agent, with worker processes (a GRU policy too, but for TD-MPC2, which has no
-    recurrent form), torchrun learners and both kinds of population, vmapped ones too (but for
-    TD-MPC2, whose planner has no stacked form yet); CUDA graphs for all but ModSAC, whose
-    actor's steps depend on the critic loss read back."""
+    multi-agent, with worker processes (a GRU policy too, but for the model-based agents:
+    TD-MPC2 has no recurrent form, DreamerV3 is recurrent already), torchrun learners and both
+    kinds of population, vmapped ones too (but for the model-based agents, which have no stacked
+    form yet); CUDA graphs for all but ModSAC, whose actor's steps depend on the critic loss
+    read back."""
     vmapped = {algo for algo, column in SCALE_CELLS
                if column == "vmapped" and (algo, column) in TRAINED}  # fmt: skip
-    assert vmapped == {*single_agent_algorithms(), *multi_agent_algorithms()} - {"tdmpc2"}
-    assert REFUSED == [("tdmpc2", "workers, gru"), ("tdmpc2", "vmapped")]
+    model_based = {"tdmpc2", "dreamerv3"}
+    assert vmapped == {*single_agent_algorithms(), *multi_agent_algorithms()} - model_based
+    assert REFUSED == [(algo, column) for algo in ("tdmpc2", "dreamerv3")
+                       for column in ("workers, gru", "vmapped")]  # fmt: skip
     eager = [algo for algo in single_agent_algorithms() if scale_refusal(algo, "CUDA graphs")]
     assert eager == ["modsac"]
 

@@ -100,6 +100,8 @@ def test_settings_are_checked_naming_what_is_wrong():
                               world_model={"num_elites": 600}), batched=True)  # fmt: skip
     with pytest.raises(ConfigError, match="world_model=5 is not a valid mapping"):
         resolve_config(Config(algo="tdmpc2", env_id="Pendulum-v1", world_model=5), batched=True)
+    with pytest.raises(ConfigError, match="per=True"):
+        resolve_config(Config(algo="tdmpc2", env_id="Pendulum-v1", per=True), batched=True)
     with pytest.raises(ConfigError, match="no recurrent form"):
         resolve_config(Config(algo="tdmpc2", env_id="Pendulum-v1", recurrent="gru"), batched=True)
     with pytest.raises(ConfigError, match="continuous"):

@@ -97,6 +97,11 @@ class Policy:
         self.actor = actor(width, meta["action_dim"], net_dims, encoder, **extra)
         self.actor.load_state_dict(meta["actor"])
         self.actor.to(self.device).eval()
+        if hasattr(self.actor, "context"):  # an actor that carries its own state (DreamerV3's)
+            from xiaoyarl.core.recurrent import HiddenStates
+
+            self.memory = cast("RecurrentEncoder", self.actor)
+            self.hiddens = HiddenStates(self.memory.initial)
 
     def _bind(self, meta: dict, device: str | torch.device) -> None:
         """What `predict` needs besides the actions: the env's shapes and action bounds."""

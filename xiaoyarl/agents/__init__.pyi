@@ -5,6 +5,7 @@ from xiaoyarl.agents.a2c import AgentA2C, AgentDiscreteA2C
 from xiaoyarl.agents.base import AgentBase
 from xiaoyarl.agents.ddpg import AgentDDPG
 from xiaoyarl.agents.dqn import AgentD3QN, AgentDoubleDQN, AgentDQN
+from xiaoyarl.agents.dreamerv3 import AgentDreamerV3, AgentDreamerV3Discrete
 from xiaoyarl.agents.fast_td3 import AgentFastSAC, AgentFastTD3
 from xiaoyarl.agents.multi import (
     AgentDiscreteMAPPO,
@@ -35,6 +36,8 @@ __all__ = [
     "AgentDiscreteMAPPO",
     "AgentDiscretePPO",
     "AgentDoubleDQN",
+    "AgentDreamerV3",
+    "AgentDreamerV3Discrete",
     "AgentFastSAC",
     "AgentFastTD3",
     "AgentMADDPG",

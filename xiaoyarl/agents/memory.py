@@ -43,7 +43,12 @@ class Memory:
         a masked agent's picks among the allowed actions), from each episode's hidden state."""
         own: Any = super()
         act = own.act if self.config.eval_deterministic else own.evaluation_policy()
-        return RecurrentActing(act, self.actor.norm, self.per_state)
+        return RecurrentActing(act, self.acting_memory(), self.per_state)
+
+    def acting_memory(self) -> Any:
+        """What carries the hidden states while the actor acts (`RecurrentEncoder`'s protocol:
+        `initial`, `context`, `hiddens`): the actor's encoder, or a world model's actor itself."""
+        return self.actor.norm
 
     def explore_logprob(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError("the H-term is not available with recurrent policies")

@@ -16,6 +16,7 @@ from xiaoyarl.agents.base import AgentBase
 from xiaoyarl.agents.combined import RECURRENT_COMBINED
 from xiaoyarl.agents.ddpg import AgentDDPG
 from xiaoyarl.agents.dqn import AgentD3QN, AgentDoubleDQN, AgentDQN
+from xiaoyarl.agents.dreamerv3 import AgentDreamerV3, AgentDreamerV3Discrete
 from xiaoyarl.agents.fast_td3 import AgentFastSAC, AgentFastTD3
 from xiaoyarl.agents.hterm import HTerm
 from xiaoyarl.agents.hybrid import HYBRID
@@ -66,6 +67,7 @@ ALGORITHMS: dict[str, tuple[type[AgentBase] | None, type[AgentBase] | None]] = {
     "fast_td3": (AgentFastTD3, None),
     "fast_sac": (AgentFastSAC, None),
     "tdmpc2": (AgentTDMPC2, None),
+    "dreamerv3": (AgentDreamerV3, AgentDreamerV3Discrete),
     # multi-agent
     "vdn": (None, AgentVDN),
     "qmix": (None, AgentQMIX),

@@ -318,8 +318,8 @@ class AgentTDMPC2(AgentOffPolicy):
                 f"form (its latent state encodes one observation); stack frames, or train sac "
                 f"with recurrent={config.recurrent!r}."
             )
-        for name, value in (("n_step", config.n_step), ("per", config.per)):
-            if value not in (1, False):
+        for name, value, plain in (("n_step", config.n_step, 1), ("per", config.per, False)):
+            if value != plain:
                 raise ConfigError(
                     f"invalid config: {name}={value!r}: {config.algo} replays windows of steps "
                     f"uniformly and bootstraps every step of them (remove the setting)."

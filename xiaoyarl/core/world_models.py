@@ -176,10 +176,11 @@ def dreamer_mlp(dims: list[int], out: int | None = None, zero_out: bool = False)
     for d_in, d_out in zip(dims[:-1], dims[1:], strict=True):
         layers += [nn.Linear(d_in, d_out, bias=False), nn.LayerNorm(d_out), nn.SiLU()]
     if out is not None:
-        layers.append(nn.Linear(dims[-1], out))
+        head = nn.Linear(dims[-1], out)
         if zero_out:
-            nn.init.zeros_(layers[-1].weight)
-            nn.init.zeros_(layers[-1].bias)
+            nn.init.zeros_(head.weight)
+            nn.init.zeros_(head.bias)
+        layers.append(head)
     return nn.Sequential(*layers)
 
 
