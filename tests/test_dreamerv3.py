@@ -4,6 +4,7 @@ written out here, acting with a recurrent state, a run's saved policy, learning 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -130,7 +131,7 @@ def test_settings_are_checked_naming_what_is_wrong():
     with pytest.raises(ConfigError, match="per=True"):
         resolve_config(Config(algo="dreamerv3", per=True), batched=True)
     assert DreamerV3Settings.of(Config(algo="dreamerv3")) == DreamerV3Settings()  # the paper's
-    config = resolve_config(config_from_preset("dreamerv3", "CartPole-v1"), batched=True)
+    config = resolve_config(config_from_preset("dreamerv3", "MinAtar/Breakout-v1"), batched=True)
     assert (config.gamma, config.batch_size, config.net_dims) == (0.997, 16 * 64, [256])
 
 
@@ -347,10 +348,11 @@ def test_discrete_and_continuous_agents_are_refused_where_they_cannot_act():
 @pytest.mark.learning
 @pytest.mark.timeout(900)
 def test_dreamerv3_learns_cartpole(tmp_path):
-    """The CartPole preset (a smaller model for a CPU) past 300 within 8,000 env steps."""
-    config = config_from_preset("dreamerv3", "CartPole-v1")
-    config = Config(**{**config.__dict__, "max_steps": 8_000, "target_return": 300,
-                       "cwd": str(tmp_path / "run"), "threads": 1, "seed": 0})  # fmt: skip
+    """The CartPole preset (a smaller model for a CPU) past 300 within 5,000 env steps (seed 0
+    reached 433 at 3,000 in BENCHMARKS.md's run; stops once 300 is confirmed)."""
+    config = dataclasses.replace(config_from_preset("dreamerv3", "CartPole-v1"), max_steps=5_000,
+                                 target_return=300, cwd=str(tmp_path / "run"), threads=1,
+                                 seed=0)  # fmt: skip
     summary = train_agent(config, log=None)
     assert summary["best_eval_mean"] >= 300, summary
     assert math.isfinite(summary["final_eval_mean"])

@@ -204,10 +204,10 @@ def test_algorithm_that_does_not_fit_the_action_space_is_refused():
     with pytest.raises(ConfigError, match="'dqn' cannot act in Pendulum-v1.*continuous") as err:
         agent_class("dqn", spec)
     # no multi-agent ones
-    assert str(err.value).endswith("Algorithms that can: a2c, ddpg, fast_sac, fast_td3, modsac, "
-                                   "ppo, redq, sac, td3, tdmpc2.")  # fmt: skip
-    with pytest.raises(ConfigError, match="can: a2c, d3qn, double_dqn, dqn, ppo, pqn, "
-                                          "sac_discrete.$"):  # fmt: skip
+    assert str(err.value).endswith("Algorithms that can: a2c, ddpg, dreamerv3, fast_sac, "
+                                   "fast_td3, modsac, ppo, redq, sac, td3, tdmpc2.")  # fmt: skip
+    with pytest.raises(ConfigError, match="can: a2c, d3qn, double_dqn, dqn, dreamerv3, ppo, "
+                                          "pqn, sac_discrete.$"):  # fmt: skip
         agent_class("td3", make_env("CartPole-v1", 1).spec)
 
 

@@ -190,7 +190,7 @@ class Config:
     explore_rate: float = option(0.05, "DQN, PQN: final epsilon of epsilon-greedy (starts at 1)")
     explore_decay_steps: int | None = option(None, "env steps of epsilon's decay; None: automatic")
     q_lambda: float = option(0.65, "PQN: lambda of its Q(lambda) returns (0: one-step targets)")
-    world_model: dict | None = option(None, "tdmpc2, dreamerv3: settings over their defaults ({horizon: 5})")
+    world_model: dict | None = option(None, "tdmpc2, dreamerv3: settings over their defaults")
     explore_noise_std: float = option(0.1, "DDPG / TD3: Gaussian exploration noise (actions: +-1)")
     explore_noise_std_max: float | None = option(None, "DDPG / TD3: each sub-env its own noise "
         "std, drawn from [explore_noise_std, this] as its episode starts (FastTD3)")  # fmt: skip

@@ -70,6 +70,7 @@ from xiaoyarl.core.world_models import (
     dreamer_mlp,
     latent_probs,
     one_hot_latent,
+    sample_index,
     settings_of,
     symlog,
 )
@@ -243,7 +244,7 @@ class DreamerModel(nn.Module):
         """An action drawn from the actor: an index, or a Gaussian sample (not yet clipped)."""
         mean, std = self.act_dist(feat)
         if std is None:
-            return torch.multinomial(mean.flatten(0, -2), 1).view(mean.shape[:-1])
+            return sample_index(mean)
         return mean + std * torch.randn_like(mean)
 
     def act_mode(self, feat: torch.Tensor) -> torch.Tensor:

@@ -209,12 +209,19 @@ def latent_probs(logits: torch.Tensor, classes: int, unimix: float) -> torch.Ten
     return (1 - unimix) * probs + unimix / classes
 
 
+def sample_index(probs: torch.Tensor) -> torch.Tensor:
+    """A class `probs.shape[:-1]` drawn from each distribution `(..., classes)`: the largest
+    probs / E, E exponential (what `torch.multinomial` computes for one sample, the same draws
+    from the generator), written out so that a captured update draws it on the device."""
+    return (probs / torch.empty_like(probs).exponential_()).argmax(-1)
+
+
 def one_hot_latent(probs: torch.Tensor, sample: bool = True) -> torch.Tensor:
     """A latent state `(..., stoch * classes)`: each variable a one-hot vector, drawn from
     `probs` `(..., stoch, classes)` (`sample`) or its most likely class, with straight-through
     gradients (the one-hot vector's gradient is that of the probabilities)."""
     if sample:
-        index = torch.multinomial(probs.flatten(0, -2), 1).view(probs.shape[:-1])
+        index = sample_index(probs)
     else:
         index = probs.argmax(-1)
     hard = F.one_hot(index, probs.shape[-1]).to(probs.dtype)
