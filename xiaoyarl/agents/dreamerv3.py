@@ -70,6 +70,7 @@ from xiaoyarl.core.world_models import (
     dreamer_mlp,
     latent_probs,
     one_hot_latent,
+    refuse_transition_settings,
     sample_index,
     settings_of,
     symlog,
@@ -340,12 +341,7 @@ class AgentDreamerV3(Memory, AgentOffPolicy):
                 f"invalid config: recurrent={config.recurrent!r}: {config.algo} is recurrent "
                 f"already (its world model's GRU carries the episode); remove the setting."
             )
-        for name, value, plain in (("n_step", config.n_step, 1), ("per", config.per, False)):
-            if value != plain:
-                raise ConfigError(
-                    f"invalid config: {name}={value!r}: {config.algo} replays sequences "
-                    f"uniformly and learns its values in imagination (remove the setting)."
-                )
+        refuse_transition_settings(config, "learns its values in imagination")
 
     def __init__(self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True,
                  kit: OptimizerKit | None = None) -> None:  # fmt: skip

@@ -57,7 +57,14 @@ from xiaoyarl.core.sequence_replay import (
     Sequences,
     Windows,
 )
-from xiaoyarl.core.world_models import RunningScale, SimNorm, TwoHot, normed_mlp, settings_of
+from xiaoyarl.core.world_models import (
+    RunningScale,
+    SimNorm,
+    TwoHot,
+    normed_mlp,
+    refuse_transition_settings,
+    settings_of,
+)
 from xiaoyarl.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -318,12 +325,7 @@ class AgentTDMPC2(AgentOffPolicy):
                 f"form (its latent state encodes one observation); stack frames, or train sac "
                 f"with recurrent={config.recurrent!r}."
             )
-        for name, value, plain in (("n_step", config.n_step, 1), ("per", config.per, False)):
-            if value != plain:
-                raise ConfigError(
-                    f"invalid config: {name}={value!r}: {config.algo} replays windows of steps "
-                    f"uniformly and bootstraps every step of them (remove the setting)."
-                )
+        refuse_transition_settings(config, "bootstraps every step of them")
 
     def __init__(self, spec: EnvSpec, config: Config, device: torch.device, learner: bool = True,
                  kit: OptimizerKit | None = None) -> None:  # fmt: skip

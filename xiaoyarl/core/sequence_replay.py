@@ -66,10 +66,9 @@ class Windows(NamedTuple):
     def of(cls, sampled: Sequences) -> Windows:
         """The windows of `sampled` (drawn with burn_in 0 and n_step 1)."""
         steps = sampled.batch
-        assert (
-            sampled.burn_in == 0
-            and sampled.starts.shape[0] * sampled.starts.shape[1] == (steps.rewards.shape[0])
-        ), "windows without burn-in or n-step tails"
+        assert sampled.burn_in == 0 and sampled.starts.numel() == steps.rewards.shape[0], (
+            "windows without burn-in or n-step tails"
+        )
         return cls(steps.states, steps.actions, steps.rewards, steps.terminals,
                    steps.next_states, sampled.starts)  # fmt: skip
 

@@ -57,6 +57,17 @@ def settings_of(cls: type[Settings], config: Config) -> Settings:
     return cls(**given)
 
 
+def refuse_transition_settings(config: Config, why: str) -> None:
+    """Refuse `n_step` and `per` (n-step returns, prioritized replay), which a model-based
+    agent does not read: it replays windows of steps uniformly; `why`: what it does instead."""
+    for name, value, plain in (("n_step", config.n_step, 1), ("per", config.per, False)):
+        if value != plain:
+            raise ConfigError(
+                f"invalid config: {name}={value!r}: {config.algo} replays windows of steps "
+                f"uniformly and {why} (remove the setting)."
+            )
+
+
 def symlog(x: torch.Tensor) -> torch.Tensor:
     """sign(x) * log(1 + |x|), elementwise."""
     return torch.sign(x) * torch.log1p(x.abs())
