@@ -269,6 +269,9 @@ def _train_in_process(cwd, algo, env_id, max_steps, resume=False, **fields):
 TINY_OFF = {"num_envs": 4, "learning_starts": 128, "batch_size": 32, "net_dims": [32]}
 FAST_TD3_OPTIONS = {"explore_noise_std": 0.001, "explore_noise_std_max": 0.4, "critic_atoms": 11,
                     "critic_v_min": -1700, "critic_v_max": 0}  # fmt: skip
+DREAMER_SMALL = {**TINY_OFF, "num_envs": 2, "batch_size": 32, "net_dims": [16],
+                 "world_model": {"deter_dim": 16, "stoch": 4, "classes": 4, "batch_length": 8,
+                                 "imagine_horizon": 3}}  # fmt: skip
 # (learning starts at 128, so the resumed half trains from a partly filled buffer)
 
 
@@ -344,21 +347,7 @@ FAST_TD3_OPTIONS = {"explore_noise_std": 0.001, "explore_noise_std_max": 0.4, "c
         ),  # fmt: skip
         # DreamerV3: the world model, actor, critic and its slow copy, the return scale and
         # each sub-env's recurrent state; discrete actions and continuous ones
-        *[
-            (
-                "dreamerv3",
-                env_id,
-                {
-                    **TINY_OFF,
-                    "num_envs": 2,
-                    "batch_size": 32,
-                    "net_dims": [16],
-                    "world_model": {"deter_dim": 16, "stoch": 4, "classes": 4,
-                                    "batch_length": 8, "imagine_horizon": 3},
-                },  # fmt: skip
-            )
-            for env_id in ("CartPole-v1", "Pendulum-v1")
-        ],
+        *[("dreamerv3", env_id, DREAMER_SMALL) for env_id in ("CartPole-v1", "Pendulum-v1")],
         # the H-term's trajectory buffer (an episode ends before the checkpoint, one after)
         ("sac", "Pendulum-v1", {**TINY_OFF, "num_envs": 1, "h_term": True, "h_term_start": 200}),
         (
