@@ -302,6 +302,8 @@ def test_tdmpc2_learns_pendulum(tmp_path):
 def test_graphed_tdmpc2_steps_equal_eager_steps():
     """On a GPU the update is captured as CUDA graphs (its inputs flat tensors, `Windows`; the
     running scale's percentiles read no value back): the same steps as eager ones."""
+    from test_cuda_graphs import assert_graphed_replays_equal_eager
+
     from xiaoyarl.core.graphs import capture_updates
 
     agents = []
@@ -315,16 +317,4 @@ def test_graphed_tdmpc2_steps_equal_eager_steps():
         assert capture_updates(agent) == graphed
         fill(agent)
         agents.append(agent)
-    graphed, eager = agents
-    for i in range(8):  # 3 eager warm-up steps, a capture, then replays
-        torch.manual_seed(100 + i)
-        batch = graphed.sample_batch()
-        torch.cuda.manual_seed(i)
-        logs_graphed = graphed.gradient_step(batch)
-        torch.cuda.manual_seed(i)
-        logs_eager = eager.gradient_step(batch)
-        for name in logs_eager:
-            assert torch.allclose(logs_graphed[name], logs_eager[name], rtol=1e-4, atol=1e-5), name
-    assert graphed.update_runner.step.graphs
-    for a, b in zip(graphed.model.parameters(), eager.model.parameters(), strict=True):
-        assert torch.allclose(a, b, rtol=1e-4, atol=1e-5)
+    assert_graphed_replays_equal_eager(*agents)
