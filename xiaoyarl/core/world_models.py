@@ -21,7 +21,8 @@ networks' layers, and the running scale of values by percentiles.
 - `NormGRUCell`: DreamerV3's GRU, its gates from one LayerNorm'd linear layer, the update gate
   biased towards keeping the state; `dreamer_mlp`: its layers (linear, LayerNorm, SiLU).
 - `settings_of`: a model-based agent's settings that `Config` has no field for, read from
-  `config.world_model` over the defaults of a dataclass, unknown names refused.
+  `config.world_model` over the defaults of a dataclass, unknown names refused;
+  `refuse_transition_settings`: the replay settings neither model-based agent reads.
 """
 
 from __future__ import annotations
