@@ -35,8 +35,9 @@ actor and the critic, 0.3 of it); gradients clipped at 1000 (the model) and 100
 (`clip_grad_norm`: the actor and the critic). Where this departs from the paper: the decoder of
 images is an MLP to the flat image on the symlog scale (the paper's: a transposed CNN), the
 networks start from torch's initialisation (the reward and value heads at zero, as the paper's),
-the return scale averages the clipped range (the paper clips the averaged percentiles), and the
-critic learns from imagined returns alone (the Nature version also from replayed ones).
+the return scale averages the clipped range (the paper clips the averaged percentiles), an
+episode starts from a zero GRU state (the paper's is learned), and the critic learns from
+imagined returns alone (the Nature version also from replayed ones).
 """
 
 from __future__ import annotations
