@@ -362,14 +362,14 @@ class AgentDreamerV3(Memory, AgentOffPolicy):
         self.return_scale = RunningScale(s.return_scale_tau).to(device)
         self.nets = {"model": self.model, "critic": self.critic, "slow_critic": self.slow_critic,
                      "return_scale": self.return_scale}  # fmt: skip
-        self.model_params = [p for name, p in self.model.named_parameters()
-                             if not name.startswith("policy.")]  # fmt: skip
+        model_params = [p for name, p in self.model.named_parameters()
+                        if not name.startswith("policy.")]  # fmt: skip
         self.optimizers = {"model": None, "actor": None, "critic": None}
         if learner:
             assert config.learning_rate is not None, "resolve_config sets learning_rate"
             lr, kind, scale = config.learning_rate, config.optimizer, s.actor_critic_lr_scale
             self.optimizers = {
-                "model": self.kit.optimizer(kind, self.model_params, lr),
+                "model": self.kit.optimizer(kind, model_params, lr),
                 "actor": self.kit.optimizer(kind, self.model.policy.parameters(), lr * scale),
                 "critic": self.kit.optimizer(kind, self.critic.parameters(), lr * scale),
             }
@@ -419,7 +419,7 @@ class AgentDreamerV3(Memory, AgentOffPolicy):
     ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         model, s = self.model, self.settings
         model_loss, logs, start = self.world_model_loss(windows)
-        self._step(model_loss, self.optimizers["model"], self.model_params, s.model_clip)
+        self.step_together(model_loss, [self.optimizers["model"]], s.model_clip)
         actor_loss, critic_loss, more = self.actor_critic_losses(*start)
         self.optimizer_steps(actor_loss + critic_loss, (self.optimizers["actor"], model.policy),
                              (self.optimizers["critic"], self.critic))  # fmt: skip
@@ -491,16 +491,6 @@ class AgentDreamerV3(Memory, AgentOffPolicy):
         logs = {"imagined_return": returns[0].mean(), "entropy": entropy.mean().detach(),
                 "return_scale": self.return_scale.value.clone()}  # fmt: skip
         return actor_loss, critic_loss, logs
-
-    def _step(self, loss: torch.Tensor, optimizer: Any, params: list[nn.Parameter],
-              max_norm: float) -> None:  # fmt: skip
-        """One backward pass and optimizer step, the gradients clipped to `max_norm`."""
-        assert optimizer is not None, "an acting-only copy (learner=False) never updates"
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.reducer.average_gradients([params])
-        self.kit.clip_grad_norm(params, max_norm)
-        optimizer.step()
 
 
 class AgentDreamerV3Discrete(AgentDreamerV3):

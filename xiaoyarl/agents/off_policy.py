@@ -147,6 +147,20 @@ class AgentOffPolicy(AgentBase):
         assert self.config.batch_size is not None, "resolve_config sets batch_size"
         return self.buffer.sample(self.config.batch_size)
 
+    def step_together(self, loss: torch.Tensor, optimizers: list, max_norm: float) -> None:
+        """One backward pass through `loss`, the gradients of every optimizer's parameters
+        clipped together (their global norm at most `max_norm`, where `optimizer_steps` clips
+        per network), then each optimizer steps (the model-based agents' world models)."""
+        assert all(optimizers), "an acting-only copy (learner=False) never updates"
+        for optimizer in optimizers:
+            optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        groups = [optimizer.param_groups[0]["params"] for optimizer in optimizers]
+        self.reducer.average_gradients(groups)
+        self.kit.clip_grad_norm([param for group in groups for param in group], max_norm)
+        for optimizer in optimizers:
+            optimizer.step()
+
     def update_normalizers(self, rollout: Transitions) -> None:
         """Off-policy: merge a rollout's states into the observation normaliser (if enabled)."""
         self.state_norm.update(rollout.states.flatten(0, 1))

@@ -344,7 +344,6 @@ class AgentTDMPC2(AgentOffPolicy):
         encoder_params = [*model.norm.parameters(), *model.encoder.parameters()]
         rest = [p for net in (model.dynamics, model.reward, model.termination, model.qs)
                 for p in net.parameters()]  # fmt: skip
-        self.model_params = encoder_params + rest
         self.optimizers = {"encoder": None, "model": None, "pi": self.make_optimizer(model.pi)}
         if learner:
             assert config.learning_rate is not None, "resolve_config sets learning_rate"
@@ -458,7 +457,9 @@ class AgentTDMPC2(AgentOffPolicy):
         consistency = consistency / horizon
         loss = (s.consistency_coef * consistency + s.reward_coef * reward_loss
                 + s.value_coef * value_loss + s.termination_coef * termination_loss)  # fmt: skip
-        self._step_model(loss)
+        self.step_together(
+            loss, [self.optimizers["encoder"], self.optimizers["model"]], cfg.clip_grad_norm
+        )  # (the reference clips them together)
         pi_loss = self._update_policy(torch.stack(zs).detach(), valid)
         model.eval()
         self.soft_update(self.q_target, model.qs, cfg.soft_update_tau)
@@ -466,19 +467,6 @@ class AgentTDMPC2(AgentOffPolicy):
                 "value_loss": value_loss.detach(), "termination_loss": termination_loss.detach(),
                 "pi_loss": pi_loss, "pi_scale": self.scale.value.clone()}  # fmt: skip
         return logs, torch.zeros(steps.rewards.shape[0], device=self.device)
-
-    def _step_model(self, loss: torch.Tensor) -> None:
-        """One backward pass; the encoder's and the rest's gradients clipped together (their
-        global norm at most `clip_grad_norm`), each stepped by its optimizer."""
-        optimizers = [o for o in (self.optimizers["encoder"], self.optimizers["model"]) if o]
-        assert len(optimizers) == 2, "an acting-only copy (learner=False) never updates"
-        for optimizer in optimizers:
-            optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.reducer.average_gradients([o.param_groups[0]["params"] for o in optimizers])
-        self.kit.clip_grad_norm(self.model_params, self.config.clip_grad_norm)
-        for optimizer in optimizers:
-            optimizer.step()
 
     def _update_policy(self, zs: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         """The policy prior's step on the rolled-out latent states `(H + 1, B, L)`: it ascends
