@@ -115,24 +115,6 @@ def test_graphed_steps_equal_eager_steps(algo, overrides):
         assert_same_state(net, eager.nets[name], name)
 
 
-def assert_graphed_replays_equal_eager(graphed, eager, steps: int = 8) -> None:
-    """`steps` gradient steps of two agents alike but for CUDA graphs (3 eager warm-up steps, a
-    capture, then replays) on the same replayed batches and device draws: the same logs, and
-    the same weights after (the model-based agents' `model`)."""
-    for i in range(steps):
-        torch.manual_seed(100 + i)
-        batch = graphed.sample_batch()
-        torch.cuda.manual_seed(i)
-        logs_graphed = graphed.gradient_step(batch)
-        torch.cuda.manual_seed(i)
-        logs_eager = eager.gradient_step(batch)
-        for name in logs_eager:
-            assert torch.allclose(logs_graphed[name], logs_eager[name], rtol=1e-4, atol=1e-5), name
-    assert graphed.update_runner.step.graphs
-    for a, b in zip(graphed.model.parameters(), eager.model.parameters(), strict=True):
-        assert torch.allclose(a, b, rtol=1e-4, atol=1e-5)
-
-
 def assert_same_state(a: torch.nn.Module, b: torch.nn.Module, name: str) -> None:
     other = b.state_dict()
     for key, value in a.state_dict().items():

@@ -360,12 +360,10 @@ def test_dreamerv3_learns_cartpole(tmp_path):
 
 
 @pytest.mark.cuda
-def test_graphed_dreamerv3_steps_equal_eager_steps():
+def test_graphed_dreamerv3_steps_equal_eager_steps(graphed_replays_equal_eager):
     """On a GPU the update is captured as CUDA graphs (its inputs flat tensors, `Windows`; the
     latents drawn on the device, the return scale's percentiles read no value back): the same
     steps as eager ones."""
-    from test_cuda_graphs import assert_graphed_replays_equal_eager
-
     from xiaoyarl.agents.registry import make_agent as build
     from xiaoyarl.core.graphs import capture_updates
 
@@ -381,4 +379,4 @@ def test_graphed_dreamerv3_steps_equal_eager_steps():
         assert capture_updates(agent) == graphed
         fill(agent)
         agents.append(agent)
-    assert_graphed_replays_equal_eager(*agents)
+    graphed_replays_equal_eager(*agents)

@@ -299,11 +299,9 @@ def test_tdmpc2_learns_pendulum(tmp_path):
 
 
 @pytest.mark.cuda
-def test_graphed_tdmpc2_steps_equal_eager_steps():
+def test_graphed_tdmpc2_steps_equal_eager_steps(graphed_replays_equal_eager):
     """On a GPU the update is captured as CUDA graphs (its inputs flat tensors, `Windows`; the
     running scale's percentiles read no value back): the same steps as eager ones."""
-    from test_cuda_graphs import assert_graphed_replays_equal_eager
-
     from xiaoyarl.core.graphs import capture_updates
 
     agents = []
@@ -317,4 +315,4 @@ def test_graphed_tdmpc2_steps_equal_eager_steps():
         assert capture_updates(agent) == graphed
         fill(agent)
         agents.append(agent)
-    assert_graphed_replays_equal_eager(*agents)
+    graphed_replays_equal_eager(*agents)
