@@ -59,10 +59,11 @@ def sq_game(env: pkg_seaquest.Env) -> list[float]:
     d_rows = [[1, x, y, int(lr), t] for x, y, lr, t in env.divers]
     e_rows = [[sq.FISH, x, y, int(lr), t, 0] for x, y, lr, t in env.e_fish]
     e_rows += [[sq.SUB, x, y, int(lr), t, s] for x, y, lr, t, s in env.e_subs]
-    b_rows = [[1, x, y, int(lr)] for x, y, lr in env.e_bullets]
+    scalars += [len(e_rows), len(env.e_bullets)]
+    b_codes = [[(x + 1) + 16 * (y - 1) - 128 * int(lr)] for x, y, lr in env.e_bullets]
     game = [float(v) for v in scalars] + _slots(f_rows, sq.F_FIELDS, sq.F_CAP)
     game += _slots(d_rows, sq.D_FIELDS, sq.D_CAP) + _slots(e_rows, sq.E_FIELDS, sq.E_CAP)
-    return game + _slots(b_rows, sq.B_FIELDS, sq.B_CAP)
+    return game + _slots(b_codes, 1, sq.B_CAP)
 
 
 def sq_canonical(game: list[float]) -> tuple:
@@ -77,9 +78,12 @@ def sq_canonical(game: list[float]) -> tuple:
     f = sorted(rows(sq.F_START, sq.F_FIELDS, sq.F_CAP))
     d = rows(sq.D_START, sq.D_FIELDS, sq.D_CAP)
     e = rows(sq.E_START, sq.E_FIELDS, sq.E_CAP)
+    free = np.array(g[sq.E_START : sq.B_START]).reshape(sq.E_FIELDS, sq.E_CAP)[:, len(e) :]
+    assert not free.any()  # alive first, the free slots all 0
     fish = [r[1:5] for r in e if r[0] == sq.FISH]
     subs = [r[1:] for r in e if r[0] == sq.SUB]
-    b = sorted(rows(sq.B_START, sq.B_FIELDS, sq.B_CAP))
+    b = sorted(rows(sq.B_START, 1, sq.B_CAP))
+    assert all(v == 0 for v in g[sq.B_START + len(b) :])  # alive first, the rest 0
     return scalars, f, d, fish, subs, b
 
 
@@ -413,8 +417,8 @@ def test_seaquest_slots_in_use_match_all_slots() -> None:
     on all of them. Both give the same steps (the accelerator's way checked here on a CPU)."""
 
     class AllSlots(SeaquestEnv):
-        def _in_use(self, alive: torch.Tensor) -> int:
-            return alive.shape[1]
+        def _in_use(self, count: torch.Tensor, cap: int) -> int:
+            return cap
 
     envs = [cls(64, seed=3) for cls in (SeaquestEnv, AllSlots)]
     crowded = envs[0].sim_state.clone()

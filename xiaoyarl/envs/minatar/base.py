@@ -29,10 +29,12 @@ class MinAtarEnv(TorchVecEnv):
     """A MinAtar game stepping all sub-envs as tensors.
 
     sim_state `(n, 1 + game_dim)`: column 0 holds the previous full action (for sticky actions),
-    the rest is the game's own state (`game_dim` floats, laid out by the game). A game sets
-    `name`, `channels`, `game_dim`, `minimal_actions` (letters of `ACTION_MAP`) and implements
-    `_game_initial`, `_game_step` and `_game_observe`, with every random draw from
-    `self.generator` (and may implement `_game_step_into` too, to write its next states once).
+    the rest is the game's own state (`game_dim` numbers of `sim_dtype`, float32 unless the game
+    says otherwise, laid out by the game). A game sets `name`, `channels`, `game_dim`,
+    `minimal_actions` (letters of `ACTION_MAP`) and implements `_game_initial`, `_game_step` and
+    `_game_observe`, with every random draw from `self.generator` (and may implement
+    `_game_step_into` too, to write its next states once, and `_new_states`, to store them as
+    it reads them fastest).
     """
 
     if_discrete = True
@@ -79,7 +81,7 @@ class MinAtarEnv(TorchVecEnv):
         """Set the game's constant tensors on `device` (before any state is drawn)."""
 
     def _game_initial(self, n: int) -> torch.Tensor:
-        """`n` initial game states `(n, game_dim)` float32."""
+        """`n` initial game states `(n, game_dim)`."""
         raise NotImplementedError
 
     def _game_step(
@@ -92,8 +94,8 @@ class MinAtarEnv(TorchVecEnv):
     def _game_step_into(
         self, game: torch.Tensor, action: torch.Tensor, next_game: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """`_game_step` writing the next game states into `next_game` `(n, game_dim)` float32
-        (the columns of the next simulator state) -> `(reward (n,), terminated (n,))`."""
+        """`_game_step` writing the next game states into `next_game` `(n, game_dim)` (the
+        columns of the next simulator state) -> `(reward (n,), terminated (n,))`."""
         new, reward, terminated = self._game_step(game, action)
         next_game.copy_(new)
         return reward, terminated
@@ -102,10 +104,17 @@ class MinAtarEnv(TorchVecEnv):
         """The grid `(n, channels, 10, 10)` bool of game states `(n, game_dim)`."""
         raise NotImplementedError
 
+    def _new_states(self, n: int) -> torch.Tensor:
+        """`n` uninitialised simulator states `(n, sim_dim)` of `sim_dtype`, laid out as the
+        game reads them fastest (row-major here)."""
+        return torch.empty((n, self.sim_dim), dtype=self.sim_dtype, device=self.device)
+
     # --- TorchVecEnv ---
     def _sample_initial(self, n: int) -> torch.Tensor:
-        no_op = torch.zeros((n, 1), device=self.device)
-        return torch.cat([no_op, self._game_initial(n)], 1)
+        state = self._new_states(n)
+        state[:, 0] = 0  # no-op
+        state[:, 1:] = self._game_initial(n)
+        return state
 
     def _dynamics(
         self, sim_state: torch.Tensor, action: torch.Tensor
@@ -115,7 +124,7 @@ class MinAtarEnv(TorchVecEnv):
             draw = torch.rand(action.shape[0], generator=self.generator, device=self.device)
             repeat = draw < self.sticky_action_prob
             full = torch.where(repeat, sim_state[:, 0].long(), full)
-        next_state = torch.empty_like(sim_state)
+        next_state = self._new_states(sim_state.shape[0])
         reward, terminated = self._game_step_into(sim_state[:, 1:], full, next_state[:, 1:])
         next_state[:, 0] = full
         return next_state, reward, terminated
@@ -135,8 +144,13 @@ class MinAtarEnv(TorchVecEnv):
             return super()._next_outputs(final, reset_any)
         state = final["final_state"].clone()
         rows = self._done.nonzero().squeeze(1)
-        state[rows] = self._observe(self.sim_state[rows])
+        state[rows] = self._fresh_observations(rows)
         return state, final
+
+    def _fresh_observations(self, rows: torch.Tensor) -> torch.Tensor:
+        """The observations of the sub-envs `rows` an auto-reset has just restarted (a game
+        whose start is always the same may return that one observation, broadcast)."""
+        return self._observe(self.sim_state[rows])
 
     # 16 pixels a cell, 10 frames a second; a colour per channel, drawn as the package's viewer
     # draws them: where channels overlap, the last one shows
