@@ -398,7 +398,7 @@ def test_a_typo_in_the_env_kwargs_of_a_torch_native_env_is_named(env_id, kwargs,
 _PAGE_FAULTS = """
 import resource, torch
 from xiaoyarl.envs import make_env
-from xiaoyarl.envs.base import keep_freed_memory
+from xiaoyarl.machine import keep_freed_memory
 torch.set_num_threads(1)
 env = make_env("MinAtar/Seaquest-v1", 1024, seed=0)
 env.reset(seed=0)

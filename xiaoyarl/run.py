@@ -12,6 +12,7 @@ import torch
 from xiaoyarl.agents import agent_class
 from xiaoyarl.agents.settings import resolve_run
 from xiaoyarl.config import Config
+from xiaoyarl.machine import keep_freed_memory
 from xiaoyarl.scale import distributed
 from xiaoyarl.train.loop import Callback, TrainLoop
 from xiaoyarl.train.start import build_run, run_loop
@@ -38,6 +39,7 @@ def train_agent(
     ranks = distributed.rank_from_environment()  # (rank, world, local rank) under torchrun
     settings = resolve_run(config, ranks)
     torch.set_num_threads(settings.threads)
+    keep_freed_memory()
     if ranks is not None:  # one learner of several
         checkpoint = settings.run_dir / "checkpoint" / "state.pt"
         resume = resume or (distributed.restarted_by_launcher() and checkpoint.is_file())

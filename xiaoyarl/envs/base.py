@@ -29,59 +29,17 @@ Every environment the runner sees holds `num_envs` sub-environments and speaks t
 `TorchVecEnv` is the base of torch-native simulators: the time limit (with the rule above),
 auto-reset, seeding, `set_sim_state` and `state_dict` live there once, and the multi-agent
 `TorchMultiAgentVecEnv` (`envs/multi/base.py`) extends it.
-
-A torch-native env on a CPU makes glibc's allocator keep freed memory for reuse
-(`keep_freed_memory`): each step of thousands of sub-envs allocates observations of megabytes,
-and by default glibc returns such blocks to the system at once, so the next step's page in
-afresh (the page faults cost 40% of MinAtar Seaquest's step at 4,096 sub-envs).
 """
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import numbers
-import os
-import platform
 from dataclasses import dataclass
 
 import torch
 
 from xiaoyarl.errors import EnvError
-
-_MALLOC_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES")
-_kept: bool | None = None  # the first call's outcome
-
-
-def keep_freed_memory() -> bool:
-    """Make glibc's `malloc` keep freed blocks of up to 32 MiB for reuse (its mmap threshold 32
-    MiB, and up to 256 MiB of free memory kept at the heap's top) instead of returning them to
-    the system when they are freed, which makes every allocation of their size fault its pages
-    in again. Once per process, on Linux with glibc; not where the process already chose its
-    allocator's settings (`MALLOC_MMAP_THRESHOLD_`, `MALLOC_TRIM_THRESHOLD_`, `GLIBC_TUNABLES`
-    or an `LD_PRELOAD`ed allocator: set `MALLOC_TRIM_THRESHOLD_=131072`, glibc's default, to
-    keep its defaults). Returns whether the process's allocator keeps freed memory so."""
-    global _kept
-    if _kept is None:
-        _kept = _set_malloc_thresholds()
-    return _kept
-
-
-def _set_malloc_thresholds() -> bool:
-    if platform.system() != "Linux" or any(
-        os.environ.get(name) for name in (*_MALLOC_SETTINGS, "LD_PRELOAD")
-    ):
-        return False
-    try:
-        if not (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc"):
-            return False
-        libc = ctypes.CDLL("libc.so.6")
-    except (ValueError, OSError):  # not glibc
-        return False
-    m_trim_threshold, m_mmap_threshold = -1, -3  # mallopt's parameters (malloc.h)
-    return bool(
-        libc.mallopt(m_mmap_threshold, 32 << 20) and libc.mallopt(m_trim_threshold, 256 << 20)
-    )
 
 
 @dataclass(frozen=True)
@@ -203,8 +161,6 @@ class TorchVecEnv(VecEnv):
             raise EnvError(f"num_envs must be a positive integer, got {num_envs!r}.")
         self.num_envs = int(num_envs)
         self.device = torch.device(device)
-        if self.device.type == "cpu":
-            keep_freed_memory()
         self.spec = self._make_spec()
         self.generator = torch.Generator(device=self.device).manual_seed(seed or 0)
         self.sim_state = self._sample_initial(self.num_envs)  # (num_envs, sim_dim)
@@ -316,11 +272,6 @@ class TorchVecEnv(VecEnv):
 
     def load_state_dict(self, state: dict) -> None:
         """Restore what `state_dict` returned, on this env's device."""
-        shape = tuple(state["sim_state"].shape)
-        if shape[1:] != (self.sim_dim,):
-            raise EnvError(f"{self.name}: the saved simulator states have shape {shape}, this "
-                           f"version's have {self.sim_dim} columns: the state was saved by "
-                           "another version of the simulator; start the run afresh.")  # fmt: skip
         self.sim_state = state["sim_state"].to(self.device, self.sim_dtype).clone()
         self.elapsed = state["elapsed"].to(self.device).clone()
         self.generator.set_state(state["generator"])

@@ -53,6 +53,7 @@ from xiaoyarl.config_io import config_from_dict
 from xiaoyarl.envs.base import EnvSpec, VecEnv
 from xiaoyarl.envs.build import build_env
 from xiaoyarl.errors import XiaoyaError
+from xiaoyarl.machine import keep_freed_memory
 from xiaoyarl.train.checkpoint import policy_state
 from xiaoyarl.train.evaluator import EvalResult, Evaluator, evaluation_seed
 from xiaoyarl.train.loggers import Loggers
@@ -79,13 +80,14 @@ class WorkerError(XiaoyaError):
 # --- what runs in the child processes --------------------------------------------------------
 def _child_setup(name: str, threads: int | None) -> int:
     """Common start of every child: a name `ps` shows, Ctrl-C left to the learner, one torch
-    thread. Returns the learner's pid."""
+    thread, freed memory kept for reuse. Returns the learner's pid."""
     try:
         Path("/proc/self/comm").write_text(name[:15])  # Linux: the name in ps / top
     except OSError:
         pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(threads or 1)
+    keep_freed_memory()
     return os.getppid()
 
 

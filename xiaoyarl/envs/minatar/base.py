@@ -20,6 +20,7 @@ import torch
 
 from xiaoyarl.envs.base import TorchVecEnv
 from xiaoyarl.errors import EnvError
+from xiaoyarl.machine import keep_freed_memory
 
 # MinAtar's full action set; a game acts on the indices of its minimal subset (the "-v1" ids)
 ACTION_MAP = ("n", "l", "u", "r", "d", "f")
@@ -75,6 +76,8 @@ class MinAtarEnv(TorchVecEnv):
         self._codes = torch.tensor(codes, dtype=torch.int64, device=device)
         self._constants(torch.device(device))
         super().__init__(num_envs, device, seed)
+        if self.device.type == "cpu":  # observations of megabytes a step: keep them for reuse
+            keep_freed_memory()
 
     # --- what a game implements ---
     def _constants(self, device: torch.device) -> None:
@@ -146,6 +149,15 @@ class MinAtarEnv(TorchVecEnv):
         rows = self._done.nonzero().squeeze(1)
         state[rows] = self._fresh_observations(rows)
         return state, final
+
+    def load_state_dict(self, state: dict) -> None:
+        # differs: refuses the states of another layout of the game (saved by another version)
+        shape = tuple(state["sim_state"].shape)
+        if shape[1:] != (self.sim_dim,):
+            raise EnvError(f"{self.name}: the saved game states have shape {shape}, this "
+                           f"version's have {self.sim_dim} columns: they were saved by another "
+                           "version of the game; start the run afresh.")  # fmt: skip
+        super().load_state_dict(state)
 
     def _fresh_observations(self, rows: torch.Tensor) -> torch.Tensor:
         """The observations of the sub-envs `rows` an auto-reset has just restarted (a game
