@@ -8,9 +8,6 @@ one step in both and compare observation, reward and both flags.
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
 import warnings
 
 import gymnasium
@@ -393,44 +390,3 @@ def test_a_typo_in_the_env_kwargs_of_a_torch_native_env_is_named(env_id, kwargs,
         make_env(env_id, 2, env_kwargs=kwargs)
     for word in words:
         assert word in str(caught.value), str(caught.value)
-
-
-_PAGE_FAULTS = """
-import resource, torch
-from xiaoyarl.envs import make_env
-from xiaoyarl.machine import keep_freed_memory
-torch.set_num_threads(1)
-env = make_env("MinAtar/Seaquest-v1", 1024, seed=0)
-env.reset(seed=0)
-actions = torch.randint(6, (20, 1024), generator=torch.Generator().manual_seed(0))
-for a in actions:
-    env.step(a)
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for a in actions:
-    env.step(a)
-print(keep_freed_memory(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-"""
-
-
-_GLIBC = "glibc" in ((os.confstr("CS_GNU_LIBC_VERSION") if hasattr(os, "confstr") else "") or "")
-
-
-@pytest.mark.skipif(not _GLIBC, reason="glibc's allocator only")
-def test_a_cpu_env_keeps_freed_memory_for_reuse() -> None:
-    """A torch-native env on a CPU makes glibc keep freed blocks for reuse: 20 steps of a
-    MinAtar game at 1,024 sub-envs (an observation of 1 MB each) page in next to no memory once
-    warm (with glibc's defaults, about 600 page faults a step); where the process chose its
-    allocator's settings itself, they are left alone."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
-    for name in ("GLIBC_TUNABLES", "LD_PRELOAD"):
-        env.pop(name, None)
-
-    def run(env: dict) -> tuple[str, int]:
-        out = subprocess.run([sys.executable, "-c", _PAGE_FAULTS], env=env, capture_output=True,
-                             text=True, check=True).stdout.split()  # fmt: skip
-        return out[0], int(out[1])
-
-    kept, faults = run(env)
-    assert kept == "True" and faults < 100
-    kept, _ = run({**env, "MALLOC_TRIM_THRESHOLD_": "131072"})
-    assert kept == "False"

@@ -30,6 +30,7 @@ from minatar.environments import space_invaders as pkg_space_invaders  # noqa: E
 from xiaoyarl.envs.minatar import seaquest as sq  # noqa: E402
 from xiaoyarl.envs.minatar.seaquest import SeaquestEnv  # noqa: E402
 from xiaoyarl.envs.minatar.space_invaders import SpaceInvadersEnv  # noqa: E402
+from xiaoyarl.errors import EnvError  # noqa: E402
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
 
@@ -438,6 +439,17 @@ def test_seaquest_slots_in_use_match_all_slots() -> None:
         kinds = envs[0].sim_state[:, 1 + sq.E_START : 1 + sq.E_START + sq.E_CAP]
         most = max(most, int((kinds > 0).sum(1).max()))
     assert most >= 15  # crowded seas: most of the enemy slots in use
+
+
+def test_seaquest_refuses_the_states_of_another_layout() -> None:
+    """A checkpoint's game states saved by another version of the game (another layout: the
+    float32 one of 319 columns before 2026-11-30) are refused with a clear error."""
+    env = SeaquestEnv(4, seed=0)
+    saved = env.state_dict()
+    env.load_state_dict(saved)  # its own are taken
+    old = {**saved, "sim_state": torch.zeros((4, 319))}
+    with pytest.raises(EnvError, match="another version of the game"):
+        env.load_state_dict(old)
 
 
 # --- 2. random-policy returns ---
