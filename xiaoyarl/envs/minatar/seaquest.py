@@ -26,8 +26,8 @@ the ends of their lists.
 How it is fast on a CPU (a step is some 300 small tensor operations, so their count and kind
 decide its cost): the simulator state is int16 and stored column by column (each column of
 `sim_state (n, sim_dim)` contiguous), so a step reads every field as one contiguous row `(n,)`
-and keeps its lists as `(slots, n)`, where a per-sub-env value broadcasts along rows (several
-times cheaper than along columns); the enemy and enemy-bullet lists hold their counts, and on a
+and keeps its lists as `(slots, n)`, where a per-sub-env value `(n,)` broadcasts over the slots
+as a row (several times cheaper than a value broadcast as a column); the enemy and enemy-bullet lists hold their counts, and on a
 CPU a step works only on the slots up to the longest list (a few in most games; on an
 accelerator on all of them, as finding the longest would make the device wait); enemies are
 worked on as int8; an enemy bullet is stored as one int8 code.
@@ -193,7 +193,8 @@ class SeaquestEnv(MinAtarEnv):
 
     def _slot_rows(self, n: int) -> torch.Tensor:
         """The slot numbers of the enemy list `(E_CAP + 1, n)` int8, a column per sub-env
-        (stored spread: broadcasting a tensor along its rows is slow)."""
+        (stored spread: a column `(E_CAP + 1, 1)` broadcast over the sub-envs is several times
+        slower to compute with)."""
         if n not in self._slots:
             slot = torch.arange(E_CAP + 1, dtype=torch.int8, device=self.device)
             self._slots[n] = slot.unsqueeze(1).expand(-1, n).contiguous()
