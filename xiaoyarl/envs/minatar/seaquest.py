@@ -27,10 +27,11 @@ How it is fast on a CPU (a step is some 300 small tensor operations, so their co
 decide its cost): the simulator state is int16 and stored column by column (each column of
 `sim_state (n, sim_dim)` contiguous), so a step reads every field as one contiguous row `(n,)`
 and keeps its lists as `(slots, n)`, where a per-sub-env value `(n,)` broadcasts over the slots
-as a row (several times cheaper than a value broadcast as a column); the enemy and enemy-bullet lists hold their counts, and on a
-CPU a step works only on the slots up to the longest list (a few in most games; on an
-accelerator on all of them, as finding the longest would make the device wait); enemies are
-worked on as int8; an enemy bullet is stored as one int8 code.
+as a row (several times cheaper than a value broadcast as a column); the enemy and
+enemy-bullet lists hold their counts, and on a CPU a step works only on the slots up to the
+longest list (a few in most games; on an accelerator on all of them, as finding the longest
+would make the device wait); enemies are worked on as int8; an enemy bullet is stored as one
+int8 code.
 """
 
 from __future__ import annotations
