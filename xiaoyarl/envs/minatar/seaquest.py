@@ -100,7 +100,7 @@ def _first(mask: torch.Tensor) -> torch.Tensor:
 
 
 def _inside(x: torch.Tensor) -> torch.Tensor:
-    """Whether each `x` (int8) is on the grid, 0..9 (faster than two comparisons)."""
+    """Whether each `x` (integers) is on the grid, 0..9 (faster than two comparisons)."""
     return x == x.clamp(0, 9)
 
 
@@ -306,7 +306,7 @@ class SeaquestEnv(MinAtarEnv):
         # apart and both move a cell a step), so they never compete for an enemy and the
         # package's bullet-by-bullet loop is done for all bullets at once here.
         fx = fx + f_alive * (2 * f_lr - 1)
-        f_alive = f_alive & (fx >= 0) & (fx <= 9)
+        f_alive = f_alive & _inside(fx)
         targets = torch.where(f_alive, fy * 10 + fx, BULLET_NONE).to(int8)  # (F_CAP, n) cells
         alive = kind.bool()
         is_sub = kind == SUB
@@ -327,7 +327,7 @@ class SeaquestEnv(MinAtarEnv):
         move = d_alive & (d_timer == 0)
         d_timer = torch.where(move, DIVER_MOVE_INTERVAL, d_timer - d_alive.to(int16))
         dx = dx + move * (2 * d_lr - 1)
-        gone = move & ((dx < 0) | (dx > 9))
+        gone = move & ~_inside(dx)
         reaches = d_alive & (at_sub | (move & ~gone & ((dy * 10 + dx) == player)))
         boards = []
         for k in reversed(range(D_CAP)):
@@ -446,7 +446,7 @@ class SeaquestEnv(MinAtarEnv):
         x, y = torch.cat([ex[:e_width], dx]), torch.cat([ey[:e_width], dy])
         body = y * 10 + x
         back = x + 1 - 2 * torch.cat([e_lr[:e_width], d_lr])
-        trail = (body - x + back + TRAIL * 100).where(shown & (back == back.clamp(0, 9)), front)
+        trail = (body - x + back + TRAIL * 100).where(shown & _inside(back), front)
         channel = (kind[:e_width] + (ENEMY_FISH - FISH)) * 100
         body[:e_width] += channel
         body[e_width:] += DIVER * 100
