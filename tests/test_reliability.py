@@ -513,8 +513,8 @@ _GLIBC = "glibc" in ((os.confstr("CS_GNU_LIBC_VERSION") if hasattr(os, "confstr"
 
 @pytest.mark.skipif(not _GLIBC, reason="glibc's allocator only")
 def test_a_cpu_env_keeps_freed_memory_for_reuse() -> None:
-    """A torch-native env on a CPU makes glibc keep freed blocks for reuse: 20 steps of a
-    MinAtar game at 1,024 sub-envs (an observation of 1 MB each) page in next to no memory once
+    """A MinAtar game made on a CPU (as a training process) makes glibc keep freed blocks for
+    reuse: 20 steps of the game at 1,024 sub-envs (an observation of 1 MB each) page in next to no memory once
     warm (with glibc's defaults, about 600 page faults a step); where the process chose its
     allocator's settings itself, they are left alone."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
