@@ -514,9 +514,9 @@ _GLIBC = "glibc" in ((os.confstr("CS_GNU_LIBC_VERSION") if hasattr(os, "confstr"
 @pytest.mark.skipif(not _GLIBC, reason="glibc's allocator only")
 def test_a_cpu_env_keeps_freed_memory_for_reuse() -> None:
     """A MinAtar game made on a CPU (as a training process) makes glibc keep freed blocks for
-    reuse: 20 steps of the game at 1,024 sub-envs (an observation of 1 MB each) page in next to no memory once
-    warm (with glibc's defaults, about 600 page faults a step); where the process chose its
-    allocator's settings itself, they are left alone."""
+    reuse: 20 steps of the game at 1,024 sub-envs (an observation of 1 MB each) page in next to
+    no memory once warm (0 faults, or a one-off 126; with glibc's defaults, about 600 a step);
+    where the process chose its allocator's settings itself, they are left alone."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
     for name in ("GLIBC_TUNABLES", "LD_PRELOAD"):
         env.pop(name, None)
@@ -527,6 +527,8 @@ def test_a_cpu_env_keeps_freed_memory_for_reuse() -> None:
         return out[0], int(out[1])
 
     kept, faults = run(env)
-    assert kept == "True" and faults < 100
+    # 0 in most runs, 126 in some (a one-off growth of the heap, the same over 20 or 60 steps);
+    # with glibc's defaults about 12,500
+    assert kept == "True" and faults < 1000
     kept, _ = run({**env, "MALLOC_TRIM_THRESHOLD_": "131072"})
     assert kept == "False"
